@@ -1,0 +1,76 @@
+//! At most `max` instances of a kind per scope.
+//!
+//! Scopes: `cluster` counts everywhere; `namespace` counts in the request's namespace;
+//! `tenant` counts in every namespace owned by the same tenant as the request's namespace
+//! (a tenant namespace owns itself; another namespace is owned by the deepest tenant of its
+//! ancestor labels). In today's Cozystack every tenant is one namespace, so the two agree
+//! there; they differ for namespaces a tenant owns through labels, and a namespace owned by no
+//! tenant is counted on its own.
+//!
+//! The object under review never counts against itself (UPDATE, background audit, or a
+//! CREATE that will fail with AlreadyExists anyway). Terminating instances count: they exist
+//! until their finalizers finish, and not counting them would let a replacement overlap.
+
+use crate::evaluation::Evaluation;
+use crate::facts::Instance;
+use crate::rules::{Cardinality, KindRules, Scope};
+use crate::verdict::{Violation, list_some};
+
+/// How many existing instances a message names before "and N more".
+const SHOWN: usize = 5;
+
+/// The object the request is about, to exclude it from the count.
+pub struct Subject<'s> {
+    pub namespace: &'s str,
+    pub app: &'s str,
+    pub release: Option<&'s str>,
+}
+
+impl Subject<'_> {
+    pub fn is(&self, instance: &Instance) -> bool {
+        instance.namespace == self.namespace
+            && (instance.app == self.app || Some(instance.release.as_str()) == self.release)
+    }
+}
+
+pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<(), Violation> {
+    let Some(Cardinality { scope, max }) = rules.cardinality else {
+        return Ok(());
+    };
+    let namespace = subject.namespace;
+    let instances = eval.instances(&rules.kind)?;
+    let (scope_name, owner) = match scope {
+        Scope::Cluster => ("cluster".to_owned(), None),
+        Scope::Namespace => (format!("namespace {namespace}"), None),
+        Scope::Tenant => match eval.placement(namespace)?.owner() {
+            Some(owner) => (format!("tenant {owner}"), Some(owner.to_owned())),
+            None => (
+                format!("namespace {namespace} (it belongs to no tenant)"),
+                None,
+            ),
+        },
+    };
+    let mut present = Vec::new();
+    for instance in instances.iter().filter(|i| !subject.is(i)) {
+        let in_scope = match (scope, &owner) {
+            (Scope::Cluster, _) => true,
+            (Scope::Tenant, Some(owner)) => {
+                instance.namespace == namespace
+                    || eval.owner_of(&instance.namespace)?.as_deref() == Some(owner.as_str())
+            }
+            (Scope::Namespace | Scope::Tenant, _) => instance.namespace == namespace,
+        };
+        if in_scope {
+            present.push(instance.label_from(namespace));
+        }
+    }
+    if (present.len() as u64) < u64::from(max) {
+        return Ok(());
+    }
+    present.sort();
+    Err(Violation::waivable(format!(
+        "{kind}: at most {max} per {scope_name}; already present: {list}; use or edit the existing {kind} instead of creating another (cardinality {scope}/{max})",
+        kind = rules.kind,
+        list = list_some(&present, SHOWN),
+    )))
+}

@@ -1,0 +1,443 @@
+//! Per-kind rules: the four `ApplicationDefinition` fields of the "fold extra into apps" design.
+//!
+//! The same serde types parse the fields from an ApplicationDefinition and from the policy
+//! settings' `definitions` map, so both sources are validated by one piece of code.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::RuleError;
+
+/// Where the dashboard shows a kind, and therefore who may write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Visibility {
+    /// Marketplace: anyone with RBAC on the kind.
+    #[default]
+    Catalog,
+    /// Administration → Modules: tenant administrators and the platform.
+    Module,
+    /// No dashboard surface: the platform only.
+    Hidden,
+}
+
+/// Where instances of a kind are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Scope {
+    /// The request's namespace.
+    Namespace,
+    /// The tenant that owns the request's namespace (see `tenant.rs`).
+    Tenant,
+    /// The whole cluster.
+    Cluster,
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Scope::Namespace => "namespace",
+            Scope::Tenant => "tenant",
+            Scope::Cluster => "cluster",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Deletion {
+    #[default]
+    Allow,
+    /// Deny a DELETE while consumers depend on the instance.
+    Protect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Edit {
+    #[default]
+    Allow,
+    /// Spec changes only from platform identities.
+    AdminOnly,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Share {
+    /// The provider serves its own tenant only.
+    #[default]
+    None,
+    /// The provider serves its tenant and every descendant tenant without a nearer provider.
+    Children,
+}
+
+/// `spec.dashboard` as far as the policy reads it. An ApplicationDefinition carries many more
+/// dashboard keys; [`Definition::rule_fields`] drops them before decoding.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DashboardSpec {
+    pub visibility: Option<Visibility>,
+    /// Today's marker: `module: true` means `visibility: module` when `visibility` is absent.
+    pub module: Option<bool>,
+}
+
+/// `spec.cardinality`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CardinalitySpec {
+    pub scope: Scope,
+    /// Omitted or 0: unlimited.
+    #[serde(default)]
+    pub max: u32,
+}
+
+/// `spec.protection`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProtectionSpec {
+    #[serde(default)]
+    pub deletion: Deletion,
+    #[serde(default)]
+    pub edit: Edit,
+}
+
+/// `spec.capability`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapabilitySpec {
+    #[serde(default)]
+    pub provides: Vec<String>,
+    #[serde(default)]
+    pub consumes: Vec<String>,
+    #[serde(default)]
+    pub share: Share,
+}
+
+/// The four optional fields, as written in an ApplicationDefinition spec or in the settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleFields {
+    pub dashboard: Option<DashboardSpec>,
+    pub cardinality: Option<CardinalitySpec>,
+    pub protection: Option<ProtectionSpec>,
+    pub capability: Option<CapabilitySpec>,
+}
+
+impl RuleFields {
+    /// The visibility these fields state, if any: `visibility` first, then `module: true`.
+    fn visibility(&self) -> Option<Visibility> {
+        let dashboard = self.dashboard.as_ref()?;
+        dashboard
+            .visibility
+            .or_else(|| (dashboard.module == Some(true)).then_some(Visibility::Module))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.visibility().is_none()
+            && self.cardinality.is_none()
+            && self.protection.is_none()
+            && self.capability.is_none()
+    }
+
+    /// Checks what serde cannot: class names. `path` prefixes the field names in errors.
+    pub fn validate(&self, path: &str) -> Result<(), RuleError> {
+        if let Some(capability) = &self.capability {
+            for (field, classes) in [
+                ("provides", &capability.provides),
+                ("consumes", &capability.consumes),
+            ] {
+                for (index, class) in classes.iter().enumerate() {
+                    Class::parse(class).map_err(|reason| RuleError::Invalid {
+                        path: format!("{path}capability.{field}[{index}]"),
+                        reason,
+                    })?;
+                }
+            }
+            if capability.share == Share::Children && capability.provides.is_empty() {
+                return Err(RuleError::Invalid {
+                    path: format!("{path}capability.share"),
+                    reason: "share: children needs at least one class in provides".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A capability class such as `monitoring`. It becomes part of the label key
+/// `namespace.cozystack.io/capability.<class>`, so it must be a valid label-name segment.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Class(String);
+
+/// Longest class that still fits the 63-character label name `capability.<class>`.
+const MAX_CLASS_LEN: usize = 63 - "capability.".len();
+
+impl Class {
+    pub fn parse(raw: &str) -> Result<Class, String> {
+        if raw.is_empty() {
+            return Err("class name is empty".into());
+        }
+        if raw.len() > MAX_CLASS_LEN {
+            return Err(format!(
+                "class name {raw:?} is longer than {MAX_CLASS_LEN} characters"
+            ));
+        }
+        let valid_chars = raw
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        let valid_ends = !raw.starts_with('-') && !raw.ends_with('-');
+        if !valid_chars || !valid_ends {
+            return Err(format!(
+                "class name {raw:?} must be lower-case letters, digits and inner dashes"
+            ));
+        }
+        Ok(Class(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Counting rule with a real limit (`max` ≥ 1); `max: 0` never becomes one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Cardinality {
+    pub scope: Scope,
+    pub max: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Capability {
+    pub provides: Vec<Class>,
+    pub consumes: Vec<Class>,
+    pub share: Share,
+}
+
+/// The effective, validated rules of one kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KindRules {
+    pub kind: String,
+    pub visibility: Visibility,
+    pub cardinality: Option<Cardinality>,
+    pub deletion: Deletion,
+    pub edit: Edit,
+    pub capability: Capability,
+}
+
+impl KindRules {
+    /// Merges the two sources block by block: a block the ApplicationDefinition states wins,
+    /// the settings fill the blocks it lacks (today's CRD prunes the new fields). `None` when
+    /// neither source states any rule: such a kind is admitted untouched.
+    pub fn merge(
+        kind: &str,
+        definition: Option<&RuleFields>,
+        settings: Option<&RuleFields>,
+    ) -> Option<KindRules> {
+        let empty = RuleFields::default();
+        let definition = definition.unwrap_or(&empty);
+        let settings = settings.unwrap_or(&empty);
+        if definition.is_empty() && settings.is_empty() {
+            return None;
+        }
+        let visibility = definition
+            .visibility()
+            .or_else(|| settings.visibility())
+            .unwrap_or_default();
+        let cardinality = definition
+            .cardinality
+            .as_ref()
+            .or(settings.cardinality.as_ref())
+            .filter(|c| c.max > 0)
+            .map(|c| Cardinality {
+                scope: c.scope,
+                max: c.max,
+            });
+        let protection = definition
+            .protection
+            .clone()
+            .or_else(|| settings.protection.clone())
+            .unwrap_or_default();
+        let capability = definition
+            .capability
+            .as_ref()
+            .or(settings.capability.as_ref())
+            .map(|c| Capability {
+                // Both sources were validated before merging; invalid names cannot reach here.
+                provides: c.provides.iter().filter_map(|s| Class::parse(s).ok()).collect(),
+                consumes: c.consumes.iter().filter_map(|s| Class::parse(s).ok()).collect(),
+                share: c.share,
+            })
+            .unwrap_or_default();
+        Some(KindRules {
+            kind: kind.to_owned(),
+            visibility,
+            cardinality,
+            deletion: protection.deletion,
+            edit: protection.edit,
+            capability,
+        })
+    }
+
+    pub fn provides(&self, class: &Class) -> bool {
+        self.capability.provides.contains(class)
+    }
+
+    pub fn consumes(&self, class: &Class) -> bool {
+        self.capability.consumes.contains(class)
+    }
+}
+
+/// An ApplicationDefinition as the policy reads it: its kind and its raw rule fields.
+/// The fields stay raw JSON so that a malformed definition fails only the requests that need it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    /// `metadata.name`, for messages.
+    pub name: String,
+    /// `spec.application.kind`.
+    pub kind: String,
+    pub dashboard: Option<serde_json::Value>,
+    pub cardinality: Option<serde_json::Value>,
+    pub protection: Option<serde_json::Value>,
+    pub capability: Option<serde_json::Value>,
+}
+
+impl Definition {
+    /// Decodes the four fields with the same types the settings use.
+    pub fn rule_fields(&self) -> Result<RuleFields, RuleError> {
+        fn field<T: serde::de::DeserializeOwned>(
+            definition: &str,
+            name: &str,
+            value: &Option<serde_json::Value>,
+        ) -> Result<Option<T>, RuleError> {
+            match value {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(value) => serde_path_to_error::deserialize(value)
+                    .map(Some)
+                    .map_err(|err| RuleError::Definition {
+                        definition: definition.to_owned(),
+                        path: join_path(name, &err.path().to_string()),
+                        reason: crate::error::without_position(&err.into_inner()),
+                    }),
+            }
+        }
+        // Only the two keys the policy reads; `category`, `icon`, ... are not ours to judge.
+        let dashboard = match &self.dashboard {
+            Some(serde_json::Value::Object(map)) => Some(serde_json::Value::Object(
+                map.iter()
+                    .filter(|(key, _)| matches!(key.as_str(), "visibility" | "module"))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect(),
+            )),
+            other => other.clone(),
+        };
+        let fields = RuleFields {
+            dashboard: field(&self.name, "spec.dashboard", &dashboard)?,
+            cardinality: field(&self.name, "spec.cardinality", &self.cardinality)?,
+            protection: field(&self.name, "spec.protection", &self.protection)?,
+            capability: field(&self.name, "spec.capability", &self.capability)?,
+        };
+        fields
+            .validate("spec.")
+            .map_err(|err| RuleError::Definition {
+                definition: self.name.clone(),
+                path: err.path().to_owned(),
+                reason: err.reason().to_owned(),
+            })?;
+        Ok(fields)
+    }
+}
+
+fn join_path(base: &str, rest: &str) -> String {
+    if rest.is_empty() || rest == "." {
+        base.to_owned()
+    } else if rest.starts_with('[') {
+        format!("{base}{rest}")
+    } else {
+        format!("{base}.{rest}")
+    }
+}
+
+/// Every kind's effective rules, from the ApplicationDefinitions and the settings.
+/// Definitions that failed to decode are kept with their error, so that only requests that
+/// depend on them are rejected.
+#[derive(Debug, Clone, Default)]
+pub struct DefinitionSet {
+    rules: BTreeMap<String, KindRules>,
+    invalid: BTreeMap<String, RuleError>,
+}
+
+impl DefinitionSet {
+    pub fn build(definitions: &[Definition], settings: &BTreeMap<String, RuleFields>) -> Self {
+        let mut set = DefinitionSet::default();
+        let mut from_cluster: BTreeMap<&str, (&str, RuleFields)> = BTreeMap::new();
+        for definition in definitions {
+            let kind = definition.kind.as_str();
+            if let Some((first, _)) = from_cluster.get(kind) {
+                // Two definitions for one kind: no way to tell which rules apply.
+                let err = RuleError::Definition {
+                    definition: definition.name.clone(),
+                    path: "spec.application.kind".into(),
+                    reason: format!("ApplicationDefinition {first} also defines kind {kind}"),
+                };
+                set.invalid.insert(kind.to_owned(), err);
+                continue;
+            }
+            match definition.rule_fields() {
+                Ok(fields) => {
+                    from_cluster.insert(kind, (&definition.name, fields));
+                }
+                Err(err) => {
+                    set.invalid.insert(kind.to_owned(), err);
+                }
+            }
+        }
+        let kinds: std::collections::BTreeSet<&str> = from_cluster
+            .keys()
+            .copied()
+            .chain(settings.keys().map(String::as_str))
+            .collect();
+        for kind in kinds {
+            if set.invalid.contains_key(kind) {
+                continue;
+            }
+            let cluster = from_cluster.get(kind).map(|(_, fields)| fields);
+            if let Some(rules) = KindRules::merge(kind, cluster, settings.get(kind)) {
+                set.rules.insert(kind.to_owned(), rules);
+            }
+        }
+        set
+    }
+
+    /// The rules of `kind`; `Ok(None)` when no source states any.
+    pub fn get(&self, kind: &str) -> Result<Option<&KindRules>, RuleError> {
+        if let Some(err) = self.invalid.get(kind) {
+            return Err(err.clone());
+        }
+        Ok(self.rules.get(kind))
+    }
+
+    /// Every kind whose rules satisfy `pred`. Fails when any definition is invalid, because
+    /// the invalid one might have matched: a question about all kinds cannot be answered.
+    pub fn kinds_where(
+        &self,
+        pred: impl Fn(&KindRules) -> bool,
+    ) -> Result<Vec<&KindRules>, RuleError> {
+        if let Some(err) = self.invalid.values().next() {
+            return Err(err.clone());
+        }
+        Ok(self.rules.values().filter(|r| pred(r)).collect())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &KindRules> {
+        self.rules.values()
+    }
+}

@@ -1,0 +1,209 @@
+//! Policy settings: identities, the platform-writer mode and per-kind rule fallbacks.
+//!
+//! Every field has a default that fits a stock Cozystack install, so `{}` is a valid setting.
+//! A listed field replaces its default rather than extending it.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::RuleError;
+use crate::rules::RuleFields;
+
+/// What happens when a platform identity would break a cardinality or protection rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum PlatformWriters {
+    /// Admit with a warning, so a GitOps pipeline (the Tenant chart through Flux) is not wedged.
+    #[default]
+    Warn,
+    /// Reject like any other writer.
+    Deny,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Settings {
+    /// Usernames of platform identities; `*` matches any run of characters.
+    pub platform_users: Vec<String>,
+    /// Groups whose members are platform identities.
+    pub platform_groups: Vec<String>,
+    /// Usernames (patterns) whose DELETEs tear a tenant down and are never blocked.
+    pub teardown_users: Vec<String>,
+    /// Suffixes of tenant administrator groups: `<prefix><tenant-namespace><suffix>`.
+    pub tenant_admin_group_suffixes: Vec<String>,
+    /// Prefix the OIDC provider puts in front of group names (empty in stock Cozystack).
+    pub tenant_group_prefix: String,
+    /// Whether platform identities get a warning (`warn`) or a denial (`deny`) when they would
+    /// exceed a cardinality or delete a referenced provider.
+    pub platform_writers: PlatformWriters,
+    /// Classes that also have a legacy provider label `namespace.cozystack.io/<class>`.
+    pub legacy_provider_classes: Vec<String>,
+    /// Rule fields per kind, used where the kind's ApplicationDefinition lacks them.
+    pub definitions: BTreeMap<String, RuleFields>,
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            platform_users: strings(&[
+                "system:serviceaccount:cozy-system:cozystack-api",
+                "system:serviceaccount:cozy-fluxcd:flux",
+                "system:serviceaccount:cozy-system:cozystack-controller",
+                "system:serviceaccount:cozy-system:tenant-*-cleanup",
+            ]),
+            platform_groups: strings(&["cozystack-cluster-admin", "system:masters"]),
+            teardown_users: strings(&[
+                "system:serviceaccount:kube-system:namespace-controller",
+                "system:serviceaccount:kube-system:generic-garbage-collector",
+                "system:serviceaccount:cozy-system:tenant-*-cleanup",
+            ]),
+            tenant_admin_group_suffixes: strings(&["-admin", "-super-admin"]),
+            tenant_group_prefix: String::new(),
+            platform_writers: PlatformWriters::Warn,
+            legacy_provider_classes: strings(&[
+                "etcd",
+                "ingress",
+                "gateway",
+                "monitoring",
+                "seaweedfs",
+            ]),
+            definitions: BTreeMap::new(),
+        }
+    }
+}
+
+impl Settings {
+    /// Decodes settings JSON, naming the exact path of the first problem.
+    pub fn from_json(json: &str) -> Result<Settings, RuleError> {
+        let trimmed = json.trim_start();
+        if trimmed.trim_end() == "null" {
+            return Ok(Settings::default());
+        }
+        // serde would also read a struct from a JSON array; settings are an object.
+        if !trimmed.starts_with('{') {
+            return Err(RuleError::Invalid {
+                path: "settings".into(),
+                reason: "must be an object".into(),
+            });
+        }
+        let deserializer = &mut serde_json::Deserializer::from_str(json);
+        let settings: Settings =
+            serde_path_to_error::deserialize(deserializer).map_err(|err| RuleError::Invalid {
+                path: display_path(&err.path().to_string()),
+                reason: crate::error::without_position(&err.into_inner()),
+            })?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Checks what serde cannot: empty names, invalid class names.
+    pub fn validate(&self) -> Result<(), RuleError> {
+        let lists = [
+            ("platformUsers", &self.platform_users),
+            ("platformGroups", &self.platform_groups),
+            ("teardownUsers", &self.teardown_users),
+            ("tenantAdminGroupSuffixes", &self.tenant_admin_group_suffixes),
+        ];
+        for (name, list) in lists {
+            if let Some(index) = list.iter().position(|s| s.trim().is_empty()) {
+                return Err(RuleError::Invalid {
+                    path: format!("{name}[{index}]"),
+                    reason: "must not be empty".into(),
+                });
+            }
+        }
+        for (index, class) in self.legacy_provider_classes.iter().enumerate() {
+            crate::rules::Class::parse(class).map_err(|reason| RuleError::Invalid {
+                path: format!("legacyProviderClasses[{index}]"),
+                reason,
+            })?;
+        }
+        for (kind, fields) in &self.definitions {
+            if kind.is_empty() || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+                return Err(RuleError::Invalid {
+                    path: format!("definitions.{kind:?}"),
+                    reason: "the key must be an application kind such as Monitoring".into(),
+                });
+            }
+            fields.validate(&format!("definitions.{kind}."))?;
+        }
+        Ok(())
+    }
+
+    /// The JSON schema of the settings, as committed in `settings.schema.json`.
+    pub fn json_schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(Settings)).unwrap_or_default()
+    }
+}
+
+/// serde_path_to_error prints `.` for the root and `?` for a syntax error; say `settings`.
+fn display_path(path: &str) -> String {
+    if path == "." || path == "?" || path.is_empty() {
+        "settings".into()
+    } else {
+        path.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(json: &str) -> String {
+        Settings::from_json(json).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn empty_settings_are_the_cozystack_defaults() {
+        assert_eq!(Settings::from_json("{}").unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn precise_errors() {
+        assert_eq!(
+            err(r#"{"platformWriter":"warn"}"#),
+            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `platformWriters`, `legacyProviderClasses`, `definitions`"
+        );
+        assert_eq!(
+            err(r#"{"platformWriters":"ignore"}"#),
+            "platformWriters: unknown variant `ignore`, expected `warn` or `deny`"
+        );
+        assert_eq!(
+            err(r#"{"definitions":{"Monitoring":{"cardinality":{"scope":"galaxy","max":1}}}}"#),
+            "definitions.Monitoring.cardinality.scope: unknown variant `galaxy`, expected one of `namespace`, `tenant`, `cluster`"
+        );
+        assert_eq!(
+            err(r#"{"definitions":{"Monitoring":{"cardinality":{"scope":"tenant","max":-1}}}}"#),
+            "definitions.Monitoring.cardinality.max: invalid value: integer `-1`, expected u32"
+        );
+        assert_eq!(
+            err(r#"{"definitions":{"Monitoring":{"capability":{"provides":[""]}}}}"#),
+            "definitions.Monitoring.capability.provides[0]: class name is empty"
+        );
+        assert_eq!(
+            err(r#"{"definitions":{"Monitoring":{"capability":{"share":"children"}}}}"#),
+            "definitions.Monitoring.capability.share: share: children needs at least one class in provides"
+        );
+        assert_eq!(
+            err(r#"{"platformUsers":[" "]}"#),
+            "platformUsers[0]: must not be empty"
+        );
+        assert_eq!(
+            err(r#"{"definitions":{"monitoring":{}}}"#),
+            "definitions.\"monitoring\": the key must be an application kind such as Monitoring"
+        );
+        assert_eq!(
+            err(r#"{"definitions":{"Monitoring":{"dashboard":{"visiblity":"hidden"}}}}"#),
+            "definitions.Monitoring.dashboard.visiblity: unknown field `visiblity`, expected `visibility` or `module`"
+        );
+        assert_eq!(err("[]"), "settings: must be an object");
+        assert_eq!(err("{"), "settings: EOF while parsing an object");
+        assert_eq!(Settings::from_json("null").unwrap(), Settings::default());
+    }
+}

@@ -1,0 +1,251 @@
+//! Tenant tree: Cozystack's naming rule and the `tenant.cozystack.io/<ancestor>` labels.
+//!
+//! `tenant-root` → `tenant-a` → `tenant-a-b`: a tenant namespace is `tenant-<word>` under the
+//! root and `<parent>-<word>` deeper, words have no dashes. Every non-root tenant namespace
+//! carries `tenant.cozystack.io/<ns>: ""` for the root, each ancestor and itself; `tenant-root`
+//! carries none. The labels are trusted only because the policy also guards who writes them,
+//! and are cross-checked with the naming rule whenever they are read.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use thiserror::Error;
+
+pub const ROOT: &str = "tenant-root";
+pub const ANCESTOR_PREFIX: &str = "tenant.cozystack.io/";
+const TENANT_NS_PREFIX: &str = "tenant-";
+
+pub type Labels = BTreeMap<String, String>;
+
+/// A namespace's place in the tenant tree: its chain of tenant namespaces, root first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub namespace: String,
+    /// `tenant-root`, …, the owning tenant. Empty for a namespace outside every tenant.
+    pub chain: Vec<String>,
+}
+
+impl Placement {
+    /// The tenant namespace that owns this namespace: the deepest ancestor.
+    pub fn owner(&self) -> Option<&str> {
+        self.chain.last().map(String::as_str)
+    }
+
+    /// True when `tenant` is this namespace's owner or one of the owner's ancestors.
+    pub fn is_within(&self, tenant: &str) -> bool {
+        self.chain.iter().any(|t| t == tenant)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TenantError {
+    #[error(
+        "namespace {namespace}: {name:?} is not a valid tenant namespace name (tenant-<word>[-<word>…], words of lower-case letters and digits)"
+    )]
+    InvalidName { namespace: String, name: String },
+    #[error("namespace {namespace}: ancestor label {key} must have an empty value, not {value:?}")]
+    NonEmptyValue {
+        namespace: String,
+        key: String,
+        value: String,
+    },
+    #[error(
+        "namespace {namespace}: tenant ancestor labels disagree with the tenant naming rule ({details})"
+    )]
+    Mismatch { namespace: String, details: String },
+}
+
+/// The chain of tenant namespaces a tenant namespace name implies, root first, itself last.
+/// `None` when the name is not a tenant namespace name.
+pub fn chain_from_name(name: &str) -> Option<Vec<String>> {
+    if name == ROOT {
+        return Some(vec![ROOT.to_owned()]);
+    }
+    let rest = name.strip_prefix(TENANT_NS_PREFIX)?;
+    let words: Vec<&str> = rest.split('-').collect();
+    let valid_word = |w: &&str| {
+        w.starts_with(|c: char| c.is_ascii_lowercase())
+            && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
+    // A child of the root called "root" would collide with tenant-root itself.
+    if !words.iter().all(valid_word) || words[0] == "root" {
+        return None;
+    }
+    let mut chain = vec![ROOT.to_owned()];
+    let mut current = TENANT_NS_PREFIX.trim_end_matches('-').to_owned();
+    for word in words {
+        current = format!("{current}-{word}");
+        chain.push(current.clone());
+    }
+    Some(chain)
+}
+
+/// True for names that claim to be tenant namespaces (`tenant-…`), valid or not.
+pub fn looks_like_tenant(name: &str) -> bool {
+    name.starts_with(TENANT_NS_PREFIX)
+}
+
+/// The `tenant.cozystack.io/<ancestor>` labels a namespace should carry for `chain`.
+fn expected_ancestor_labels(chain: &[String]) -> BTreeSet<String> {
+    chain
+        .iter()
+        .filter(|t| t.as_str() != ROOT || chain.len() > 1)
+        .cloned()
+        .collect()
+}
+
+/// Places `namespace` in the tenant tree from its labels, cross-checked with the naming rule.
+///
+/// - a tenant namespace (`tenant-…`) must carry exactly the chain its name implies;
+/// - any other namespace may carry a chain (it then belongs to the deepest tenant in it), or
+///   none (it belongs to no tenant); the chain must be one the naming rule can produce.
+pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError> {
+    let mut claimed = BTreeSet::new();
+    for (key, value) in labels {
+        if let Some(ancestor) = key.strip_prefix(ANCESTOR_PREFIX) {
+            if !value.is_empty() {
+                return Err(TenantError::NonEmptyValue {
+                    namespace: namespace.to_owned(),
+                    key: key.clone(),
+                    value: value.clone(),
+                });
+            }
+            claimed.insert(ancestor.to_owned());
+        }
+    }
+    let chain = if looks_like_tenant(namespace) {
+        chain_from_name(namespace).ok_or_else(|| TenantError::InvalidName {
+            namespace: namespace.to_owned(),
+            name: namespace.to_owned(),
+        })?
+    } else if claimed.is_empty() {
+        Vec::new()
+    } else {
+        // The deepest claimed tenant decides; an invalid name sorts deepest and fails below.
+        let deepest = claimed
+            .iter()
+            .max_by_key(|t| chain_from_name(t).map_or(usize::MAX, |chain| chain.len()))
+            .cloned()
+            .unwrap_or_default();
+        chain_from_name(&deepest).ok_or_else(|| TenantError::InvalidName {
+            namespace: namespace.to_owned(),
+            name: deepest.clone(),
+        })?
+    };
+    let mut expected = expected_ancestor_labels(&chain);
+    // Unlike tenant-root itself, a namespace owned by tenant-root carries the root label.
+    if !looks_like_tenant(namespace) && !chain.is_empty() {
+        expected.insert(ROOT.to_owned());
+    }
+    if claimed != expected {
+        let missing: Vec<String> = expected
+            .difference(&claimed)
+            .map(|t| format!("{ANCESTOR_PREFIX}{t}"))
+            .collect();
+        let unexpected: Vec<String> = claimed
+            .difference(&expected)
+            .map(|t| format!("{ANCESTOR_PREFIX}{t}"))
+            .collect();
+        let mut details = Vec::new();
+        if !missing.is_empty() {
+            details.push(format!("missing {}", missing.join(", ")));
+        }
+        if !unexpected.is_empty() {
+            details.push(format!("unexpected {}", unexpected.join(", ")));
+        }
+        return Err(TenantError::Mismatch {
+            namespace: namespace.to_owned(),
+            details: details.join("; "),
+        });
+    }
+    Ok(Placement {
+        namespace: namespace.to_owned(),
+        chain,
+    })
+}
+
+/// The owning tenant of a namespace known only by name: tenant namespaces own themselves,
+/// other namespaces need their labels (`None` here).
+pub fn owner_by_name(namespace: &str) -> Option<String> {
+    chain_from_name(namespace).map(|_| namespace.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(keys: &[&str]) -> Labels {
+        keys.iter()
+            .map(|k| (format!("{ANCESTOR_PREFIX}{k}"), String::new()))
+            .collect()
+    }
+
+    #[test]
+    fn chain_follows_the_naming_rule() {
+        assert_eq!(chain_from_name("tenant-root").unwrap(), vec!["tenant-root"]);
+        assert_eq!(
+            chain_from_name("tenant-ktj-htdev").unwrap(),
+            vec!["tenant-root", "tenant-ktj", "tenant-ktj-htdev"]
+        );
+        assert_eq!(chain_from_name("tenant-a--b"), None);
+        assert_eq!(chain_from_name("tenant-A"), None);
+        assert_eq!(chain_from_name("tenant-1a"), None);
+        assert_eq!(chain_from_name("tenant-root-x"), None);
+        assert_eq!(chain_from_name("cozy-system"), None);
+    }
+
+    #[test]
+    fn tenant_namespace_must_carry_its_chain() {
+        let placed = place(
+            "tenant-a-b",
+            &labels(&["tenant-root", "tenant-a", "tenant-a-b"]),
+        )
+        .unwrap();
+        assert_eq!(placed.owner(), Some("tenant-a-b"));
+        assert!(placed.is_within("tenant-a"));
+
+        let err = place("tenant-a-b", &labels(&["tenant-root", "tenant-a-b"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "namespace tenant-a-b: tenant ancestor labels disagree with the tenant naming rule (missing tenant.cozystack.io/tenant-a)"
+        );
+        let err = place("tenant-a", &labels(&["tenant-root", "tenant-a", "tenant-c"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "namespace tenant-a: tenant ancestor labels disagree with the tenant naming rule (unexpected tenant.cozystack.io/tenant-c)"
+        );
+    }
+
+    #[test]
+    fn root_carries_no_ancestor_label() {
+        assert_eq!(place(ROOT, &Labels::new()).unwrap().chain, vec![ROOT]);
+        let err = place(ROOT, &labels(&["tenant-root"])).unwrap_err();
+        assert!(err.to_string().contains("unexpected tenant.cozystack.io/tenant-root"));
+    }
+
+    #[test]
+    fn ancestor_values_must_be_empty() {
+        let mut l = labels(&["tenant-root", "tenant-a"]);
+        l.insert("tenant.cozystack.io/tenant-a".into(), "x".into());
+        assert_eq!(
+            place("tenant-a", &l).unwrap_err().to_string(),
+            "namespace tenant-a: ancestor label tenant.cozystack.io/tenant-a must have an empty value, not \"x\""
+        );
+    }
+
+    #[test]
+    fn other_namespaces_belong_to_their_deepest_labelled_tenant() {
+        assert_eq!(place("cozy-system", &Labels::new()).unwrap().owner(), None);
+        let placed = place("vm-disks", &labels(&["tenant-root", "tenant-a"])).unwrap();
+        assert_eq!(placed.owner(), Some("tenant-a"));
+        let err = place("vm-disks", &labels(&["tenant-a"])).unwrap_err();
+        assert!(err.to_string().contains("missing tenant.cozystack.io/tenant-root"));
+        let placed = place("shared", &labels(&["tenant-root"])).unwrap();
+        assert_eq!(placed.owner(), Some("tenant-root"));
+    }
+
+    #[test]
+    fn invalid_tenant_names_are_rejected() {
+        let err = place("tenant-Bad", &Labels::new()).unwrap_err();
+        assert!(matches!(err, TenantError::InvalidName { .. }));
+    }
+}

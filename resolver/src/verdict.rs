@@ -1,0 +1,93 @@
+//! The answer: allow (with warnings) or deny with an HTTP code and a one-line message.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub allowed: bool,
+    /// Set when denied: 400 malformed input, 403 a rule, 500 a failed lookup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+pub const BAD_REQUEST: u16 = 400;
+pub const FORBIDDEN: u16 = 403;
+pub const LOOKUP_FAILED: u16 = 500;
+
+impl Verdict {
+    pub fn allow() -> Self {
+        Verdict {
+            allowed: true,
+            code: None,
+            message: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    pub fn allow_with(warnings: Vec<String>) -> Self {
+        Verdict {
+            warnings,
+            ..Verdict::allow()
+        }
+    }
+
+    pub fn deny(code: u16, message: impl Into<String>) -> Self {
+        Verdict {
+            allowed: false,
+            code: Some(code),
+            message: Some(message.into()),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// A rule a request breaks: the message and whether platform writers may be let through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub code: u16,
+    pub message: String,
+    /// Cardinality and protection violations obey `platformWriters`; authorship ones do not.
+    pub waivable: bool,
+}
+
+impl Violation {
+    pub fn rule(message: impl Into<String>) -> Self {
+        Violation {
+            code: FORBIDDEN,
+            message: message.into(),
+            waivable: false,
+        }
+    }
+
+    pub fn waivable(message: impl Into<String>) -> Self {
+        Violation {
+            waivable: true,
+            ..Violation::rule(message)
+        }
+    }
+
+    pub fn failure(code: u16, message: impl Into<String>) -> Self {
+        Violation {
+            code,
+            message: message.into(),
+            waivable: false,
+        }
+    }
+}
+
+/// Lists names as `a, b, c and N more`, so a message stays one readable line.
+pub fn list_some(items: &[String], shown: usize) -> String {
+    if items.len() <= shown {
+        return items.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        items[..shown].join(", "),
+        items.len() - shown
+    )
+}

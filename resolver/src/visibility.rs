@@ -1,0 +1,46 @@
+//! Who may write a kind: `catalog` anyone RBAC allows, `module` tenant administrators and
+//! the platform, `hidden` the platform only.
+
+use crate::evaluation::Evaluation;
+use crate::identity::admin_groups;
+use crate::rules::{KindRules, Visibility};
+use crate::verdict::{Violation, list_some};
+
+pub fn check(eval: &Evaluation, rules: &KindRules) -> Result<(), Violation> {
+    if rules.visibility == Visibility::Catalog || eval.is_platform() {
+        return Ok(());
+    }
+    let kind = &rules.kind;
+    let user = &eval.user().username;
+    let verb = eval.verb();
+    let namespace = &eval.request.namespace;
+    match rules.visibility {
+        Visibility::Catalog => Ok(()),
+        Visibility::Hidden => Err(Violation::rule(format!(
+            "{kind} is a hidden kind: only the Cozystack platform may {verb} it, and {user} is not a platform identity; it is managed by the platform, so ask a platform administrator"
+        ))),
+        Visibility::Module => {
+            let placement = eval.placement(namespace)?;
+            if eval
+                .user()
+                .admin_group_in(&placement.chain, eval.settings)
+                .is_some()
+            {
+                return Ok(());
+            }
+            let own: Vec<String> = admin_groups(
+                &placement.chain[placement.chain.len().saturating_sub(1)..],
+                eval.settings,
+            )
+            .collect();
+            let admins = if own.is_empty() {
+                "no tenant owns this namespace".to_owned()
+            } else {
+                format!("members of {} or of an ancestor tenant's admin groups", list_some(&own, 4))
+            };
+            Err(Violation::rule(format!(
+                "{kind} is a tenant module: only tenant administrators ({admins}) and the platform may {verb} it in {namespace}, and {user} is neither; ask a tenant administrator to {verb} it from Administration → Modules"
+            )))
+        }
+    }
+}
