@@ -25,7 +25,12 @@ fn is_legacy(class: &str, settings: &Settings) -> bool {
 /// The provider namespace `labels` resolve `class` to: the capability label when set, else the
 /// legacy label of a legacy class. Empty values mean "no provider".
 pub fn provider<'l>(labels: &'l Labels, class: &Class, settings: &Settings) -> Option<&'l str> {
-    let non_empty = |key: String| labels.get(&key).map(String::as_str).filter(|v| !v.is_empty());
+    let non_empty = |key: String| {
+        labels
+            .get(&key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    };
     non_empty(capability_key(class.as_str())).or_else(|| {
         is_legacy(class.as_str(), settings)
             .then(|| non_empty(legacy_key(class.as_str())))
@@ -37,7 +42,10 @@ pub fn provider<'l>(labels: &'l Labels, class: &Class, settings: &Settings) -> O
 /// [`provider`]: during the migration window both writers exist, and deleting a provider that
 /// either of them points at strands a consumer.
 pub fn points_to(labels: &Labels, class: &Class, tenant: &str, settings: &Settings) -> bool {
-    labels.get(&capability_key(class.as_str())).map(String::as_str) == Some(tenant)
+    labels
+        .get(&capability_key(class.as_str()))
+        .map(String::as_str)
+        == Some(tenant)
         || (is_legacy(class.as_str(), settings)
             && labels.get(&legacy_key(class.as_str())).map(String::as_str) == Some(tenant))
 }
@@ -81,7 +89,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -106,7 +117,10 @@ mod tests {
     fn provider_keys() {
         let settings = Settings::default();
         assert!(is_provider_key("namespace.cozystack.io/etcd", &settings));
-        assert!(is_provider_key("namespace.cozystack.io/capability.anything", &settings));
+        assert!(is_provider_key(
+            "namespace.cozystack.io/capability.anything",
+            &settings
+        ));
         assert!(!is_provider_key("namespace.cozystack.io/host", &settings));
     }
 }

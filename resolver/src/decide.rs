@@ -17,7 +17,10 @@ use crate::visibility;
 pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -> Verdict {
     let eval = Evaluation::new(request, settings, cluster);
     let mut warnings = Vec::new();
-    let outcome = if request.subresource.as_deref().is_some_and(|s| !s.is_empty())
+    let outcome = if request
+        .subresource
+        .as_deref()
+        .is_some_and(|s| !s.is_empty())
         || request.operation == Operation::Connect
     {
         // Status and other subresources cannot change spec or labels.

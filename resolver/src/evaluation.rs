@@ -27,7 +27,9 @@ pub struct Evaluation<'a> {
 fn lookup_failed(err: LookupError) -> Violation {
     Violation::failure(
         LOOKUP_FAILED,
-        format!("{err}; the request is rejected because the policy could not read the cluster state it needs (retry, or check the policy-server's access)"),
+        format!(
+            "{err}; the request is rejected because the policy could not read the cluster state it needs (retry, or check the policy-server's access)"
+        ),
     )
 }
 
@@ -67,7 +69,10 @@ impl<'a> Evaluation<'a> {
             return Ok(set.clone());
         }
         let definitions = self.cluster.definitions().map_err(lookup_failed)?;
-        let set = Rc::new(DefinitionSet::build(&definitions, &self.settings.definitions));
+        let set = Rc::new(DefinitionSet::build(
+            &definitions,
+            &self.settings.definitions,
+        ));
         Ok(self.definitions.get_or_init(|| set).clone())
     }
 
@@ -76,7 +81,9 @@ impl<'a> Evaluation<'a> {
             return Ok(ns.clone());
         }
         let ns = Rc::new(self.cluster.namespace(name).map_err(lookup_failed)?);
-        self.namespace.borrow_mut().insert(name.to_owned(), ns.clone());
+        self.namespace
+            .borrow_mut()
+            .insert(name.to_owned(), ns.clone());
         Ok(ns)
     }
 
@@ -120,7 +127,11 @@ impl<'a> Evaluation<'a> {
 
     /// Applies `platformWriters` to a violation: a waivable one by a platform identity becomes
     /// a warning in `warn` mode.
-    pub fn enforce(&self, violation: Violation, warnings: &mut Vec<String>) -> Result<(), Violation> {
+    pub fn enforce(
+        &self,
+        violation: Violation,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), Violation> {
         if violation.waivable
             && self.is_platform()
             && self.settings.platform_writers == PlatformWriters::Warn

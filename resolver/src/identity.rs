@@ -85,9 +85,18 @@ mod tests {
         assert!(glob_match("a", "a"));
         assert!(!glob_match("a", "ab"));
         let cleanup = "system:serviceaccount:cozy-system:tenant-*-cleanup";
-        assert!(glob_match(cleanup, "system:serviceaccount:cozy-system:tenant-a-b-cleanup"));
-        assert!(!glob_match(cleanup, "system:serviceaccount:cozy-system:tenant-a-b"));
-        assert!(!glob_match(cleanup, "system:serviceaccount:tenant-a:tenant-x-cleanup"));
+        assert!(glob_match(
+            cleanup,
+            "system:serviceaccount:cozy-system:tenant-a-b-cleanup"
+        ));
+        assert!(!glob_match(
+            cleanup,
+            "system:serviceaccount:cozy-system:tenant-a-b"
+        ));
+        assert!(!glob_match(
+            cleanup,
+            "system:serviceaccount:tenant-a:tenant-x-cleanup"
+        ));
         assert!(glob_match("*", ""));
         assert!(glob_match("a*b*c", "aXbYc"));
         assert!(!glob_match("a*b*c", "aXcYb"));
@@ -105,14 +114,20 @@ mod tests {
         assert!(user("bob", &["cozystack-cluster-admin"]).is_platform(&settings));
         assert!(!user("bob", &["tenant-a-admin"]).is_platform(&settings));
         assert!(
-            user("system:serviceaccount:kube-system:namespace-controller", &[])
-                .is_teardown(&settings)
+            user(
+                "system:serviceaccount:kube-system:namespace-controller",
+                &[]
+            )
+            .is_teardown(&settings)
         );
         let chain = vec!["tenant-root".to_string(), "tenant-a".to_string()];
         assert_eq!(
             user("bob", &["x", "tenant-root-super-admin"]).admin_group_in(&chain, &settings),
             Some("tenant-root-super-admin".into())
         );
-        assert_eq!(user("bob", &["tenant-a-use"]).admin_group_in(&chain, &settings), None);
+        assert_eq!(
+            user("bob", &["tenant-a-use"]).admin_group_in(&chain, &settings),
+            None
+        );
     }
 }

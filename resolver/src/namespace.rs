@@ -19,7 +19,8 @@ pub fn check(eval: &Evaluation) -> Result<(), Violation> {
     };
     let empty = Labels::new();
     let old = request.old_object.as_ref().map_or(&empty, |o| &o.labels);
-    let protected = |key: &str| key.starts_with(ANCESTOR_PREFIX) || is_provider_key(key, eval.settings);
+    let protected =
+        |key: &str| key.starts_with(ANCESTOR_PREFIX) || is_provider_key(key, eval.settings);
     let changed: BTreeSet<&str> = new
         .labels
         .keys()

@@ -36,7 +36,9 @@ pub fn check_removal(
     let in_subtree = |ns: &crate::facts::Namespace| {
         ns.name == namespace
             || (rules.capability.share == Share::Children
-                && ns.labels.contains_key(&format!("{ANCESTOR_PREFIX}{namespace}")))
+                && ns
+                    .labels
+                    .contains_key(&format!("{ANCESTOR_PREFIX}{namespace}")))
     };
     let mut consumers = Vec::new();
     let mut classes = Vec::new();

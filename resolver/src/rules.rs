@@ -272,8 +272,16 @@ impl KindRules {
             .or(settings.capability.as_ref())
             .map(|c| Capability {
                 // Both sources were validated before merging; invalid names cannot reach here.
-                provides: c.provides.iter().filter_map(|s| Class::parse(s).ok()).collect(),
-                consumes: c.consumes.iter().filter_map(|s| Class::parse(s).ok()).collect(),
+                provides: c
+                    .provides
+                    .iter()
+                    .filter_map(|s| Class::parse(s).ok())
+                    .collect(),
+                consumes: c
+                    .consumes
+                    .iter()
+                    .filter_map(|s| Class::parse(s).ok())
+                    .collect(),
                 share: c.share,
             })
             .unwrap_or_default();

@@ -108,7 +108,10 @@ impl Settings {
             ("platformUsers", &self.platform_users),
             ("platformGroups", &self.platform_groups),
             ("teardownUsers", &self.teardown_users),
-            ("tenantAdminGroupSuffixes", &self.tenant_admin_group_suffixes),
+            (
+                "tenantAdminGroupSuffixes",
+                &self.tenant_admin_group_suffixes,
+            ),
         ];
         for (name, list) in lists {
             if let Some(index) = list.iter().position(|s| s.trim().is_empty()) {
@@ -125,7 +128,9 @@ impl Settings {
             })?;
         }
         for (kind, fields) in &self.definitions {
-            if kind.is_empty() || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+            // Kinds end up in label selectors: a PascalCase identifier, as Kubernetes kinds are.
+            let identifier = kind.len() <= 63 && kind.bytes().all(|b| b.is_ascii_alphanumeric());
+            if !identifier || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
                 return Err(RuleError::Invalid {
                     path: format!("definitions.{kind:?}"),
                     reason: "the key must be an application kind such as Monitoring".into(),
@@ -201,6 +206,10 @@ mod tests {
         assert_eq!(
             err(r#"{"definitions":{"Monitoring":{"dashboard":{"visiblity":"hidden"}}}}"#),
             "definitions.Monitoring.dashboard.visiblity: unknown field `visiblity`, expected `visibility` or `module`"
+        );
+        assert_eq!(
+            err(r#"{"definitions":{"Mon,itoring":{}}}"#),
+            "definitions.\"Mon,itoring\": the key must be an application kind such as Monitoring"
         );
         assert_eq!(err("[]"), "settings: must be an object");
         assert_eq!(err("{"), "settings: EOF while parsing an object");

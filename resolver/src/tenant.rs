@@ -64,7 +64,8 @@ pub fn chain_from_name(name: &str) -> Option<Vec<String>> {
     let words: Vec<&str> = rest.split('-').collect();
     let valid_word = |w: &&str| {
         w.starts_with(|c: char| c.is_ascii_lowercase())
-            && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && w.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
     };
     // A child of the root called "root" would collide with tenant-root itself.
     if !words.iter().all(valid_word) || words[0] == "root" {
@@ -208,7 +209,11 @@ mod tests {
             err.to_string(),
             "namespace tenant-a-b: tenant ancestor labels disagree with the tenant naming rule (missing tenant.cozystack.io/tenant-a)"
         );
-        let err = place("tenant-a", &labels(&["tenant-root", "tenant-a", "tenant-c"])).unwrap_err();
+        let err = place(
+            "tenant-a",
+            &labels(&["tenant-root", "tenant-a", "tenant-c"]),
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "namespace tenant-a: tenant ancestor labels disagree with the tenant naming rule (unexpected tenant.cozystack.io/tenant-c)"
@@ -219,7 +224,10 @@ mod tests {
     fn root_carries_no_ancestor_label() {
         assert_eq!(place(ROOT, &Labels::new()).unwrap().chain, vec![ROOT]);
         let err = place(ROOT, &labels(&["tenant-root"])).unwrap_err();
-        assert!(err.to_string().contains("unexpected tenant.cozystack.io/tenant-root"));
+        assert!(
+            err.to_string()
+                .contains("unexpected tenant.cozystack.io/tenant-root")
+        );
     }
 
     #[test]
@@ -238,7 +246,10 @@ mod tests {
         let placed = place("vm-disks", &labels(&["tenant-root", "tenant-a"])).unwrap();
         assert_eq!(placed.owner(), Some("tenant-a"));
         let err = place("vm-disks", &labels(&["tenant-a"])).unwrap_err();
-        assert!(err.to_string().contains("missing tenant.cozystack.io/tenant-root"));
+        assert!(
+            err.to_string()
+                .contains("missing tenant.cozystack.io/tenant-root")
+        );
         let placed = place("shared", &labels(&["tenant-root"])).unwrap();
         assert_eq!(placed.owner(), Some("tenant-root"));
     }

@@ -36,7 +36,10 @@ pub fn check(eval: &Evaluation, rules: &KindRules) -> Result<(), Violation> {
             let admins = if own.is_empty() {
                 "no tenant owns this namespace".to_owned()
             } else {
-                format!("members of {} or of an ancestor tenant's admin groups", list_some(&own, 4))
+                format!(
+                    "members of {} or of an ancestor tenant's admin groups",
+                    list_some(&own, 4)
+                )
             };
             Err(Violation::rule(format!(
                 "{kind} is a tenant module: only tenant administrators ({admins}) and the platform may {verb} it in {namespace}, and {user} is neither; ask a tenant administrator to {verb} it from Administration → Modules"

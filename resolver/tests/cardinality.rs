@@ -1,0 +1,268 @@
+mod common;
+use common::*;
+use cozystack_resolver::{Operation::*, PlatformWriters, Settings};
+use serde_json::json;
+
+#[test]
+fn second_tenant_singleton_is_denied_with_the_existing_instance_named() {
+    let verdict = decide(
+        &app(
+            Create,
+            "Monitoring",
+            "tenant-a",
+            "extra",
+            user("alice", &["tenant-a-admin"]),
+        ),
+        &cluster(),
+    );
+    assert_denied(
+        &verdict,
+        403,
+        "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
+    );
+}
+
+#[test]
+fn first_instance_in_a_tenant_is_admitted() {
+    let verdict = decide(
+        &app(
+            Create,
+            "Monitoring",
+            "tenant-c",
+            "monitoring",
+            user("carol", &["tenant-c-admin"]),
+        ),
+        &cluster(),
+    );
+    assert_allowed(&verdict, &[]);
+}
+
+#[test]
+fn tenant_scope_does_not_count_parent_or_child_tenants() {
+    // tenant-a-b's parent tenant-a and grandparent tenant-root both have a Monitoring.
+    let verdict = decide(
+        &app(
+            Create,
+            "Monitoring",
+            "tenant-a-b",
+            "monitoring",
+            user("alice", &["tenant-a-admin"]),
+        ),
+        &cluster(),
+    );
+    assert_allowed(&verdict, &[]);
+}
+
+#[test]
+fn the_object_itself_never_counts() {
+    // Background audit replays existing objects as CREATE: the instance must not count itself.
+    let verdict = decide(
+        &app(
+            Create,
+            "Monitoring",
+            "tenant-a",
+            "monitoring",
+            user("alice", &["tenant-a-admin"]),
+        ),
+        &cluster(),
+    );
+    assert_allowed(&verdict, &[]);
+}
+
+#[test]
+fn platform_writers_get_a_warning_by_default_and_a_denial_in_deny_mode() {
+    let request = app(Create, "Monitoring", "tenant-a", "extra", user(FLUX, &[]));
+    let message = "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)";
+    let warn = decide(&request, &cluster());
+    assert_allowed(
+        &warn,
+        &[&format!(
+            "{message} (admitted because {FLUX} is a platform writer and platformWriters is warn)"
+        )],
+    );
+    let settings = Settings {
+        platform_writers: PlatformWriters::Deny,
+        ..Settings::default()
+    };
+    let deny = cozystack_resolver::evaluate(&request, &settings, &cluster());
+    assert_denied(&deny, 403, message);
+}
+
+#[test]
+fn cluster_scope_counts_everywhere_and_names_namespaces() {
+    let mut c = cluster();
+    c.definitions.push(definition(
+        "bootbox",
+        "BootBox",
+        json!({"cardinality": {"scope": "cluster", "max": 2}}),
+    ));
+    c.instances.push(instance("BootBox", "tenant-a", "one"));
+    c.instances.push(instance("BootBox", "tenant-c", "two"));
+    let verdict = decide(
+        &app(Create, "BootBox", "tenant-root", "three", user("root", &[])),
+        &c,
+    );
+    assert_denied(
+        &verdict,
+        403,
+        "BootBox: at most 2 per cluster; already present: tenant-a/one, tenant-c/two; use or edit the existing BootBox instead of creating another (cardinality cluster/2)",
+    );
+    let verdict = decide(
+        &app(Create, "BootBox", "tenant-root", "three", user("root", &[])),
+        &{
+            let mut c = c.clone();
+            c.instances.pop();
+            c
+        },
+    );
+    assert_allowed(&verdict, &[]);
+}
+
+#[test]
+fn namespace_scope_counts_only_the_namespace() {
+    let mut c = cluster();
+    c.definitions.push(definition(
+        "info",
+        "Info",
+        json!({"cardinality": {"scope": "namespace", "max": 1}}),
+    ));
+    c.instances.push(instance("Info", "tenant-a", "info"));
+    assert_allowed(
+        &decide(&app(Create, "Info", "tenant-c", "info", user("u", &[])), &c),
+        &[],
+    );
+    assert_denied(
+        &decide(
+            &app(Create, "Info", "tenant-a", "other", user("u", &[])),
+            &c,
+        ),
+        403,
+        "Info: at most 1 per namespace tenant-a; already present: info; use or edit the existing Info instead of creating another (cardinality namespace/1)",
+    );
+}
+
+#[test]
+fn tenant_scope_includes_namespaces_the_tenant_owns_through_labels() {
+    let mut c = cluster();
+    c.namespaces.push(cozystack_resolver::Namespace {
+        name: "vm-disks".into(),
+        labels: labels(&[
+            ("tenant.cozystack.io/tenant-root", ""),
+            ("tenant.cozystack.io/tenant-c", ""),
+        ]),
+    });
+    c.instances.push(instance("Monitoring", "vm-disks", "side"));
+    let verdict = decide(
+        &app(
+            Create,
+            "Monitoring",
+            "tenant-c",
+            "monitoring",
+            user("c", &["tenant-c-admin"]),
+        ),
+        &c,
+    );
+    assert_denied(
+        &verdict,
+        403,
+        "Monitoring: at most 1 per tenant tenant-c; already present: vm-disks/side; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
+    );
+}
+
+#[test]
+fn a_namespace_outside_every_tenant_is_counted_on_its_own() {
+    let mut c = cluster();
+    c.instances.push(instance("Monitoring", "cozy-system", "m"));
+    let verdict = decide(
+        &app(
+            Create,
+            "Monitoring",
+            "cozy-system",
+            "n",
+            user("root", &["system:masters"]),
+        ),
+        &c,
+    );
+    assert_allowed(
+        &verdict,
+        &[
+            "Monitoring: at most 1 per namespace cozy-system (it belongs to no tenant); already present: m; use or edit the existing Monitoring instead of creating another (cardinality tenant/1) (admitted because root is a platform writer and platformWriters is warn)",
+        ],
+    );
+}
+
+#[test]
+fn terminating_instances_still_count_and_are_marked() {
+    let mut c = cluster();
+    c.instances[1].terminating = true;
+    let verdict = decide(
+        &app(
+            Create,
+            "Monitoring",
+            "tenant-a",
+            "new",
+            user("a", &["tenant-a-admin"]),
+        ),
+        &c,
+    );
+    assert_denied(
+        &verdict,
+        403,
+        "Monitoring: at most 1 per tenant tenant-a; already present: monitoring (terminating); use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
+    );
+}
+
+#[test]
+fn long_lists_are_cut_with_and_n_more() {
+    let mut c = cluster();
+    c.definitions.push(definition(
+        "redis2",
+        "Cache",
+        json!({"cardinality": {"scope": "namespace", "max": 3}}),
+    ));
+    for i in 0..8 {
+        c.instances
+            .push(instance("Cache", "tenant-a", &format!("c{i}")));
+    }
+    assert_denied(
+        &decide(&app(Create, "Cache", "tenant-a", "new", user("u", &[])), &c),
+        403,
+        "Cache: at most 3 per namespace tenant-a; already present: c0, c1, c2, c3, c4 and 3 more; use or edit the existing Cache instead of creating another (cardinality namespace/3)",
+    );
+}
+
+#[test]
+fn updates_and_deletes_are_not_counted() {
+    let mut c = cluster();
+    c.instances
+        .push(instance("Monitoring", "tenant-a", "second"));
+    let who = user("a", &["tenant-a-admin"]);
+    assert_allowed(
+        &decide(
+            &app(Update, "Monitoring", "tenant-a", "second", who.clone()),
+            &c,
+        ),
+        &[],
+    );
+    assert_allowed(
+        &decide(&app(Delete, "Monitoring", "tenant-a", "second", who), &c),
+        &[],
+    );
+}
+
+#[test]
+fn max_zero_is_unlimited() {
+    let mut c = cluster();
+    c.definitions[0] = definition(
+        "monitoring",
+        "Monitoring",
+        json!({"cardinality": {"scope": "tenant", "max": 0}}),
+    );
+    assert_allowed(
+        &decide(
+            &app(Create, "Monitoring", "tenant-a", "x", user("u", &[])),
+            &c,
+        ),
+        &[],
+    );
+}

@@ -1,0 +1,283 @@
+//! A small Cozystack-shaped cluster and request builders shared by the decision tests.
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+
+use cozystack_resolver::request::{GROUP_LABEL, KIND_LABEL, NAME_LABEL};
+use cozystack_resolver::tenant::Labels;
+use cozystack_resolver::{
+    Cluster, Definition, Instance, LookupError, Namespace, ObjectState, Operation, Request,
+    Settings, Snapshot, Surface, User, Verdict,
+};
+use serde_json::json;
+
+pub const FLUX: &str = "system:serviceaccount:cozy-fluxcd:flux";
+pub const API: &str = "system:serviceaccount:cozy-system:cozystack-api";
+
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A tenant namespace with its ancestor labels and provider labels.
+pub fn tenant_ns(name: &str, providers: &[(&str, &str)]) -> Namespace {
+    let mut l = Labels::new();
+    if name != "tenant-root" {
+        for t in cozystack_resolver::tenant::chain_from_name(name).unwrap() {
+            l.insert(format!("tenant.cozystack.io/{t}"), String::new());
+        }
+    }
+    for (class, provider) in providers {
+        l.insert(
+            format!("namespace.cozystack.io/{class}"),
+            provider.to_string(),
+        );
+    }
+    Namespace {
+        name: name.into(),
+        labels: l,
+    }
+}
+
+pub fn definition(name: &str, kind: &str, fields: serde_json::Value) -> Definition {
+    Definition {
+        name: name.into(),
+        kind: kind.into(),
+        dashboard: fields.get("dashboard").cloned(),
+        cardinality: fields.get("cardinality").cloned(),
+        protection: fields.get("protection").cloned(),
+        capability: fields.get("capability").cloned(),
+    }
+}
+
+pub fn instance(kind: &str, namespace: &str, app: &str) -> Instance {
+    Instance {
+        kind: kind.into(),
+        namespace: namespace.into(),
+        release: app.into(),
+        app: app.into(),
+        terminating: false,
+    }
+}
+
+/// tenant-root (all providers) → tenant-a (own monitoring) → tenant-a-b; tenant-c (no etcd).
+pub fn cluster() -> Snapshot {
+    Snapshot {
+        definitions: vec![
+            definition(
+                "monitoring",
+                "Monitoring",
+                json!({
+                "dashboard": {"module": true, "category": "Administration"},
+                "cardinality": {"scope": "tenant", "max": 1},
+                "protection": {"deletion": "protect"},
+                "capability": {"provides": ["monitoring"], "share": "children"}}),
+            ),
+            definition(
+                "etcd",
+                "Etcd",
+                json!({
+                "dashboard": {"visibility": "module"},
+                "cardinality": {"scope": "tenant", "max": 1},
+                "protection": {"deletion": "protect"},
+                "capability": {"provides": ["etcd"], "share": "children"}}),
+            ),
+            definition(
+                "gateway",
+                "Gateway",
+                json!({"dashboard": {"visibility": "hidden"}}),
+            ),
+            definition(
+                "computeplane",
+                "ComputePlane",
+                json!({
+                "dashboard": {"visibility": "module"},
+                "cardinality": {"scope": "tenant", "max": 1},
+                "protection": {"edit": "adminOnly"}}),
+            ),
+            definition(
+                "kubernetes",
+                "Kubernetes",
+                json!({
+                "capability": {"consumes": ["etcd", "monitoring"]}}),
+            ),
+            definition(
+                "postgres",
+                "Postgres",
+                json!({
+                "dashboard": {"category": "PaaS"},
+                "capability": {"consumes": ["monitoring"]}}),
+            ),
+            definition("redis", "Redis", json!({"dashboard": {"category": "PaaS"}})),
+        ],
+        namespaces: vec![
+            tenant_ns(
+                "tenant-root",
+                &[("monitoring", "tenant-root"), ("etcd", "tenant-root")],
+            ),
+            tenant_ns(
+                "tenant-a",
+                &[("monitoring", "tenant-a"), ("etcd", "tenant-root")],
+            ),
+            tenant_ns(
+                "tenant-a-b",
+                &[("monitoring", "tenant-a"), ("etcd", "tenant-root")],
+            ),
+            tenant_ns("tenant-c", &[("monitoring", "tenant-root"), ("etcd", "")]),
+            Namespace {
+                name: "cozy-system".into(),
+                labels: Labels::new(),
+            },
+        ],
+        instances: vec![
+            instance("Monitoring", "tenant-root", "monitoring"),
+            instance("Monitoring", "tenant-a", "monitoring"),
+            instance("Etcd", "tenant-root", "etcd"),
+            instance("Kubernetes", "tenant-a-b", "dev"),
+            instance("Postgres", "tenant-a-b", "db"),
+            instance("Postgres", "tenant-c", "db"),
+        ],
+    }
+}
+
+pub fn user(name: &str, groups: &[&str]) -> User {
+    User {
+        username: name.into(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+    }
+}
+
+pub fn app(op: Operation, kind: &str, namespace: &str, name: &str, who: User) -> Request {
+    let state = ObjectState {
+        labels: Labels::new(),
+        terminating: false,
+        spec: json!({"size": 1}),
+    };
+    Request {
+        surface: Surface::Application,
+        operation: op,
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        user: who,
+        dry_run: false,
+        subresource: None,
+        object: (op != Operation::Delete).then(|| state.clone()),
+        old_object: (op != Operation::Create).then_some(state),
+    }
+}
+
+pub fn release_labels(kind: &str, app: &str) -> Labels {
+    labels(&[
+        (KIND_LABEL, kind),
+        (GROUP_LABEL, "apps.cozystack.io"),
+        (NAME_LABEL, app),
+    ])
+}
+
+pub fn release(op: Operation, namespace: &str, name: &str, labels: Labels, who: User) -> Request {
+    let state = ObjectState {
+        labels,
+        terminating: false,
+        spec: json!({"values": {}}),
+    };
+    Request {
+        surface: Surface::HelmRelease,
+        operation: op,
+        kind: "HelmRelease".into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        user: who,
+        dry_run: false,
+        subresource: None,
+        object: (op != Operation::Delete).then(|| state.clone()),
+        old_object: (op != Operation::Create).then_some(state),
+    }
+}
+
+pub fn namespace_update(name: &str, old: Labels, new: Labels, who: User) -> Request {
+    Request {
+        surface: Surface::Namespace,
+        operation: Operation::Update,
+        kind: "Namespace".into(),
+        namespace: String::new(),
+        name: name.into(),
+        user: who,
+        dry_run: false,
+        subresource: None,
+        object: Some(ObjectState {
+            labels: new,
+            ..Default::default()
+        }),
+        old_object: Some(ObjectState {
+            labels: old,
+            ..Default::default()
+        }),
+    }
+}
+
+pub fn decide(request: &Request, cluster: &Snapshot) -> Verdict {
+    cozystack_resolver::evaluate(request, &Settings::default(), cluster)
+}
+
+#[track_caller]
+pub fn assert_denied(verdict: &Verdict, code: u16, message: &str) {
+    assert!(!verdict.allowed, "expected a denial, got {verdict:?}");
+    assert_eq!(verdict.code, Some(code), "{verdict:?}");
+    assert_eq!(verdict.message.as_deref(), Some(message));
+}
+
+#[track_caller]
+pub fn assert_allowed(verdict: &Verdict, warnings: &[&str]) {
+    assert!(verdict.allowed, "expected admission, got {verdict:?}");
+    assert_eq!(verdict.message, None);
+    assert_eq!(verdict.warnings, warnings);
+}
+
+/// A cluster that records the lookups made and can fail one kind of them.
+pub struct Recording<'a> {
+    pub inner: &'a Snapshot,
+    pub calls: RefCell<Vec<String>>,
+    pub fail: Option<&'static str>,
+}
+
+impl<'a> Recording<'a> {
+    pub fn new(inner: &'a Snapshot) -> Self {
+        Recording {
+            inner,
+            calls: RefCell::default(),
+            fail: None,
+        }
+    }
+
+    fn record(&self, call: String) -> Result<(), LookupError> {
+        self.calls.borrow_mut().push(call.clone());
+        match self.fail {
+            Some(prefix) if call.starts_with(prefix) => {
+                Err(LookupError::new(call, "connection refused"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Cluster for Recording<'_> {
+    fn definitions(&self) -> Result<Vec<Definition>, LookupError> {
+        self.record("list ApplicationDefinitions".into())?;
+        self.inner.definitions()
+    }
+    fn namespace(&self, name: &str) -> Result<Namespace, LookupError> {
+        self.record(format!("get Namespace {name}"))?;
+        self.inner.namespace(name)
+    }
+    fn namespaces(&self) -> Result<Vec<Namespace>, LookupError> {
+        self.record("list Namespaces".into())?;
+        self.inner.namespaces()
+    }
+    fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError> {
+        self.record(format!("list HelmReleases of kind {kind}"))?;
+        self.inner.instances(kind)
+    }
+}

@@ -1,0 +1,194 @@
+//! The Kubernetes AdmissionRequest wire format, decoded into the resolver's [`Request`].
+//!
+//! Decoding is strict where the decision depends on a field (operation, kind, user, the
+//! object on CREATE/UPDATE) and fails with a message naming that field: an admission policy
+//! never accepts what it could not read.
+
+use std::collections::BTreeMap;
+
+use cozystack_resolver::User;
+use cozystack_resolver::error::without_position;
+use cozystack_resolver::request::{ObjectState, Operation, Request, Surface};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("cannot decode request{path}: {reason}")]
+    Field { path: String, reason: String },
+    #[error("unsupported operation {0:?}: expected CREATE, UPDATE, DELETE or CONNECT")]
+    Operation(String),
+    #[error(
+        "the policy does not handle {0}; match only apps.cozystack.io applications, helm.toolkit.fluxcd.io HelmReleases and core Namespaces"
+    )]
+    Resource(String),
+    #[error("request.{0} is empty")]
+    Empty(&'static str),
+}
+
+/// `{"request": <AdmissionRequest>, "settings": <settings>}` as the policy-server sends it.
+#[derive(Deserialize)]
+pub struct Payload<'a> {
+    #[serde(borrow)]
+    pub request: &'a RawValue,
+    #[serde(borrow, default)]
+    pub settings: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Wire<'a> {
+    kind: Gvk,
+    #[serde(default, alias = "sub_resource")]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: String,
+    #[serde(alias = "user_info")]
+    user_info: WireUser,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow, default, alias = "old_object")]
+    old_object: Option<&'a RawValue>,
+    #[serde(default, alias = "dry_run")]
+    dry_run: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct Gvk {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    version: String,
+    kind: String,
+}
+
+#[derive(Deserialize)]
+struct WireUser {
+    #[serde(default)]
+    username: String,
+    #[serde(default)]
+    groups: Option<Vec<String>>,
+}
+
+/// The parts of an object the decisions read.
+#[derive(Deserialize)]
+struct WireObject {
+    #[serde(default)]
+    metadata: WireMeta,
+    #[serde(default)]
+    spec: serde_json::Value,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    deletion_timestamp: Option<String>,
+}
+
+/// Decodes `raw` naming the failing field as a path below `base` (`request.object.metadata…`).
+fn decode_at<'de, T: Deserialize<'de>>(base: &str, raw: &'de RawValue) -> Result<T, DecodeError> {
+    let deserializer = &mut serde_json::Deserializer::from_str(raw.get());
+    serde_path_to_error::deserialize(deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        DecodeError::Field {
+            path: match path.as_str() {
+                "." | "?" => base.to_owned(),
+                _ => format!("{base}.{path}"),
+            },
+            reason: without_position(&err.into_inner()),
+        }
+    })
+}
+
+fn object(
+    field: &str,
+    raw: Option<&RawValue>,
+) -> Result<Option<(ObjectState, WireMeta)>, DecodeError> {
+    let Some(raw) = raw.filter(|r| r.get() != "null") else {
+        return Ok(None);
+    };
+    let wire: WireObject = decode_at(&format!(".{field}"), raw)?;
+    let state = ObjectState {
+        labels: wire.metadata.labels.clone().unwrap_or_default(),
+        terminating: wire.metadata.deletion_timestamp.is_some(),
+        spec: wire.spec,
+    };
+    Ok(Some((state, wire.metadata)))
+}
+
+/// Decodes `request` (the AdmissionRequest JSON) into the resolver's model.
+pub fn decode(raw: &RawValue) -> Result<Request, DecodeError> {
+    let wire: Wire = decode_at("", raw)?;
+    let operation = match wire.operation.as_str() {
+        "CREATE" => Operation::Create,
+        "UPDATE" => Operation::Update,
+        "DELETE" => Operation::Delete,
+        "CONNECT" => Operation::Connect,
+        other => return Err(DecodeError::Operation(other.to_owned())),
+    };
+    let surface = match (wire.kind.group.as_str(), wire.kind.kind.as_str()) {
+        ("apps.cozystack.io", _) => Surface::Application,
+        ("helm.toolkit.fluxcd.io", "HelmRelease") => Surface::HelmRelease,
+        ("", "Namespace") => Surface::Namespace,
+        (group, kind) => {
+            let gvk = if group.is_empty() {
+                format!("{}/{kind}", wire.kind.version)
+            } else {
+                format!("{group}/{}/{kind}", wire.kind.version)
+            };
+            return Err(DecodeError::Resource(gvk));
+        }
+    };
+    if wire.kind.kind.is_empty() {
+        return Err(DecodeError::Empty("kind.kind"));
+    }
+    if wire.user_info.username.is_empty() {
+        return Err(DecodeError::Empty("userInfo.username"));
+    }
+    let new = object("object", wire.object)?;
+    let old = object("oldObject", wire.old_object)?;
+    // DELETE names the object in the request; fall back to the objects' metadata.
+    let meta = new.as_ref().or(old.as_ref()).map(|(_, meta)| meta);
+    let name = wire
+        .name
+        .filter(|n| !n.is_empty())
+        .or_else(|| meta.and_then(|m| m.name.clone()))
+        .unwrap_or_default();
+    let namespace = wire
+        .namespace
+        .filter(|n| !n.is_empty())
+        .or_else(|| meta.and_then(|m| m.namespace.clone()))
+        .unwrap_or_default();
+    if name.is_empty() {
+        return Err(DecodeError::Empty("name"));
+    }
+    if namespace.is_empty() && surface != Surface::Namespace {
+        return Err(DecodeError::Empty("namespace"));
+    }
+    Ok(Request {
+        surface,
+        operation,
+        kind: wire.kind.kind,
+        namespace,
+        name,
+        user: User {
+            username: wire.user_info.username,
+            groups: wire.user_info.groups.unwrap_or_default(),
+        },
+        dry_run: wire.dry_run.unwrap_or(false),
+        subresource: wire.sub_resource.filter(|s| !s.is_empty()),
+        object: new.map(|(state, _)| state),
+        old_object: old.map(|(state, _)| state),
+    })
+}
