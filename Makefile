@@ -4,7 +4,9 @@ WASM_TARGET := wasm32-wasip1
 WASM_OUT := target/$(WASM_TARGET)/release/cozystack_capabilities_policy.wasm
 SOURCES := $(shell find src resolver/src -name '*.rs') Cargo.toml Cargo.lock resolver/Cargo.toml
 
-.PHONY: all test fmt lint unit schema e2e demo clean toolchain
+E2E := cargo run $(CARGO_FLAGS) -q -p cozystack-e2e --
+
+.PHONY: all test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -25,13 +27,25 @@ lint: toolchain
 	cargo clippy $(CARGO_FLAGS) --workspace --all-targets -- -D warnings
 
 unit: toolchain
-	cargo test $(CARGO_FLAGS) --workspace
+	cargo test $(CARGO_FLAGS) --workspace --exclude cozystack-e2e
+
+# The scenario suite, the demo and the kwctl export check, on the built policy.wasm.
+e2e: policy.wasm
+	cargo test $(CARGO_FLAGS) -p cozystack-e2e
+
+# A narrated sequence on the bundled example cluster (e2e/cluster), through the real wasm.
+demo: policy.wasm
+	$(E2E) demo
+
+# Regenerates e2e/kwctl (kwctl request files, replay sessions, e2e.bats) from e2e/scenarios.
+export: policy.wasm
+	$(E2E) export
 
 # Regenerates the committed settings schema (a unit test fails when it drifts).
 schema:
 	UPDATE_SCHEMA=1 cargo test $(CARGO_FLAGS) -p cozystack-capabilities-policy --test schema
 
-test: fmt lint unit policy.wasm
+test: fmt lint unit e2e
 
 clean:
 	cargo clean

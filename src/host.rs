@@ -13,6 +13,12 @@ pub struct WapcHost;
 impl Host for WapcHost {
     fn kubernetes(&self, operation: &str, request: &[u8]) -> Result<Vec<u8>, String> {
         kubewarden_policy_sdk::wapc_guest::host_call("kubewarden", "kubernetes", operation, request)
-            .map_err(|err| err.to_string())
+            .map_err(|err| {
+                // wapc-guest wraps the host's text as "Host error: …"; the lookup is named by the caller.
+                let text = err.to_string();
+                text.strip_prefix("Host error: ")
+                    .map(str::to_owned)
+                    .unwrap_or(text)
+            })
     }
 }

@@ -1,0 +1,83 @@
+//! `cozystack-e2e run|demo|export`: drives the built policy wasm through the waPC host.
+
+use std::process::ExitCode;
+
+use cozystack_e2e::policy::Policy;
+use cozystack_e2e::scenario::{self, Bundle};
+use cozystack_e2e::{demo, export, policy_path, workspace};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<ExitCode, String> {
+    let root = workspace();
+    let policy = Policy::load_files(&policy_path(), &root.join("policy-metadata.yml"))?;
+    let bundle = Bundle::load(&root.join("e2e/cluster"))?;
+    match args.first().map(String::as_str) {
+        Some("run") => {
+            let filter = args.get(1).cloned().unwrap_or_default();
+            let scenarios = scenario::load_dir(&root.join("e2e/scenarios"))?;
+            let (mut passed, mut failed) = (0, 0);
+            for (file, s) in scenarios.iter().filter(|(_, s)| s.name.contains(&filter)) {
+                let outcome = scenario::run(&policy, &bundle, s)?;
+                if outcome.passed() {
+                    passed += 1;
+                    println!(
+                        "ok    {} ({} host calls)",
+                        s.name,
+                        outcome.exchanges().len()
+                    );
+                } else {
+                    failed += 1;
+                    println!(
+                        "FAIL  {} [{}]\n      {}",
+                        s.name,
+                        file.display(),
+                        outcome.problems.join("\n      ")
+                    );
+                }
+            }
+            println!("scenarios: {passed} passed, {failed} failed");
+            Ok(if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Some("demo") => {
+            let scenarios = scenario::load_file(&root.join("e2e/demo.yaml"))?;
+            let text = demo::play(&policy, &bundle, &scenarios)?;
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("export") => {
+            let out = root.join("e2e/kwctl");
+            let scenarios: Vec<_> = scenario::load_dir(&root.join("e2e/scenarios"))?
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect();
+            let files = export::export_all(&policy, &bundle, &scenarios)?;
+            if out.exists() {
+                std::fs::remove_dir_all(&out).map_err(|e| e.to_string())?;
+            }
+            for (path, content) in &files {
+                let path = out.join(path);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                }
+                std::fs::write(&path, content).map_err(|e| e.to_string())?;
+            }
+            println!("exported {} files to {}", files.len(), out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => Err("usage: cozystack-e2e run [filter] | demo | export".into()),
+    }
+}

@@ -1,0 +1,147 @@
+//! A fixture cluster: ordinary Kubernetes manifests, as `kubectl get -o yaml` prints them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::selector::Selector;
+
+#[derive(Debug, Clone, Default)]
+pub struct FixtureCluster {
+    pub objects: Vec<Value>,
+}
+
+fn str_at<'v>(object: &'v Value, path: &[&str]) -> &'v str {
+    path.iter()
+        .try_fold(object, |v, k| v.get(k))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+pub fn labels_of(object: &Value) -> BTreeMap<String, String> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl FixtureCluster {
+    /// Parses multi-document YAML; `kind: List` documents are flattened into their items.
+    pub fn from_yaml(text: &str) -> Result<FixtureCluster, String> {
+        let mut objects = Vec::new();
+        for document in serde_yaml::Deserializer::from_str(text) {
+            let value = Value::deserialize(document).map_err(|e| e.to_string())?;
+            match value {
+                Value::Null => {}
+                v if v.get("kind").and_then(Value::as_str) == Some("List") => {
+                    objects.extend(v["items"].as_array().cloned().unwrap_or_default())
+                }
+                v => objects.push(v),
+            }
+        }
+        Ok(FixtureCluster { objects })
+    }
+
+    /// Loads every `*.yaml` of a directory, in name order.
+    pub fn load_dir(dir: &Path) -> Result<FixtureCluster, String> {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "yaml")
+                    && p.file_name().is_some_and(|n| n != "settings.yaml")
+            })
+            .collect();
+        paths.sort();
+        let mut cluster = FixtureCluster::default();
+        for path in paths {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let part =
+                FixtureCluster::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            cluster.objects.extend(part.objects);
+        }
+        Ok(cluster)
+    }
+
+    fn is(object: &Value, api_version: &str, kind: &str) -> bool {
+        str_at(object, &["apiVersion"]) == api_version && str_at(object, &["kind"]) == kind
+    }
+
+    pub fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> Option<&Value> {
+        self.objects.iter().find(|o| {
+            Self::is(o, api_version, kind)
+                && str_at(o, &["metadata", "name"]) == name
+                && namespace.is_none_or(|ns| str_at(o, &["metadata", "namespace"]) == ns)
+        })
+    }
+
+    pub fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Vec<&Value> {
+        self.objects
+            .iter()
+            .filter(|o| {
+                Self::is(o, api_version, kind)
+                    && namespace.is_none_or(|ns| str_at(o, &["metadata", "namespace"]) == ns)
+                    && selector.matches(&labels_of(o))
+            })
+            .collect()
+    }
+
+    /// Replaces an object with the same apiVersion, kind, namespace and name, or adds it.
+    pub fn apply(&mut self, object: Value) {
+        let same = |o: &Value| {
+            Self::is(
+                o,
+                str_at(&object, &["apiVersion"]),
+                str_at(&object, &["kind"]),
+            ) && str_at(o, &["metadata", "name"]) == str_at(&object, &["metadata", "name"])
+                && str_at(o, &["metadata", "namespace"])
+                    == str_at(&object, &["metadata", "namespace"])
+        };
+        self.objects.retain(|o| !same(o));
+        self.objects.push(object);
+    }
+
+    /// Removes objects by `Kind/name` or `Kind/namespace/name`.
+    pub fn remove(&mut self, reference: &str) -> Result<(), String> {
+        let parts: Vec<&str> = reference.split('/').collect();
+        let (kind, namespace, name) = match parts.as_slice() {
+            [kind, name] => (*kind, None, *name),
+            [kind, namespace, name] => (*kind, Some(*namespace), *name),
+            _ => {
+                return Err(format!(
+                    "remove: {reference:?} is not Kind/name or Kind/namespace/name"
+                ));
+            }
+        };
+        let before = self.objects.len();
+        self.objects.retain(|o| {
+            !(str_at(o, &["kind"]) == kind
+                && str_at(o, &["metadata", "name"]) == name
+                && namespace.is_none_or(|ns| str_at(o, &["metadata", "namespace"]) == ns))
+        });
+        if self.objects.len() == before {
+            return Err(format!("remove: no object {reference}"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,288 @@
+//! The Kubewarden host side of waPC: serves `kubewarden/kubernetes/*` from a fixture cluster
+//! the way the policy-server does, and records every exchange.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::cluster::FixtureCluster;
+use crate::masks;
+use crate::selector::Selector;
+
+/// A context-aware resource a policy may read (`contextAwareResources`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextAwareResource {
+    pub api_version: String,
+    pub kind: String,
+}
+
+/// A host call as kwctl records it (`policy_evaluator::CallbackRequestType`, externally tagged).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CallbackRequest {
+    KubernetesGetResource {
+        api_version: String,
+        kind: String,
+        name: String,
+        namespace: Option<String>,
+        disable_cache: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        field_masks: Option<Vec<String>>,
+    },
+    KubernetesListResourceAll {
+        api_version: String,
+        kind: String,
+        label_selector: Option<String>,
+        field_selector: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        field_masks: Option<Vec<String>>,
+    },
+    KubernetesListResourceNamespace {
+        api_version: String,
+        kind: String,
+        namespace: String,
+        label_selector: Option<String>,
+        field_selector: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        field_masks: Option<Vec<String>>,
+    },
+}
+
+impl CallbackRequest {
+    fn resource(&self) -> (&str, &str) {
+        match self {
+            CallbackRequest::KubernetesGetResource {
+                api_version, kind, ..
+            }
+            | CallbackRequest::KubernetesListResourceAll {
+                api_version, kind, ..
+            }
+            | CallbackRequest::KubernetesListResourceNamespace {
+                api_version, kind, ..
+            } => (api_version, kind),
+        }
+    }
+
+    /// The reflector key of a list (each distinct one is a permanent watch); `None` for a get.
+    pub fn list_key(&self) -> Option<String> {
+        match self {
+            CallbackRequest::KubernetesGetResource { .. } => None,
+            other => Some(serde_json::to_string(other).unwrap_or_default()),
+        }
+    }
+}
+
+/// One host call and its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    pub request: CallbackRequest,
+    pub response: Result<String, String>,
+}
+
+/// A failure to inject: calls whose operation and kind match get `message` as an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Failure {
+    pub operation: String,
+    pub kind: String,
+    pub message: String,
+}
+
+/// What one evaluation's host calls see and leave behind.
+#[derive(Debug, Default)]
+pub struct HostState {
+    pub cluster: Arc<FixtureCluster>,
+    pub allowed: BTreeSet<ContextAwareResource>,
+    pub failures: Vec<Failure>,
+    pub exchanges: Vec<Exchange>,
+    pub logs: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct GetRequest {
+    api_version: String,
+    kind: String,
+    name: String,
+    namespace: Option<String>,
+    #[serde(default)]
+    disable_cache: bool,
+    #[serde(default)]
+    field_masks: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct ListRequest {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    label_selector: Option<String>,
+    #[serde(default)]
+    field_selector: Option<String>,
+    #[serde(default)]
+    field_masks: Option<Vec<String>>,
+}
+
+/// What the reflector store drops from every object.
+fn strip_store_fields(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
+    }
+    object
+}
+
+impl HostState {
+    /// The waPC host callback body.
+    pub fn serve(
+        &mut self,
+        binding: &str,
+        namespace: &str,
+        operation: &str,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        if binding != "kubewarden" {
+            return Err(format!("unknown binding {binding}"));
+        }
+        match namespace {
+            "tracing" => {
+                self.logs
+                    .push(String::from_utf8_lossy(payload).into_owned());
+                Ok(Vec::new())
+            }
+            "kubernetes" => {
+                let request = Self::decode(operation, payload)?;
+                let response = self.answer(&request);
+                self.exchanges.push(Exchange {
+                    request,
+                    response: response.clone(),
+                });
+                response.map(String::into_bytes)
+            }
+            other => Err(format!("unknown host capability {other}/{operation}")),
+        }
+    }
+
+    fn decode(operation: &str, payload: &[u8]) -> Result<CallbackRequest, String> {
+        let bad = |e: serde_json::Error| format!("cannot decode {operation} request: {e}");
+        Ok(match operation {
+            "get_resource" => {
+                let r: GetRequest = serde_json::from_slice(payload).map_err(bad)?;
+                CallbackRequest::KubernetesGetResource {
+                    api_version: r.api_version,
+                    kind: r.kind,
+                    name: r.name,
+                    namespace: r.namespace,
+                    disable_cache: r.disable_cache,
+                    field_masks: r.field_masks,
+                }
+            }
+            "list_resources_all" => {
+                let r: ListRequest = serde_json::from_slice(payload).map_err(bad)?;
+                CallbackRequest::KubernetesListResourceAll {
+                    api_version: r.api_version,
+                    kind: r.kind,
+                    label_selector: r.label_selector,
+                    field_selector: r.field_selector,
+                    field_masks: r.field_masks,
+                }
+            }
+            "list_resources_by_namespace" => {
+                let r: ListRequest = serde_json::from_slice(payload).map_err(bad)?;
+                CallbackRequest::KubernetesListResourceNamespace {
+                    api_version: r.api_version,
+                    kind: r.kind,
+                    namespace: r.namespace.unwrap_or_default(),
+                    label_selector: r.label_selector,
+                    field_selector: r.field_selector,
+                    field_masks: r.field_masks,
+                }
+            }
+            other => return Err(format!("unknown kubernetes operation {other}")),
+        })
+    }
+
+    fn answer(&self, request: &CallbackRequest) -> Result<String, String> {
+        let (api_version, kind) = request.resource();
+        let resource = ContextAwareResource {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        };
+        if !self.allowed.contains(&resource) {
+            return Err(format!(
+                "Policy has not been granted access to Kubernetes resource {api_version}/{kind}: add it to contextAwareResources"
+            ));
+        }
+        let operation = match request {
+            CallbackRequest::KubernetesGetResource { .. } => "get_resource",
+            CallbackRequest::KubernetesListResourceAll { .. } => "list_resources_all",
+            CallbackRequest::KubernetesListResourceNamespace { .. } => {
+                "list_resources_by_namespace"
+            }
+        };
+        if let Some(f) = self
+            .failures
+            .iter()
+            .find(|f| f.operation == operation && f.kind == kind)
+        {
+            return Err(f.message.clone());
+        }
+        let body = match request {
+            CallbackRequest::KubernetesGetResource {
+                name,
+                namespace,
+                field_masks,
+                ..
+            } => {
+                let object = self
+                    .cluster
+                    .get(api_version, kind, name, namespace.as_deref())
+                    .ok_or_else(|| {
+                        format!(
+                            "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{}'",
+                            namespace.as_deref().unwrap_or("None")
+                        )
+                    })?;
+                masks::apply(&strip_store_fields(object), field_masks.as_deref())
+            }
+            CallbackRequest::KubernetesListResourceAll {
+                label_selector,
+                field_selector,
+                field_masks,
+                ..
+            }
+            | CallbackRequest::KubernetesListResourceNamespace {
+                label_selector,
+                field_selector,
+                field_masks,
+                ..
+            } => {
+                if field_selector.as_deref().is_some_and(|s| !s.is_empty()) {
+                    return Err("field selectors are not served by this harness".into());
+                }
+                let namespace = match request {
+                    CallbackRequest::KubernetesListResourceNamespace { namespace, .. } => {
+                        Some(namespace.as_str())
+                    }
+                    _ => None,
+                };
+                let selector = Selector::parse(label_selector.as_deref().unwrap_or_default())
+                    .map_err(|e| e.to_string())?;
+                let items: Vec<Value> = self
+                    .cluster
+                    .list(api_version, kind, namespace, &selector)
+                    .into_iter()
+                    .map(|o| masks::apply(&strip_store_fields(o), field_masks.as_deref()))
+                    .collect();
+                json!({"apiVersion": api_version, "kind": format!("{kind}List"), "metadata": {"resourceVersion": "1"}, "items": items})
+            }
+        };
+        serde_json::to_string(&body).map_err(|e| e.to_string())
+    }
+}

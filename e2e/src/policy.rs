@@ -1,0 +1,147 @@
+//! The built policy module, run the way the policy-server runs it: precompiled once, a fresh
+//! instance per evaluation, `{"request", "settings"}` in, a ValidationResponse out.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use wapc::WapcHost;
+use wasmtime_provider::{WasmtimeEngineProviderBuilder, WasmtimeEngineProviderPre};
+
+use crate::cluster::FixtureCluster;
+use crate::host::{ContextAwareResource, Exchange, Failure, HostState};
+
+/// The parts of `policy-metadata.yml` the host enforces.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    #[serde(default)]
+    pub context_aware_resources: BTreeSet<ContextAwareResource>,
+    #[serde(default)]
+    pub rules: Vec<Value>,
+}
+
+impl Metadata {
+    pub fn from_yaml(text: &str) -> Result<Metadata, String> {
+        serde_yaml::from_str(text).map_err(|e| format!("policy metadata: {e}"))
+    }
+}
+
+pub struct Policy {
+    pre: WasmtimeEngineProviderPre,
+    pub metadata: Metadata,
+    pub wasm_size: usize,
+}
+
+/// One `validate` call: the response and the host calls it made.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    pub response: Value,
+    pub exchanges: Vec<Exchange>,
+}
+
+impl Evaluation {
+    /// Bytes the host handed back to the guest.
+    pub fn response_bytes(&self) -> usize {
+        self.exchanges
+            .iter()
+            .map(|e| e.response.as_ref().map_or(0, String::len))
+            .sum()
+    }
+}
+
+impl Policy {
+    pub fn load(wasm: &[u8], metadata: Metadata) -> Result<Policy, String> {
+        let pre = WasmtimeEngineProviderBuilder::new()
+            .module_bytes(wasm)
+            .build_pre()
+            .map_err(|e| format!("cannot compile the policy module: {e}"))?;
+        Ok(Policy {
+            pre,
+            metadata,
+            wasm_size: wasm.len(),
+        })
+    }
+
+    pub fn load_files(wasm: &Path, metadata: &Path) -> Result<Policy, String> {
+        let bytes = std::fs::read(wasm)
+            .map_err(|e| format!("{}: {e} (run `make policy.wasm` first)", wasm.display()))?;
+        let text = std::fs::read_to_string(metadata)
+            .map_err(|e| format!("{}: {e}", metadata.display()))?;
+        Policy::load(&bytes, Metadata::from_yaml(&text)?)
+    }
+
+    fn call(
+        &self,
+        state: Arc<Mutex<HostState>>,
+        operation: &str,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        let engine = self.pre.rehydrate(None).map_err(|e| e.to_string())?;
+        let callback_state = state.clone();
+        let host = WapcHost::new(
+            Box::new(engine),
+            Some(Box::new(
+                move |_id, binding, namespace, operation, payload| {
+                    let mut state = callback_state.lock().map_err(|e| e.to_string())?;
+                    state
+                        .serve(binding, namespace, operation, payload)
+                        .map_err(Into::into)
+                },
+            )),
+        )
+        .map_err(|e| format!("cannot instantiate the policy: {e}"))?;
+        host.call(operation, payload)
+            .map_err(|e| format!("{operation} failed: {e}"))
+    }
+
+    pub fn protocol_version(&self) -> Result<String, String> {
+        let out = self.call(Arc::default(), "protocol_version", b"")?;
+        serde_json::from_slice::<String>(&out).map_err(|e| e.to_string())
+    }
+
+    /// `validate_settings`: `{"valid": bool, "message": …}`.
+    pub fn validate_settings(&self, settings: &Value) -> Result<Value, String> {
+        let payload = serde_json::to_vec(settings).map_err(|e| e.to_string())?;
+        let out = self.call(Arc::default(), "validate_settings", &payload)?;
+        serde_json::from_slice(&out).map_err(|e| e.to_string())
+    }
+
+    /// `validate` with a raw payload (for malformed-input tests).
+    pub fn validate_raw(
+        &self,
+        payload: &[u8],
+        cluster: Arc<FixtureCluster>,
+        failures: Vec<Failure>,
+    ) -> Result<Evaluation, String> {
+        let state = Arc::new(Mutex::new(HostState {
+            cluster,
+            allowed: self.metadata.context_aware_resources.clone(),
+            failures,
+            ..HostState::default()
+        }));
+        let out = self.call(state.clone(), "validate", payload)?;
+        let response =
+            serde_json::from_slice(&out).map_err(|e| format!("undecodable response: {e}"))?;
+        let exchanges = std::mem::take(&mut state.lock().map_err(|e| e.to_string())?.exchanges);
+        Ok(Evaluation {
+            response,
+            exchanges,
+        })
+    }
+
+    /// `validate` with the exact payload the policy-server sends.
+    pub fn validate(
+        &self,
+        request: &Value,
+        settings: &Value,
+        cluster: Arc<FixtureCluster>,
+        failures: Vec<Failure>,
+    ) -> Result<Evaluation, String> {
+        let payload = serde_json::to_vec(&json!({"request": request, "settings": settings}))
+            .map_err(|e| e.to_string())?;
+        self.validate_raw(&payload, cluster, failures)
+    }
+}
