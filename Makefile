@@ -6,7 +6,7 @@ SOURCES := $(shell find src resolver/src -name '*.rs') Cargo.toml Cargo.lock res
 
 E2E := cargo run $(CARGO_FLAGS) -q -p cozystack-e2e --
 
-.PHONY: all test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: all registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -20,6 +20,18 @@ policy.wasm: $(SOURCES) | toolchain
 	cargo build $(CARGO_FLAGS) --release --target $(WASM_TARGET) -p cozystack-capabilities-policy
 	cp $(WASM_OUT) policy.wasm
 
+# kwctl annotate's layout: policy-metadata.yml as JSON in the custom section
+# io.kubewarden.metadata, protocolVersion asked of the module, the README as usage.
+annotated-policy.wasm: policy.wasm policy-metadata.yml README.md
+	protocol=$$($(E2E) protocol-version policy.wasm) && \
+	cargo run $(CARGO_FLAGS) -q -p cozystack-packaging --bin cozystack-policy -- annotate \
+	  --metadata policy-metadata.yml --usage README.md --protocol-version "$$protocol" -o $@ policy.wasm
+
+# Artifact Hub package, derived from the metadata (createdAt kept from the committed file).
+artifacthub-pkg.yml: policy-metadata.yml questions-ui.yml
+	cargo run $(CARGO_FLAGS) -q -p cozystack-packaging --bin cozystack-policy -- artifacthub \
+	  --metadata policy-metadata.yml --questions questions-ui.yml -o $@
+
 fmt: toolchain
 	cargo fmt --all -- --check
 
@@ -30,22 +42,32 @@ unit: toolchain
 	cargo test $(CARGO_FLAGS) --workspace --exclude cozystack-e2e
 
 # The scenario suite, the demo and the kwctl export check, on the built policy.wasm.
-e2e: policy.wasm
+e2e: annotated-policy.wasm
 	cargo test $(CARGO_FLAGS) -p cozystack-e2e
 
+# Push to and pull from a real registry (Debian's docker-registry on 127.0.0.1), then run
+# scenarios through the pulled module. Installs docker-registry when missing.
+registry-test: annotated-policy.wasm
+	bash e2e/registry-test.sh
+
+# Push the annotated policy: make push REGISTRY=host:port/repo TAG=vX.Y.Z [INSECURE=--insecure]
+push: annotated-policy.wasm
+	@test -n "$(REGISTRY)" -a -n "$(TAG)" || { echo "usage: make push REGISTRY=host:port/repo TAG=vX.Y.Z"; exit 2; }
+	cargo run $(CARGO_FLAGS) -q -p cozystack-packaging --bin cozystack-policy -- push annotated-policy.wasm $(REGISTRY):$(TAG) $(INSECURE)
+
 # A narrated sequence on the bundled example cluster (e2e/cluster), through the real wasm.
-demo: policy.wasm
+demo: annotated-policy.wasm
 	$(E2E) demo
 
 # Regenerates e2e/kwctl (kwctl request files, replay sessions, e2e.bats) from e2e/scenarios.
-export: policy.wasm
+export: annotated-policy.wasm
 	$(E2E) export
 
 # Regenerates the committed settings schema (a unit test fails when it drifts).
 schema:
 	UPDATE_SCHEMA=1 cargo test $(CARGO_FLAGS) -p cozystack-capabilities-policy --test schema
 
-test: fmt lint unit e2e
+test: fmt lint unit e2e registry-test
 
 clean:
 	cargo clean

@@ -268,7 +268,7 @@ fn undecodable_input_is_rejected_with_400() {
         (serde_json::to_vec(&json!({"request": app_request("CREATE", "tenant-a", "m", "", &[])})).unwrap(), "request.userInfo.username is empty"),
         (serde_json::to_vec(&json!({"request": {"kind": {"group": "apps.cozystack.io", "version": "v1alpha1", "kind": "Monitoring"},
             "operation": "CREATE", "namespace": "tenant-a", "name": "m", "userInfo": {"username": "u"}, "object": {"metadata": {"labels": "x"}}}})).unwrap(),
-         "cannot decode request.object.metadata.labels: invalid type: string \"x\", expected a map"),
+         "cannot decode request.object: invalid type: string \"x\", expected a map"),
         (serde_json::to_vec(&json!({"request": app_request("CREATE", "tenant-a", "m", "u", &[]), "settings": {"platformWriters": "maybe"}})).unwrap(),
          "invalid policy settings: platformWriters: unknown variant `maybe`, expected `warn` or `deny`"),
     ];

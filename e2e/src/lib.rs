@@ -17,7 +17,7 @@ pub fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The policy module under test: `$POLICY_WASM`, else the workspace's `policy.wasm`.
+/// The policy module under test: `$POLICY_WASM`, else the workspace's annotated module.
 pub fn policy_path() -> PathBuf {
-    std::env::var_os("POLICY_WASM").map_or_else(|| workspace().join("policy.wasm"), PathBuf::from)
+    std::env::var_os("POLICY_WASM").map_or_else(|| workspace().join("annotated-policy.wasm"), PathBuf::from)
 }

@@ -24,8 +24,12 @@ pub struct Metadata {
 }
 
 impl Metadata {
-    pub fn from_yaml(text: &str) -> Result<Metadata, String> {
-        serde_yaml::from_str(text).map_err(|e| format!("policy metadata: {e}"))
+    /// The metadata embedded in an annotated module, as the policy-server reads it.
+    pub fn from_module(wasm: &[u8]) -> Result<Metadata, String> {
+        let value = cozystack_packaging::section::read_metadata(wasm)
+            .map_err(|e| e.to_string())?
+            .ok_or("the module has no io.kubewarden.metadata section: run `make annotated-policy.wasm`")?;
+        serde_json::from_value(value).map_err(|e| format!("embedded metadata: {e}"))
     }
 }
 
@@ -33,6 +37,10 @@ pub struct Policy {
     pre: WasmtimeEngineProviderPre,
     pub metadata: Metadata,
     pub wasm_size: usize,
+}
+
+pub fn read_module(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e} (run `make annotated-policy.wasm` first)", path.display()))
 }
 
 /// One `validate` call: the response and the host calls it made.
@@ -65,12 +73,10 @@ impl Policy {
         })
     }
 
-    pub fn load_files(wasm: &Path, metadata: &Path) -> Result<Policy, String> {
-        let bytes = std::fs::read(wasm)
-            .map_err(|e| format!("{}: {e} (run `make policy.wasm` first)", wasm.display()))?;
-        let text = std::fs::read_to_string(metadata)
-            .map_err(|e| format!("{}: {e}", metadata.display()))?;
-        Policy::load(&bytes, Metadata::from_yaml(&text)?)
+    /// Loads an annotated module; its embedded metadata decides what the host allows.
+    pub fn load_annotated(wasm: &Path) -> Result<Policy, String> {
+        let bytes = read_module(wasm)?;
+        Policy::load(&bytes, Metadata::from_module(&bytes)?)
     }
 
     fn call(

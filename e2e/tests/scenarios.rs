@@ -7,8 +7,7 @@ use cozystack_e2e::{export, policy_path, workspace};
 
 fn setup() -> (Policy, Bundle) {
     let root = workspace();
-    let policy = Policy::load_files(&policy_path(), &root.join("policy-metadata.yml"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let policy = Policy::load_annotated(&policy_path()).unwrap_or_else(|e| panic!("{e}"));
     let bundle = Bundle::load(&root.join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}"));
     (policy, bundle)
 }
@@ -43,6 +42,15 @@ fn every_scenario_meets_its_expectation() {
         scenarios.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn the_host_reads_the_metadata_from_the_annotated_module() {
+    let (policy, _) = setup();
+    assert_eq!(policy.protocol_version().unwrap(), "v1");
+    let kinds: Vec<String> = policy.metadata.context_aware_resources.iter().map(|r| format!("{}/{}", r.api_version, r.kind)).collect();
+    assert_eq!(kinds, ["cozystack.io/v1alpha1/ApplicationDefinition", "helm.toolkit.fluxcd.io/v2/HelmRelease", "v1/Namespace"]);
+    assert_eq!(policy.metadata.rules.len(), 3);
 }
 
 #[test]

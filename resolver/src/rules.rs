@@ -328,13 +328,18 @@ impl Definition {
         ) -> Result<Option<T>, RuleError> {
             match value {
                 None | Some(serde_json::Value::Null) => Ok(None),
-                Some(value) => serde_path_to_error::deserialize(value)
-                    .map(Some)
-                    .map_err(|err| RuleError::Definition {
-                        definition: definition.to_owned(),
-                        path: join_path(name, &err.path().to_string()),
-                        reason: crate::error::without_position(&err.into_inner()),
-                    }),
+                Some(value) => {
+                    // Through text, so the settings and the definitions share one decoder.
+                    let text = value.to_string();
+                    let deserializer = &mut serde_json::Deserializer::from_str(&text);
+                    serde_path_to_error::deserialize(deserializer)
+                        .map(Some)
+                        .map_err(|err| RuleError::Definition {
+                            definition: definition.to_owned(),
+                            path: join_path(name, &err.path().to_string()),
+                            reason: crate::error::without_position(&err.into_inner()),
+                        })
+                }
             }
         }
         // Only the two keys the policy reads; `category`, `icon`, ... are not ours to judge.

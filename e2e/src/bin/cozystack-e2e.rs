@@ -19,7 +19,14 @@ fn main() -> ExitCode {
 
 fn run(args: &[String]) -> Result<ExitCode, String> {
     let root = workspace();
-    let policy = Policy::load_files(&policy_path(), &root.join("policy-metadata.yml"))?;
+    if args.first().map(String::as_str) == Some("protocol-version") {
+        // Asked of an unannotated module, to annotate it: no metadata needed to call it.
+        let path = args.get(1).map_or_else(|| root.join("policy.wasm"), std::path::PathBuf::from);
+        let policy = Policy::load(&cozystack_e2e::policy::read_module(&path)?, Default::default())?;
+        println!("{}", policy.protocol_version()?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let policy = Policy::load_annotated(&policy_path())?;
     let bundle = Bundle::load(&root.join("e2e/cluster"))?;
     match args.first().map(String::as_str) {
         Some("run") => {
@@ -78,6 +85,6 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             println!("exported {} files to {}", files.len(), out.display());
             Ok(ExitCode::SUCCESS)
         }
-        _ => Err("usage: cozystack-e2e run [filter] | demo | export".into()),
+        _ => Err("usage: cozystack-e2e run [filter] | demo | export | protocol-version [WASM]".into()),
     }
 }

@@ -1,0 +1,115 @@
+//! `artifacthub-pkg.yml` in the layout `kwctl scaffold artifacthub` emits, derived from the
+//! policy metadata so that rules and context-aware resources have one source.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::metadata::{MetadataError, SOURCE, VERSION};
+
+fn annotation<'m>(metadata: &'m Value, key: &str) -> Result<&'m str, MetadataError> {
+    metadata["annotations"][key]
+        .as_str()
+        .ok_or_else(|| MetadataError::Invalid(format!("annotation {key} is required for Artifact Hub")))
+}
+
+fn yaml_block(value: &Value) -> Result<String, MetadataError> {
+    Ok(serde_yaml::to_string(value)?)
+}
+
+#[derive(Serialize)]
+struct Link {
+    name: &'static str,
+    url: String,
+}
+
+#[derive(Serialize)]
+struct Image {
+    name: &'static str,
+    image: String,
+}
+
+#[derive(Serialize)]
+struct Annotations {
+    #[serde(rename = "kubewarden/mutation")]
+    mutation: String,
+    #[serde(rename = "kubewarden/contextAwareResources")]
+    context_aware_resources: String,
+    #[serde(rename = "kubewarden/rules")]
+    rules: String,
+    #[serde(rename = "kubewarden/resources")]
+    resources: String,
+    #[serde(rename = "kubewarden/questions-ui", skip_serializing_if = "Option::is_none")]
+    questions_ui: Option<String>,
+}
+
+/// The fields in the order `kwctl scaffold artifacthub` writes them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Package {
+    version: String,
+    name: String,
+    display_name: String,
+    created_at: String,
+    description: String,
+    license: String,
+    #[serde(rename = "homeURL")]
+    home_url: String,
+    containers_images: Vec<Image>,
+    keywords: Vec<String>,
+    links: Vec<Link>,
+    install: String,
+    maintainers: Vec<Value>,
+    provider: Value,
+    recommendations: Vec<Value>,
+    annotations: Annotations,
+}
+
+/// The package document; `created_at` is kept from the previous one so that regenerating is
+/// reproducible, `questions_ui` is the Rancher UI form if any.
+pub fn package(metadata: &Value, created_at: &str, questions_ui: Option<&str>) -> Result<String, MetadataError> {
+    let get = |key: &str| annotation(metadata, key).map(str::to_owned);
+    let version = get(VERSION)?;
+    let oci = get("io.kubewarden.policy.ociUrl")?;
+    let source = get(SOURCE)?;
+    let author = get("io.kubewarden.policy.author")?;
+    let maintainer = match author.split_once('<') {
+        Some((name, rest)) => json!({"name": name.trim(), "email": rest.trim_end_matches('>').trim()}),
+        None => json!({"name": author.trim()}),
+    };
+    let package = Package {
+        name: get("io.kubewarden.policy.title")?,
+        display_name: get("io.artifacthub.displayName")?,
+        created_at: created_at.to_owned(),
+        description: get("io.kubewarden.policy.description")?,
+        license: get("io.kubewarden.policy.license")?,
+        home_url: get("io.kubewarden.policy.url")?,
+        containers_images: vec![Image { name: "policy", image: format!("{oci}:v{version}") }],
+        keywords: get("io.artifacthub.keywords")?.split(',').map(|k| k.trim().to_owned()).collect(),
+        links: vec![
+            Link { name: "policy", url: format!("{source}/releases/download/v{version}/policy.wasm") },
+            Link { name: "source", url: source.clone() },
+        ],
+        install: format!(
+            "The policy can be obtained using [`kwctl`](https://github.com/kubewarden/kwctl):\n```console\nkwctl pull {oci}:v{version}\n```\nThen, generate the policy manifest and tune it to your liking. For example:\n```console\nkwctl scaffold manifest -t ClusterAdmissionPolicy --allow-context-aware registry://{oci}:v{version}\n```\nThe policy-server needs get/list/watch on namespaces, helmreleases and applicationdefinitions: see deploy/ in the source.\n"
+        ),
+        maintainers: vec![maintainer],
+        provider: json!({"name": "kubewarden"}),
+        recommendations: vec![json!({"url": "https://artifacthub.io/packages/helm/kubewarden/kubewarden-controller"})],
+        annotations: Annotations {
+            mutation: metadata["mutating"].as_bool().unwrap_or(false).to_string(),
+            context_aware_resources: yaml_block(&metadata["contextAwareResources"])?,
+            rules: yaml_block(&metadata["rules"])?,
+            resources: get("io.artifacthub.resources")?,
+            questions_ui: questions_ui.map(str::to_owned),
+        },
+        version,
+    };
+    let header = "# Kubewarden Artifacthub Package config\n#\n# Use this config to submit the policy to https://artifacthub.io.\n#\n# Generated from policy-metadata.yml by `make artifacthub-pkg.yml` (the layout of\n# `kwctl scaffold artifacthub`); a test fails when it is out of date.\n";
+    Ok(format!("{header}{}", serde_yaml::to_string(&package)?))
+}
+
+/// `createdAt` of an existing package document, if any.
+pub fn created_at(existing: &str) -> Option<String> {
+    let doc: Value = serde_yaml::from_str(existing).ok()?;
+    doc["createdAt"].as_str().map(str::to_owned)
+}
