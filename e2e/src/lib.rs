@@ -19,5 +19,6 @@ pub fn workspace() -> PathBuf {
 
 /// The policy module under test: `$POLICY_WASM`, else the workspace's annotated module.
 pub fn policy_path() -> PathBuf {
-    std::env::var_os("POLICY_WASM").map_or_else(|| workspace().join("annotated-policy.wasm"), PathBuf::from)
+    std::env::var_os("POLICY_WASM")
+        .map_or_else(|| workspace().join("annotated-policy.wasm"), PathBuf::from)
 }

@@ -40,7 +40,12 @@ pub struct Policy {
 }
 
 pub fn read_module(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e} (run `make annotated-policy.wasm` first)", path.display()))
+    std::fs::read(path).map_err(|e| {
+        format!(
+            "{}: {e} (run `make annotated-policy.wasm` first)",
+            path.display()
+        )
+    })
 }
 
 /// One `validate` call: the response and the host calls it made.

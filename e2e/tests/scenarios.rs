@@ -48,8 +48,20 @@ fn every_scenario_meets_its_expectation() {
 fn the_host_reads_the_metadata_from_the_annotated_module() {
     let (policy, _) = setup();
     assert_eq!(policy.protocol_version().unwrap(), "v1");
-    let kinds: Vec<String> = policy.metadata.context_aware_resources.iter().map(|r| format!("{}/{}", r.api_version, r.kind)).collect();
-    assert_eq!(kinds, ["cozystack.io/v1alpha1/ApplicationDefinition", "helm.toolkit.fluxcd.io/v2/HelmRelease", "v1/Namespace"]);
+    let kinds: Vec<String> = policy
+        .metadata
+        .context_aware_resources
+        .iter()
+        .map(|r| format!("{}/{}", r.api_version, r.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "cozystack.io/v1alpha1/ApplicationDefinition",
+            "helm.toolkit.fluxcd.io/v2/HelmRelease",
+            "v1/Namespace"
+        ]
+    );
     assert_eq!(policy.metadata.rules.len(), 3);
 }
 

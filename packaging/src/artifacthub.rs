@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 use crate::metadata::{MetadataError, SOURCE, VERSION};
 
 fn annotation<'m>(metadata: &'m Value, key: &str) -> Result<&'m str, MetadataError> {
-    metadata["annotations"][key]
-        .as_str()
-        .ok_or_else(|| MetadataError::Invalid(format!("annotation {key} is required for Artifact Hub")))
+    metadata["annotations"][key].as_str().ok_or_else(|| {
+        MetadataError::Invalid(format!("annotation {key} is required for Artifact Hub"))
+    })
 }
 
 fn yaml_block(value: &Value) -> Result<String, MetadataError> {
@@ -38,7 +38,10 @@ struct Annotations {
     rules: String,
     #[serde(rename = "kubewarden/resources")]
     resources: String,
-    #[serde(rename = "kubewarden/questions-ui", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubewarden/questions-ui",
+        skip_serializing_if = "Option::is_none"
+    )]
     questions_ui: Option<String>,
 }
 
@@ -66,14 +69,20 @@ struct Package {
 
 /// The package document; `created_at` is kept from the previous one so that regenerating is
 /// reproducible, `questions_ui` is the Rancher UI form if any.
-pub fn package(metadata: &Value, created_at: &str, questions_ui: Option<&str>) -> Result<String, MetadataError> {
+pub fn package(
+    metadata: &Value,
+    created_at: &str,
+    questions_ui: Option<&str>,
+) -> Result<String, MetadataError> {
     let get = |key: &str| annotation(metadata, key).map(str::to_owned);
     let version = get(VERSION)?;
     let oci = get("io.kubewarden.policy.ociUrl")?;
     let source = get(SOURCE)?;
     let author = get("io.kubewarden.policy.author")?;
     let maintainer = match author.split_once('<') {
-        Some((name, rest)) => json!({"name": name.trim(), "email": rest.trim_end_matches('>').trim()}),
+        Some((name, rest)) => {
+            json!({"name": name.trim(), "email": rest.trim_end_matches('>').trim()})
+        }
         None => json!({"name": author.trim()}),
     };
     let package = Package {
@@ -83,18 +92,32 @@ pub fn package(metadata: &Value, created_at: &str, questions_ui: Option<&str>) -
         description: get("io.kubewarden.policy.description")?,
         license: get("io.kubewarden.policy.license")?,
         home_url: get("io.kubewarden.policy.url")?,
-        containers_images: vec![Image { name: "policy", image: format!("{oci}:v{version}") }],
-        keywords: get("io.artifacthub.keywords")?.split(',').map(|k| k.trim().to_owned()).collect(),
+        containers_images: vec![Image {
+            name: "policy",
+            image: format!("{oci}:v{version}"),
+        }],
+        keywords: get("io.artifacthub.keywords")?
+            .split(',')
+            .map(|k| k.trim().to_owned())
+            .collect(),
         links: vec![
-            Link { name: "policy", url: format!("{source}/releases/download/v{version}/policy.wasm") },
-            Link { name: "source", url: source.clone() },
+            Link {
+                name: "policy",
+                url: format!("{source}/releases/download/v{version}/policy.wasm"),
+            },
+            Link {
+                name: "source",
+                url: source.clone(),
+            },
         ],
         install: format!(
             "The policy can be obtained using [`kwctl`](https://github.com/kubewarden/kwctl):\n```console\nkwctl pull {oci}:v{version}\n```\nThen, generate the policy manifest and tune it to your liking. For example:\n```console\nkwctl scaffold manifest -t ClusterAdmissionPolicy --allow-context-aware registry://{oci}:v{version}\n```\nThe policy-server needs get/list/watch on namespaces, helmreleases and applicationdefinitions: see deploy/ in the source.\n"
         ),
         maintainers: vec![maintainer],
         provider: json!({"name": "kubewarden"}),
-        recommendations: vec![json!({"url": "https://artifacthub.io/packages/helm/kubewarden/kubewarden-controller"})],
+        recommendations: vec![
+            json!({"url": "https://artifacthub.io/packages/helm/kubewarden/kubewarden-controller"}),
+        ],
         annotations: Annotations {
             mutation: metadata["mutating"].as_bool().unwrap_or(false).to_string(),
             context_aware_resources: yaml_block(&metadata["contextAwareResources"])?,

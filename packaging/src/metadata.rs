@@ -23,15 +23,21 @@ pub enum MetadataError {
 pub fn from_yaml(text: &str) -> Result<Value, MetadataError> {
     let metadata: Value = serde_yaml::from_str(text)?;
     let invalid = |m: &str| MetadataError::Invalid(m.to_owned());
-    let rules = metadata["rules"].as_array().ok_or_else(|| invalid("rules must be a list"))?;
+    let rules = metadata["rules"]
+        .as_array()
+        .ok_or_else(|| invalid("rules must be a list"))?;
     if rules.is_empty() {
         return Err(invalid("rules must not be empty"));
     }
     for rule in rules {
         for key in ["apiGroups", "apiVersions", "resources", "operations"] {
-            let list = rule[key].as_array().ok_or_else(|| invalid(&format!("every rule needs {key}")))?;
+            let list = rule[key]
+                .as_array()
+                .ok_or_else(|| invalid(&format!("every rule needs {key}")))?;
             if list.is_empty() || (list.len() > 1 && list.iter().any(|v| v == "*")) {
-                return Err(invalid(&format!("{key} must be non-empty and `*` must stand alone")));
+                return Err(invalid(&format!(
+                    "{key} must be non-empty and `*` must stand alone"
+                )));
             }
         }
     }
@@ -61,7 +67,11 @@ pub fn manifest_annotations(metadata: &Value) -> BTreeMap<String, String> {
         .map(|annotations| {
             annotations
                 .iter()
-                .filter_map(|(k, v)| v.as_str().filter(|s| !s.contains('\n')).map(|s| (k.clone(), s.to_owned())))
+                .filter_map(|(k, v)| {
+                    v.as_str()
+                        .filter(|s| !s.contains('\n'))
+                        .map(|s| (k.clone(), s.to_owned()))
+                })
                 .collect()
         })
         .unwrap_or_default();

@@ -27,7 +27,10 @@ pub fn write_metadata(wasm: &[u8], metadata: &serde_json::Value) -> Result<Vec<u
             continue;
         }
         if let Some((id, range)) = payload.as_section() {
-            module.section(&RawSection { id, data: &wasm[range] });
+            module.section(&RawSection {
+                id,
+                data: &wasm[range],
+            });
         }
     }
     let data = serde_json::to_vec(metadata)?;
@@ -61,7 +64,10 @@ mod tests {
         let mut types = wasm_encoder::TypeSection::new();
         types.ty().function([], []);
         m.section(&types);
-        m.section(&CustomSection { name: "producers".into(), data: b"x".as_slice().into() });
+        m.section(&CustomSection {
+            name: "producers".into(),
+            data: b"x".as_slice().into(),
+        });
         m.finish()
     }
 
@@ -70,12 +76,25 @@ mod tests {
         let wasm = module();
         assert_eq!(read_metadata(&wasm).unwrap(), None);
         let once = write_metadata(&wasm, &json!({"protocolVersion": "v1"})).unwrap();
-        assert_eq!(read_metadata(&once).unwrap(), Some(json!({"protocolVersion": "v1"})));
+        assert_eq!(
+            read_metadata(&once).unwrap(),
+            Some(json!({"protocolVersion": "v1"}))
+        );
         let twice = write_metadata(&once, &json!({"protocolVersion": "v2"})).unwrap();
-        assert_eq!(read_metadata(&twice).unwrap(), Some(json!({"protocolVersion": "v2"})));
-        assert_eq!(twice.len(), once.len(), "the old section is replaced, not appended");
+        assert_eq!(
+            read_metadata(&twice).unwrap(),
+            Some(json!({"protocolVersion": "v2"}))
+        );
+        assert_eq!(
+            twice.len(),
+            once.len(),
+            "the old section is replaced, not appended"
+        );
         wasmparser::Validator::new().validate_all(&twice).unwrap();
-        assert!(twice.windows(9).any(|w| w == b"producers"), "other sections are kept");
+        assert!(
+            twice.windows(9).any(|w| w == b"producers"),
+            "other sections are kept"
+        );
     }
 
     #[test]

@@ -21,7 +21,10 @@ fn metadata() -> Value {
 }
 
 fn version() -> String {
-    metadata()["annotations"]["io.kubewarden.policy.version"].as_str().unwrap().to_owned()
+    metadata()["annotations"]["io.kubewarden.policy.version"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 // The ClusterAdmissionPolicy fields (policies.kubewarden.io/v1); unknown ones are errors.
@@ -97,7 +100,12 @@ struct Spec {
 fn policies() -> Vec<(String, ClusterAdmissionPolicy)> {
     ["deploy/policy-protect.yaml", "deploy/policy-monitor.yaml"]
         .iter()
-        .map(|p| (p.to_string(), serde_yaml::from_str(&read(p)).unwrap_or_else(|e| panic!("{p}: {e}"))))
+        .map(|p| {
+            (
+                p.to_string(),
+                serde_yaml::from_str(&read(p)).unwrap_or_else(|e| panic!("{p}: {e}")),
+            )
+        })
         .collect()
 }
 
@@ -105,48 +113,105 @@ fn policies() -> Vec<(String, ClusterAdmissionPolicy)> {
 fn versions_agree() {
     let version = version();
     let cargo: toml_version::Manifest = toml_version::parse(&read("Cargo.toml"));
-    assert_eq!(cargo.workspace_version, version, "Cargo.toml [workspace.package] version");
+    assert_eq!(
+        cargo.workspace_version, version,
+        "Cargo.toml [workspace.package] version"
+    );
     let package: Value = serde_yaml::from_str(&read("artifacthub-pkg.yml")).unwrap();
     assert_eq!(package["version"], version.as_str());
-    assert!(package["containersImages"][0]["image"].as_str().unwrap().ends_with(&format!(":v{version}")));
+    assert!(
+        package["containersImages"][0]["image"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":v{version}"))
+    );
     for (path, policy) in policies() {
-        assert!(policy.spec.module.ends_with(&format!(":v{version}")), "{path}: module tag");
+        assert!(
+            policy.spec.module.ends_with(&format!(":v{version}")),
+            "{path}: module tag"
+        );
     }
 }
 
 #[test]
 fn manifests_match_the_metadata() {
     let metadata = metadata();
-    let modes: BTreeSet<String> = policies().iter().map(|(_, p)| format!("{:?}", p.spec.mode)).collect();
-    assert_eq!(modes, BTreeSet::from(["Monitor".to_owned(), "Protect".to_owned()]));
+    let modes: BTreeSet<String> = policies()
+        .iter()
+        .map(|(_, p)| format!("{:?}", p.spec.mode))
+        .collect();
+    assert_eq!(
+        modes,
+        BTreeSet::from(["Monitor".to_owned(), "Protect".to_owned()])
+    );
     for (path, policy) in policies() {
         assert_eq!(policy.api_version, "policies.kubewarden.io/v1", "{path}");
         assert_eq!(policy.kind, "ClusterAdmissionPolicy", "{path}");
-        assert!(policy.metadata.name.starts_with("cozystack-capabilities"), "{path}");
+        assert!(
+            policy.metadata.name.starts_with("cozystack-capabilities"),
+            "{path}"
+        );
         let spec = &policy.spec;
-        assert_eq!(serde_json::to_value(&spec.rules).unwrap(), metadata["rules"], "{path}: rules");
+        assert_eq!(
+            serde_json::to_value(&spec.rules).unwrap(),
+            metadata["rules"],
+            "{path}: rules"
+        );
         assert_eq!(
             serde_json::to_value(&spec.context_aware_resources).unwrap(),
             metadata["contextAwareResources"],
             "{path}: contextAwareResources"
         );
-        assert_eq!(Some(spec.mutating), metadata["mutating"].as_bool(), "{path}");
-        assert_eq!(spec.background_audit, metadata["backgroundAudit"].as_bool(), "{path}");
+        assert_eq!(
+            Some(spec.mutating),
+            metadata["mutating"].as_bool(),
+            "{path}"
+        );
+        assert_eq!(
+            spec.background_audit,
+            metadata["backgroundAudit"].as_bool(),
+            "{path}"
+        );
         assert_eq!(spec.failure_policy, FailurePolicy::Fail, "{path}");
-        assert!(spec.module.starts_with("registry://"), "{path}: module scheme");
+        assert!(
+            spec.module.starts_with("registry://"),
+            "{path}: module scheme"
+        );
         let timeout = spec.timeout_seconds.unwrap_or(10);
         assert!((2..=30).contains(&timeout), "{path}: timeoutSeconds");
         let eval = spec.timeout_eval_seconds.unwrap_or(timeout);
-        assert!((2..=30).contains(&eval) && eval <= timeout, "{path}: timeoutEvalSeconds");
-        assert!(spec.match_conditions.len() <= 64, "{path}: at most 64 matchConditions");
+        assert!(
+            (2..=30).contains(&eval) && eval <= timeout,
+            "{path}: timeoutEvalSeconds"
+        );
+        assert!(
+            spec.match_conditions.len() <= 64,
+            "{path}: at most 64 matchConditions"
+        );
         let names: BTreeSet<_> = spec.match_conditions.iter().map(|m| &m.name).collect();
-        assert_eq!(names.len(), spec.match_conditions.len(), "{path}: matchCondition names are unique");
-        assert!(spec.match_conditions.iter().all(|m| !m.expression.trim().is_empty()));
-        assert_ne!(spec.match_policy.as_deref(), Some("Exact"), "{path}: keep matchPolicy Equivalent");
+        assert_eq!(
+            names.len(),
+            spec.match_conditions.len(),
+            "{path}: matchCondition names are unique"
+        );
+        assert!(
+            spec.match_conditions
+                .iter()
+                .all(|m| !m.expression.trim().is_empty())
+        );
+        assert_ne!(
+            spec.match_policy.as_deref(),
+            Some("Exact"),
+            "{path}: keep matchPolicy Equivalent"
+        );
         let settings = serde_json::to_string(&spec.settings).unwrap();
-        cozystack_resolver::Settings::from_json(&settings).unwrap_or_else(|e| panic!("{path}: settings: {e}"));
+        cozystack_resolver::Settings::from_json(&settings)
+            .unwrap_or_else(|e| panic!("{path}: settings: {e}"));
         let bundled: Value = serde_yaml::from_str(&read("e2e/cluster/settings.yaml")).unwrap();
-        assert_eq!(spec.settings, bundled, "{path}: settings differ from e2e/cluster/settings.yaml");
+        assert_eq!(
+            spec.settings, bundled,
+            "{path}: settings differ from e2e/cluster/settings.yaml"
+        );
     }
 }
 
@@ -155,16 +220,24 @@ fn rbac_covers_every_context_aware_resource() {
     let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&read("deploy/rbac.yaml"))
         .map(|d| Value::deserialize(d).unwrap())
         .collect();
-    let role = docs.iter().find(|d| d["kind"] == "ClusterRole").expect("a ClusterRole");
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .expect("a ClusterRole");
     for resource in metadata()["contextAwareResources"].as_array().unwrap() {
         let api = resource["apiVersion"].as_str().unwrap();
         let group = api.rsplit_once('/').map_or("", |(g, _)| g);
         let plural = format!("{}s", resource["kind"].as_str().unwrap().to_lowercase());
         let covered = role["rules"].as_array().unwrap().iter().any(|rule| {
             let has = |key: &str, v: &str| rule[key].as_array().unwrap().iter().any(|x| x == v);
-            has("apiGroups", group) && has("resources", &plural) && ["get", "list", "watch"].iter().all(|v| has("verbs", v))
+            has("apiGroups", group)
+                && has("resources", &plural)
+                && ["get", "list", "watch"].iter().all(|v| has("verbs", v))
         });
-        assert!(covered, "deploy/rbac.yaml does not grant get/list/watch on {plural} ({api})");
+        assert!(
+            covered,
+            "deploy/rbac.yaml does not grant get/list/watch on {plural} ({api})"
+        );
     }
 }
 
@@ -172,8 +245,16 @@ fn rbac_covers_every_context_aware_resource() {
 fn artifacthub_package_is_current() {
     let committed = read("artifacthub-pkg.yml");
     let created = cozystack_packaging::artifacthub::created_at(&committed).expect("createdAt");
-    let generated = cozystack_packaging::artifacthub::package(&metadata(), &created, Some(&read("questions-ui.yml"))).unwrap();
-    assert!(committed == generated, "artifacthub-pkg.yml is out of date: run `make artifacthub-pkg.yml`");
+    let generated = cozystack_packaging::artifacthub::package(
+        &metadata(),
+        &created,
+        Some(&read("questions-ui.yml")),
+    )
+    .unwrap();
+    assert!(
+        committed == generated,
+        "artifacthub-pkg.yml is out of date: run `make artifacthub-pkg.yml`"
+    );
 }
 
 /// The one line of Cargo.toml this test reads, without a TOML parser dependency.
@@ -183,9 +264,17 @@ mod toml_version {
     }
 
     pub fn parse(text: &str) -> Manifest {
-        let section = text.split("[workspace.package]").nth(1).expect("[workspace.package]");
-        let line = section.lines().find(|l| l.trim_start().starts_with("version")).expect("version");
+        let section = text
+            .split("[workspace.package]")
+            .nth(1)
+            .expect("[workspace.package]");
+        let line = section
+            .lines()
+            .find(|l| l.trim_start().starts_with("version"))
+            .expect("version");
         let version = line.split('"').nth(1).expect("quoted version").to_owned();
-        Manifest { workspace_version: version }
+        Manifest {
+            workspace_version: version,
+        }
     }
 }

@@ -21,8 +21,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let root = workspace();
     if args.first().map(String::as_str) == Some("protocol-version") {
         // Asked of an unannotated module, to annotate it: no metadata needed to call it.
-        let path = args.get(1).map_or_else(|| root.join("policy.wasm"), std::path::PathBuf::from);
-        let policy = Policy::load(&cozystack_e2e::policy::read_module(&path)?, Default::default())?;
+        let path = args
+            .get(1)
+            .map_or_else(|| root.join("policy.wasm"), std::path::PathBuf::from);
+        let policy = Policy::load(
+            &cozystack_e2e::policy::read_module(&path)?,
+            Default::default(),
+        )?;
         println!("{}", policy.protocol_version()?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -85,6 +90,8 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             println!("exported {} files to {}", files.len(), out.display());
             Ok(ExitCode::SUCCESS)
         }
-        _ => Err("usage: cozystack-e2e run [filter] | demo | export | protocol-version [WASM]".into()),
+        _ => Err(
+            "usage: cozystack-e2e run [filter] | demo | export | protocol-version [WASM]".into(),
+        ),
     }
 }

@@ -23,7 +23,10 @@ fn main() -> ExitCode {
 }
 
 fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
 }
 
 /// Positional arguments: everything that is not a flag or a flag's value.
@@ -55,7 +58,11 @@ fn run(args: &[String]) -> Result<(), String> {
             let input = positional(args).pop().ok_or(USAGE)?;
             let text = String::from_utf8(read(&need("--metadata")?)?).map_err(|e| e.to_string())?;
             let usage = String::from_utf8(read(&need("--usage")?)?).map_err(|e| e.to_string())?;
-            let meta = metadata::annotated(metadata::from_yaml(&text).map_err(|e| e.to_string())?, &need("--protocol-version")?, &usage);
+            let meta = metadata::annotated(
+                metadata::from_yaml(&text).map_err(|e| e.to_string())?,
+                &need("--protocol-version")?,
+                &usage,
+            );
             let out = section::write_metadata(&read(&input)?, &meta).map_err(|e| e.to_string())?;
             std::fs::write(need("-o")?, out).map_err(|e| e.to_string())
         }
@@ -64,34 +71,54 @@ fn run(args: &[String]) -> Result<(), String> {
             let meta = metadata::from_yaml(&text).map_err(|e| e.to_string())?;
             let out = need("-o")?;
             let questions = flag(args, "--questions").map(|p| read(&p)).transpose()?;
-            let questions = questions.map(String::from_utf8).transpose().map_err(|e| e.to_string())?;
+            let questions = questions
+                .map(String::from_utf8)
+                .transpose()
+                .map_err(|e| e.to_string())?;
             // Keep the previous createdAt unless one is given: regenerating must be reproducible.
             let created = flag(args, "--created-at")
-                .or_else(|| std::fs::read_to_string(&out).ok().and_then(|t| cozystack_packaging::artifacthub::created_at(&t)))
+                .or_else(|| {
+                    std::fs::read_to_string(&out)
+                        .ok()
+                        .and_then(|t| cozystack_packaging::artifacthub::created_at(&t))
+                })
                 .ok_or("--created-at is required for a new package")?;
-            let doc = cozystack_packaging::artifacthub::package(&meta, &created, questions.as_deref()).map_err(|e| e.to_string())?;
+            let doc =
+                cozystack_packaging::artifacthub::package(&meta, &created, questions.as_deref())
+                    .map_err(|e| e.to_string())?;
             std::fs::write(out, doc).map_err(|e| e.to_string())
         }
         Some("inspect") => {
             let input = positional(args).pop().ok_or(USAGE)?;
             let meta = section::read_metadata(&read(&input)?).map_err(|e| e.to_string())?;
             let meta = meta.ok_or("the module has no io.kubewarden.metadata section")?;
-            println!("{}", serde_json::to_string_pretty(&meta).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&meta).map_err(|e| e.to_string())?
+            );
             Ok(())
         }
         #[cfg(feature = "oci")]
         Some("push") => {
             let [wasm, target] = positional(args).try_into().map_err(|_| USAGE.to_owned())?;
-            let artifact = cozystack_packaging::oci::push(&read(&wasm)?, &target, insecure).map_err(|e| e.to_string())?;
-            println!("{}", serde_json::to_string_pretty(&artifact).map_err(|e| e.to_string())?);
+            let artifact = cozystack_packaging::oci::push(&read(&wasm)?, &target, insecure)
+                .map_err(|e| e.to_string())?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&artifact).map_err(|e| e.to_string())?
+            );
             Ok(())
         }
         #[cfg(feature = "oci")]
         Some("pull") => {
             let source = positional(args).pop().ok_or(USAGE)?;
-            let (wasm, artifact) = cozystack_packaging::oci::pull(&source, insecure).map_err(|e| e.to_string())?;
+            let (wasm, artifact) =
+                cozystack_packaging::oci::pull(&source, insecure).map_err(|e| e.to_string())?;
             std::fs::write(need("-o")?, wasm).map_err(|e| e.to_string())?;
-            println!("{}", serde_json::to_string_pretty(&artifact).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&artifact).map_err(|e| e.to_string())?
+            );
             Ok(())
         }
         _ => Err(USAGE.into()),
