@@ -1,12 +1,12 @@
 # Cozystack capabilities policy. `make demo` and `make test` work on a fresh machine.
 CARGO_FLAGS ?= --locked
 WASM_TARGET := wasm32-wasip1
-WASM_OUT := target/$(WASM_TARGET)/release/cozystack_capabilities_policy.wasm
+WASM_OUT := target/$(WASM_TARGET)/wasm/cozystack_capabilities_policy.wasm
 SOURCES := $(shell find src resolver/src -name '*.rs') Cargo.toml Cargo.lock resolver/Cargo.toml
 
 E2E := cargo run $(CARGO_FLAGS) -q -p cozystack-e2e --
 
-.PHONY: all registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: all bench fuzz js js-unit js-test chromium wasm-bindgen-cli registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -17,7 +17,7 @@ toolchain:
 	@rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
 
 policy.wasm: $(SOURCES) | toolchain
-	cargo build $(CARGO_FLAGS) --release --target $(WASM_TARGET) -p cozystack-capabilities-policy
+	cargo build $(CARGO_FLAGS) --profile wasm --target $(WASM_TARGET) -p cozystack-capabilities-policy
 	cp $(WASM_OUT) policy.wasm
 
 # kwctl annotate's layout: policy-metadata.yml as JSON in the custom section
@@ -32,11 +32,42 @@ artifacthub-pkg.yml: policy-metadata.yml questions-ui.yml
 	cargo run $(CARGO_FLAGS) -q -p cozystack-packaging --bin cozystack-policy -- artifacthub \
 	  --metadata policy-metadata.yml --questions questions-ui.yml -o $@
 
+# The resolver for dashboards: wasm-bindgen build (feature js) for the browser and Node.
+WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/ {getline; gsub(/version = |"/, ""); print}' Cargo.lock)
+JS_WASM := target/wasm32-unknown-unknown/release/cozystack_resolver.wasm
+
+# wasm-bindgen-test-runner and wasm-bindgen must match the crate's version exactly.
+wasm-bindgen-cli:
+	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+	@wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $(WASM_BINDGEN_VERSION)" || \
+	  cargo install --locked --force wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
+
+js: wasm-bindgen-cli annotated-policy.wasm
+	cargo build $(CARGO_FLAGS) --release --target wasm32-unknown-unknown -p cozystack-resolver --features js
+	wasm-bindgen --target web --out-dir js/pkg $(JS_WASM)
+	wasm-bindgen --target nodejs --out-dir js/pkg-node $(JS_WASM)
+	$(E2E) js-fixtures target/js
+	cp target/js/cluster.json js/example/cluster.json
+
+# The resolver's unit tests inside a wasm runtime (wasm-bindgen-test under Node).
+js-unit: wasm-bindgen-cli
+	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+	  cargo test $(CARGO_FLAGS) --target wasm32-unknown-unknown -p cozystack-resolver --features js
+
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+# Parity with the wasm policy for every scenario, and the example page in headless Chromium.
+js-test: js js-unit chromium
+	cd js && npm ci --no-audit --no-fund --loglevel=error && node --test test/
+
 fmt: toolchain
 	cargo fmt --all -- --check
 
-lint: toolchain
+lint: toolchain wasm-bindgen-cli
 	cargo clippy $(CARGO_FLAGS) --workspace --all-targets -- -D warnings
+	cargo clippy $(CARGO_FLAGS) --target wasm32-unknown-unknown -p cozystack-resolver --features js --all-targets -- -D warnings
 
 unit: toolchain
 	cargo test $(CARGO_FLAGS) --workspace --exclude cozystack-e2e
@@ -55,6 +86,21 @@ push: annotated-policy.wasm
 	@test -n "$(REGISTRY)" -a -n "$(TAG)" || { echo "usage: make push REGISTRY=host:port/repo TAG=vX.Y.Z"; exit 2; }
 	cargo run $(CARGO_FLAGS) -q -p cozystack-packaging --bin cozystack-policy -- push annotated-policy.wasm $(REGISTRY):$(TAG) $(INSECURE)
 
+# Per-request cost against the accept-all floor and the native build; checks the targets.
+bench: annotated-policy.wasm
+	cargo build $(CARGO_FLAGS) --profile wasm --target $(WASM_TARGET) -p accept-all-policy
+	cargo run $(CARGO_FLAGS) --release -q -p cozystack-bench
+
+# Coverage-guided fuzzing on nightly for FUZZ_SECONDS per target; grows fuzz/corpus, which
+# `make test` replays on stable (tests/fuzz_corpus.rs).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+	cd fuzz && for target in settings admission evaluation; do \
+	  cargo +nightly fuzz run $$target corpus/$$target -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=1024 || exit 1; \
+	done
+
 # A narrated sequence on the bundled example cluster (e2e/cluster), through the real wasm.
 demo: annotated-policy.wasm
 	$(E2E) demo
@@ -67,7 +113,7 @@ export: annotated-policy.wasm
 schema:
 	UPDATE_SCHEMA=1 cargo test $(CARGO_FLAGS) -p cozystack-capabilities-policy --test schema
 
-test: fmt lint unit e2e registry-test
+test: fmt lint unit e2e registry-test js-test
 
 clean:
 	cargo clean

@@ -101,6 +101,13 @@ struct WireMeta {
 /// No field-path tracking here: it would double the deserialisation code in the wasm, and the
 /// objects read are small enough that the part plus serde's message locate the problem.
 fn decode_at<'de, T: Deserialize<'de>>(part: &str, raw: &'de RawValue) -> Result<T, DecodeError> {
+    // serde would also read a struct from a JSON array, field by position.
+    if !raw.get().starts_with('{') {
+        return Err(DecodeError::Field {
+            path: part.to_owned(),
+            reason: "must be a JSON object".into(),
+        });
+    }
     serde_json::from_str(raw.get()).map_err(|err| DecodeError::Field {
         path: part.to_owned(),
         reason: without_position(&err),

@@ -5,9 +5,10 @@
 //! one for ApplicationDefinitions, one for Namespaces, one per app kind for HelmReleases.
 //! Field masks keep each watch cache to the fields read here.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
+use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL};
 use cozystack_resolver::{Cluster, Definition, Instance, LookupError, Namespace};
 use kubewarden_policy_sdk::host_capabilities::kubernetes::{
     GetResourceRequest, ListAllResourcesRequest,
@@ -72,11 +73,81 @@ struct Meta {
     #[serde(default)]
     name: String,
     #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+/// The one label of an app HelmRelease the policy reads; the others are skipped unparsed.
+/// (serde needs the literal; a test keeps it equal to `request::NAME_LABEL`.)
+#[derive(Deserialize, Default)]
+struct ReleaseLabels {
+    #[serde(rename = "apps.cozystack.io/application.name", default)]
+    app: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReleaseMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
     namespace: String,
     #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
+    labels: Option<ReleaseLabels>,
     #[serde(default)]
     deletion_timestamp: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Release {
+    metadata: ReleaseMeta,
+}
+
+/// A label value borrowed from the response when it has no escapes.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+/// A namespace list item with its labels borrowed, so filtering them allocates nothing.
+#[derive(Deserialize)]
+struct NamespaceItem<'a> {
+    #[serde(borrow)]
+    metadata: NamespaceMeta<'a>,
+}
+
+#[derive(Deserialize)]
+struct NamespaceMeta<'a> {
+    #[serde(borrow)]
+    name: Text<'a>,
+    #[serde(borrow, default)]
+    labels: Option<Pairs<'a>>,
+}
+
+/// A JSON object read as borrowed key/value pairs: no map, no owned strings.
+struct Pairs<'a>(Vec<(Text<'a>, Text<'a>)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Pairs<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of labels")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Pairs<'a>, M::Error> {
+                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(pair) = map.next_entry::<Text<'a>, Text<'a>>()? {
+                    pairs.push(pair);
+                }
+                Ok(Pairs(pairs))
+            }
+        }
+        deserializer.deserialize_map(Visitor(std::marker::PhantomData))
+    }
+}
+
+#[derive(Deserialize)]
+struct BorrowedList<'a> {
+    #[serde(borrow, default = "Vec::new")]
+    items: Vec<NamespaceItem<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -117,20 +188,21 @@ impl<'h> HostCluster<'h> {
         HostCluster { host }
     }
 
+    fn call_raw(&self, what: &str, operation: &str, request: &impl serde::Serialize) -> Result<Vec<u8>, LookupError> {
+        let body = serde_json::to_vec(request).map_err(|err| LookupError::new(what, err.to_string()))?;
+        self.host
+            .kubernetes(operation, &body)
+            .map_err(|err| LookupError::new(what, err))
+    }
+
     fn call<T: DeserializeOwned>(
         &self,
         what: &str,
         operation: &str,
         request: &impl serde::Serialize,
     ) -> Result<T, LookupError> {
-        let body =
-            serde_json::to_vec(request).map_err(|err| LookupError::new(what, err.to_string()))?;
-        let response = self
-            .host
-            .kubernetes(operation, &body)
-            .map_err(|err| LookupError::new(what, err))?;
-        serde_json::from_slice(&response)
-            .map_err(|err| LookupError::new(what, format!("cannot decode the response: {err}")))
+        let response = self.call_raw(what, operation, request)?;
+        decode(what, &response)
     }
 
     fn list_all<T: DeserializeOwned>(
@@ -141,15 +213,24 @@ impl<'h> HostCluster<'h> {
         label_selector: Option<String>,
         field_masks: &[&str],
     ) -> Result<Vec<T>, LookupError> {
-        let request = ListAllResourcesRequest {
-            api_version: api_version.to_owned(),
-            kind: kind.to_owned(),
-            label_selector,
-            field_selector: None,
-            field_masks: masks(field_masks),
-        };
+        let request = list_request(api_version, kind, label_selector, field_masks);
         let list: List<T> = self.call(what, "list_resources_all", &request)?;
         Ok(list.items)
+    }
+}
+
+fn decode<'a, T: Deserialize<'a>>(what: &str, response: &'a [u8]) -> Result<T, LookupError> {
+    serde_json::from_slice(response)
+        .map_err(|err| LookupError::new(what, format!("cannot decode the response: {err}")))
+}
+
+fn list_request(api_version: &str, kind: &str, label_selector: Option<String>, field_masks: &[&str]) -> ListAllResourcesRequest {
+    ListAllResourcesRequest {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+        label_selector,
+        field_selector: None,
+        field_masks: masks(field_masks),
     }
 }
 
@@ -200,15 +281,35 @@ impl Cluster for HostCluster<'_> {
         Ok(namespace_of(object))
     }
 
-    fn namespaces(&self) -> Result<Vec<Namespace>, LookupError> {
-        let items: Vec<Object<serde::de::IgnoredAny>> =
-            self.list_all("list Namespaces", "v1", "Namespace", None, NAMESPACE_MASKS)?;
-        Ok(items.into_iter().map(namespace_of).collect())
+    fn namespaces(&self, keep: &BTreeSet<String>) -> Result<Vec<Namespace>, LookupError> {
+        let what = "list Namespaces";
+        let request = list_request("v1", "Namespace", None, NAMESPACE_MASKS);
+        let response = self.call_raw(what, "list_resources_all", &request)?;
+        let list: BorrowedList = decode(what, &response)?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|item| {
+                let labels: BTreeMap<String, String> = item
+                    .metadata
+                    .labels
+                    .map(|pairs| pairs.0)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(k, _)| keep.contains(k.0.as_ref()))
+                    .map(|(k, v)| (k.0.into_owned(), v.0.into_owned()))
+                    .collect();
+                (!labels.is_empty()).then(|| Namespace {
+                    name: item.metadata.name.0.into_owned(),
+                    labels,
+                })
+            })
+            .collect())
     }
 
     fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError> {
         let selector = release_selector(kind)?;
-        let items: Vec<Object<serde::de::IgnoredAny>> = self.list_all(
+        let items: Vec<Release> = self.list_all(
             &format!("list HelmReleases of kind {kind}"),
             RELEASE_API,
             RELEASE_KIND,
@@ -219,11 +320,10 @@ impl Cluster for HostCluster<'_> {
             .into_iter()
             .map(|item| {
                 let meta = item.metadata;
-                let labels = meta.labels.unwrap_or_default();
-                let app = labels
-                    .get(NAME_LABEL)
+                let app = meta
+                    .labels
+                    .and_then(|l| l.app)
                     .filter(|n| !n.is_empty())
-                    .cloned()
                     .unwrap_or_else(|| meta.name.clone());
                 Instance {
                     kind: kind.to_owned(),
@@ -234,5 +334,17 @@ impl Cluster for HostCluster<'_> {
                 }
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_release_label_field_is_the_name_label() {
+        let labels: ReleaseLabels =
+            serde_json::from_value(serde_json::json!({cozystack_resolver::request::NAME_LABEL: "db", "x": "y"})).unwrap();
+        assert_eq!(labels.app.as_deref(), Some("db"));
     }
 }

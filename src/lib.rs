@@ -6,6 +6,8 @@
 
 pub mod admission;
 pub mod cluster;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod host;
 pub mod settings;
 

@@ -33,7 +33,7 @@ pub fn session(exchanges: &[Exchange]) -> Result<String, String> {
                     .map_err(|err| err.to_string())?,
                 response: match &e.response {
                     Ok(payload) => Response::Success {
-                        payload: payload.clone(),
+                        payload: payload.to_string(),
                     },
                     Err(message) => Response::Error {
                         message: message.clone(),

@@ -74,12 +74,15 @@ impl CallbackRequest {
     }
 }
 
-/// One host call and its answer.
+/// One host call and its answer (shared, so recording a megabyte list copies nothing).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exchange {
     pub request: CallbackRequest,
-    pub response: Result<String, String>,
+    pub response: Result<Arc<str>, String>,
 }
+
+/// Answers already computed, by request: what a reflector cache is to the policy-server.
+pub type ResponseCache = std::sync::Mutex<std::collections::HashMap<String, Result<Arc<str>, String>>>;
 
 /// A failure to inject: calls whose operation and kind match get `message` as an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +101,8 @@ pub struct HostState {
     pub failures: Vec<Failure>,
     pub exchanges: Vec<Exchange>,
     pub logs: Vec<String>,
+    /// Reuse answers across evaluations (benchmarks); `None` computes each one.
+    pub cache: Option<Arc<ResponseCache>>,
 }
 
 #[derive(Deserialize)]
@@ -158,12 +163,12 @@ impl HostState {
             }
             "kubernetes" => {
                 let request = Self::decode(operation, payload)?;
-                let response = self.answer(&request);
+                let response = self.cached_answer(&request);
                 self.exchanges.push(Exchange {
                     request,
                     response: response.clone(),
                 });
-                response.map(String::into_bytes)
+                response.map(|body| body.as_bytes().to_vec())
             }
             other => Err(format!("unknown host capability {other}/{operation}")),
         }
@@ -206,6 +211,19 @@ impl HostState {
             }
             other => return Err(format!("unknown kubernetes operation {other}")),
         })
+    }
+
+    fn cached_answer(&self, request: &CallbackRequest) -> Result<Arc<str>, String> {
+        let Some(cache) = &self.cache else {
+            return self.answer(request).map(Arc::from);
+        };
+        let key = serde_json::to_string(request).map_err(|e| e.to_string())?;
+        if let Some(hit) = cache.lock().map_err(|e| e.to_string())?.get(&key) {
+            return hit.clone();
+        }
+        let response = self.answer(request).map(Arc::from);
+        cache.lock().map_err(|e| e.to_string())?.insert(key, response.clone());
+        response
     }
 
     fn answer(&self, request: &CallbackRequest) -> Result<String, String> {
@@ -284,5 +302,17 @@ impl HostState {
             }
         };
         serde_json::to_string(&body).map_err(|e| e.to_string())
+    }
+}
+
+/// The same host state answering the policy compiled natively (benchmarks, parity export).
+pub struct NativeHost(pub std::sync::Mutex<HostState>);
+
+impl cozystack_capabilities_policy::host::Host for NativeHost {
+    fn kubernetes(&self, operation: &str, request: &[u8]) -> Result<Vec<u8>, String> {
+        self.0
+            .lock()
+            .map_err(|e| e.to_string())?
+            .serve("kubewarden", "kubernetes", operation, request)
     }
 }

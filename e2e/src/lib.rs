@@ -6,6 +6,7 @@ pub mod demo;
 pub mod export;
 pub mod host;
 pub mod masks;
+pub mod parity;
 pub mod policy;
 pub mod scenario;
 pub mod selector;

@@ -60,7 +60,7 @@ impl Evaluation {
     pub fn response_bytes(&self) -> usize {
         self.exchanges
             .iter()
-            .map(|e| e.response.as_ref().map_or(0, String::len))
+            .map(|e| e.response.as_ref().map_or(0, |body| body.len()))
             .sum()
     }
 }
@@ -127,12 +127,28 @@ impl Policy {
         cluster: Arc<FixtureCluster>,
         failures: Vec<Failure>,
     ) -> Result<Evaluation, String> {
-        let state = Arc::new(Mutex::new(HostState {
+        self.validate_with(payload, self.host_state(cluster, failures, None))
+    }
+
+    /// The host side of one evaluation; `cache` shares answers across evaluations.
+    pub fn host_state(
+        &self,
+        cluster: Arc<FixtureCluster>,
+        failures: Vec<Failure>,
+        cache: Option<Arc<crate::host::ResponseCache>>,
+    ) -> HostState {
+        HostState {
             cluster,
             allowed: self.metadata.context_aware_resources.clone(),
             failures,
+            cache,
             ..HostState::default()
-        }));
+        }
+    }
+
+    /// `validate` against a prepared host state.
+    pub fn validate_with(&self, payload: &[u8], state: HostState) -> Result<Evaluation, String> {
+        let state = Arc::new(Mutex::new(state));
         let out = self.call(state.clone(), "validate", payload)?;
         let response =
             serde_json::from_slice(&out).map_err(|e| format!("undecodable response: {e}"))?;

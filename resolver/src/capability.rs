@@ -87,6 +87,8 @@ pub fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs
@@ -123,4 +125,11 @@ mod tests {
         ));
         assert!(!is_provider_key("namespace.cozystack.io/host", &settings));
     }
+}
+
+/// The tenant whose provider serves `chain` (root first, the namespace's own tenant last):
+/// the nearest one, itself included, for which `provides` holds. This is the resolution the
+/// capability reconciler writes into `namespace.cozystack.io/capability.<class>`.
+pub fn nearest_provider<'c>(chain: &'c [String], provides: impl Fn(&str) -> bool) -> Option<&'c str> {
+    chain.iter().rev().map(String::as_str).find(|tenant| provides(tenant))
 }

@@ -55,8 +55,7 @@ pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<
         let in_scope = match (scope, &owner) {
             (Scope::Cluster, _) => true,
             (Scope::Tenant, Some(owner)) => {
-                instance.namespace == namespace
-                    || eval.owner_of(&instance.namespace)?.as_deref() == Some(owner.as_str())
+                instance.namespace == namespace || eval.is_owned_by(&instance.namespace, owner)?
             }
             (Scope::Namespace | Scope::Tenant, _) => instance.namespace == namespace,
         };

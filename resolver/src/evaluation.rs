@@ -87,11 +87,12 @@ impl<'a> Evaluation<'a> {
         Ok(ns)
     }
 
-    pub fn all_namespaces(&self) -> Result<Rc<Vec<Namespace>>, Violation> {
+    /// The namespaces carrying any of `keep` (asked once per evaluation: one caller, protection).
+    pub fn namespaces_with(&self, keep: &std::collections::BTreeSet<String>) -> Result<Rc<Vec<Namespace>>, Violation> {
         if let Some(list) = self.namespaces.get() {
             return Ok(list.clone());
         }
-        let list = Rc::new(self.cluster.namespaces().map_err(lookup_failed)?);
+        let list = Rc::new(self.cluster.namespaces(keep).map_err(lookup_failed)?);
         Ok(self.namespaces.get_or_init(|| list).clone())
     }
 
@@ -116,13 +117,16 @@ impl<'a> Evaluation<'a> {
         })
     }
 
-    /// The tenant owning `namespace`: tenant namespaces by name, others through their labels.
-    pub fn owner_of(&self, namespace: &str) -> Result<Option<String>, Violation> {
-        match tenant::owner_by_name(namespace) {
-            Some(owner) => Ok(Some(owner)),
-            None if tenant::looks_like_tenant(namespace) => Ok(None),
-            None => Ok(self.placement(namespace)?.owner().map(str::to_owned)),
+    /// Whether `tenant` owns `namespace`: a tenant namespace owns itself (by name, without a
+    /// lookup), another namespace is owned through its labels.
+    pub fn is_owned_by(&self, namespace: &str, tenant: &str) -> Result<bool, Violation> {
+        if tenant::is_tenant_name(namespace) {
+            return Ok(namespace == tenant);
         }
+        if tenant::looks_like_tenant(namespace) {
+            return Ok(false);
+        }
+        Ok(self.placement(namespace)?.owner() == Some(tenant))
     }
 
     /// Applies `platformWriters` to a violation: a waivable one by a platform identity becomes

@@ -1,6 +1,8 @@
 //! The cluster state the decisions read, behind a trait: the policy answers it with
 //! Kubewarden host calls, tests and the dashboard build with an in-memory [`Snapshot`].
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::LookupError;
@@ -13,6 +15,22 @@ pub struct Namespace {
     pub name: String,
     #[serde(default)]
     pub labels: Labels,
+}
+
+impl Namespace {
+    /// This namespace with only the labels in `keep`; `None` when it carries none of them.
+    pub fn keeping(&self, keep: &BTreeSet<String>) -> Option<Namespace> {
+        let labels: Labels = self
+            .labels
+            .iter()
+            .filter(|(k, _)| keep.contains(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        (!labels.is_empty()).then(|| Namespace {
+            name: self.name.clone(),
+            labels,
+        })
+    }
 }
 
 /// An app instance, i.e. an app HelmRelease.
@@ -50,8 +68,9 @@ pub trait Cluster {
     fn definitions(&self) -> Result<Vec<Definition>, LookupError>;
     /// One namespace by name.
     fn namespace(&self, name: &str) -> Result<Namespace, LookupError>;
-    /// Every namespace, with labels.
-    fn namespaces(&self) -> Result<Vec<Namespace>, LookupError>;
+    /// Every namespace that carries at least one of the label keys `keep`, with only those
+    /// labels: protection reads a handful of keys of thousands of namespaces.
+    fn namespaces(&self, keep: &BTreeSet<String>) -> Result<Vec<Namespace>, LookupError>;
     /// Every instance of `kind`, in all namespaces.
     fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError>;
 }
@@ -80,8 +99,12 @@ impl Cluster for Snapshot {
             .ok_or_else(|| LookupError::new(format!("get Namespace {name}"), "not found"))
     }
 
-    fn namespaces(&self) -> Result<Vec<Namespace>, LookupError> {
-        Ok(self.namespaces.clone())
+    fn namespaces(&self, keep: &BTreeSet<String>) -> Result<Vec<Namespace>, LookupError> {
+        Ok(self
+            .namespaces
+            .iter()
+            .filter_map(|ns| ns.keeping(keep))
+            .collect())
     }
 
     fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError> {

@@ -5,12 +5,15 @@
 //! dashboard build and the tests answer it with a [`Snapshot`].
 
 pub mod capability;
+pub mod catalog;
 pub mod cardinality;
 mod decide;
 pub mod error;
 mod evaluation;
 pub mod facts;
 pub mod identity;
+#[cfg(feature = "js")]
+pub mod js;
 pub mod namespace;
 pub mod protection;
 pub mod request;

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::capability::points_to;
+use crate::capability::{capability_key, legacy_key, points_to};
 use crate::evaluation::Evaluation;
 use crate::rules::{Deletion, Edit, KindRules, Share};
 use crate::tenant::ANCESTOR_PREFIX;
@@ -40,10 +40,19 @@ pub fn check_removal(
                     .labels
                     .contains_key(&format!("{ANCESTOR_PREFIX}{namespace}")))
     };
+    // Only these labels decide: subtree membership and the provider labels of each class.
+    let subtree_key = format!("{ANCESTOR_PREFIX}{namespace}");
+    let keep: BTreeSet<String> = rules
+        .capability
+        .provides
+        .iter()
+        .flat_map(|c| [capability_key(c.as_str()), legacy_key(c.as_str())])
+        .chain([subtree_key])
+        .collect();
     let mut consumers = Vec::new();
     let mut classes = Vec::new();
     for class in &rules.capability.provides {
-        let all = eval.all_namespaces()?;
+        let all = eval.namespaces_with(&keep)?;
         let referencing: BTreeSet<&str> = all
             .iter()
             .filter(|ns| in_subtree(ns) && points_to(&ns.labels, class, namespace, eval.settings))

@@ -159,6 +159,8 @@ fn display_path(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn err(json: &str) -> String {
         Settings::from_json(json).unwrap_err().to_string()

@@ -164,15 +164,29 @@ pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError>
     })
 }
 
-/// The owning tenant of a namespace known only by name: tenant namespaces own themselves,
-/// other namespaces need their labels (`None` here).
-pub fn owner_by_name(namespace: &str) -> Option<String> {
-    chain_from_name(namespace).map(|_| namespace.to_owned())
+/// True for a valid tenant namespace name; the same rule as [`chain_from_name`], without
+/// building the chain (it runs once per listed instance).
+pub fn is_tenant_name(name: &str) -> bool {
+    if name == ROOT {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix(TENANT_NS_PREFIX) else {
+        return false;
+    };
+    let mut words = rest.split('-');
+    let first_is_root = rest.split('-').next() == Some("root");
+    !first_is_root
+        && words.all(|w| {
+            w.starts_with(|c: char| c.is_ascii_lowercase())
+                && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn labels(keys: &[&str]) -> Labels {
         keys.iter()
@@ -252,6 +266,13 @@ mod tests {
         );
         let placed = place("shared", &labels(&["tenant-root"])).unwrap();
         assert_eq!(placed.owner(), Some("tenant-root"));
+    }
+
+    #[test]
+    fn is_tenant_name_agrees_with_the_chain() {
+        for name in ["tenant-root", "tenant-a", "tenant-a-b1", "tenant-root-x", "tenant-", "tenant-a--b", "tenant-A", "cozy", "tenant-1"] {
+            assert_eq!(is_tenant_name(name), chain_from_name(name).is_some(), "{name}");
+        }
     }
 
     #[test]

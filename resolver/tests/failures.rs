@@ -1,4 +1,6 @@
 mod common;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 use common::*;
 use cozystack_resolver::Operation::*;
 use serde_json::json;

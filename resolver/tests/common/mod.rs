@@ -272,9 +272,9 @@ impl Cluster for Recording<'_> {
         self.record(format!("get Namespace {name}"))?;
         self.inner.namespace(name)
     }
-    fn namespaces(&self) -> Result<Vec<Namespace>, LookupError> {
+    fn namespaces(&self, keep: &std::collections::BTreeSet<String>) -> Result<Vec<Namespace>, LookupError> {
         self.record("list Namespaces".into())?;
-        self.inner.namespaces()
+        self.inner.namespaces(keep)
     }
     fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError> {
         self.record(format!("list HelmReleases of kind {kind}"))?;

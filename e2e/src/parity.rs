@@ -1,0 +1,97 @@
+//! Cases for the JavaScript parity test: for every scenario, the request and facts the
+//! dashboard API receives and the verdict the wasm policy returned for the same request.
+//! The facts are read through the policy's own host-call decoders, so both sides see the same.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use cozystack_capabilities_policy::cluster::HostCluster;
+use cozystack_resolver::{Cluster, Snapshot};
+use serde_json::{Value, json};
+
+use crate::host::NativeHost;
+use crate::policy::Policy;
+use crate::scenario::{self, Bundle, Scenario};
+
+/// One case, or `None` for scenarios the API cannot express (malformed input, invalid
+/// settings, failed lookups: the dashboard has the facts, it does not look them up).
+pub fn case(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Option<Value>, String> {
+    let prepared = bundle.prepare(scenario)?;
+    let outcome = scenario::run(policy, bundle, scenario)?;
+    let Some(evaluation) = &outcome.evaluation else { return Ok(None) };
+    let response = &evaluation.response;
+    if !scenario.host_failures.is_empty() || response["code"] == 500 || response["code"] == 400 {
+        return Ok(None);
+    }
+    let payload: Value = serde_json::from_slice(&prepared.payload).map_err(|e| e.to_string())?;
+    let raw = serde_json::value::to_raw_value(&payload["request"]).map_err(|e| e.to_string())?;
+    let Ok(request) = cozystack_capabilities_policy::admission::decode(&raw) else { return Ok(None) };
+    let host = NativeHost(Mutex::new(policy.host_state(prepared.cluster.clone(), vec![], None)));
+    let cluster = HostCluster::new(&host);
+    let definitions = cluster.definitions().map_err(|e| e.to_string())?;
+    let settings: cozystack_resolver::Settings =
+        serde_json::from_value(prepared.settings.clone()).map_err(|e| e.to_string())?;
+    let kinds: BTreeSet<String> = definitions
+        .iter()
+        .map(|d| d.kind.clone())
+        .chain(settings.definitions.keys().cloned())
+        .collect();
+    let mut instances = Vec::new();
+    for kind in &kinds {
+        instances.extend(cluster.instances(kind).map_err(|e| e.to_string())?);
+    }
+    let facts = Snapshot { definitions, namespaces: cluster.namespaces().map_err(|e| e.to_string())?, instances };
+    Ok(Some(json!({
+        "name": scenario.name,
+        "request": request,
+        "facts": facts,
+        "settings": prepared.settings,
+        "expected": {
+            "allowed": response["accepted"],
+            "code": response["code"],
+            "message": response["message"],
+            "warnings": response["warnings"].as_array().cloned().unwrap_or_default(),
+        },
+    })))
+}
+
+/// The cases of every scenario, and the bundled cluster for the example page.
+pub fn export(policy: &Policy, bundle: &Bundle, scenarios: &[Scenario]) -> Result<Value, String> {
+    let mut cases = Vec::new();
+    for s in scenarios {
+        if let Some(case) = case(policy, bundle, s)? {
+            cases.push(case);
+        }
+    }
+    Ok(Value::Array(cases))
+}
+
+/// The bundled cluster as the example page reads it: definitions, namespaces, instances,
+/// settings and a few users to choose from.
+pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String> {
+    let host = NativeHost(Mutex::new(policy.host_state(std::sync::Arc::new(bundle.cluster.clone()), vec![], None)));
+    let cluster = HostCluster::new(&host);
+    let definitions = cluster.definitions().map_err(|e| e.to_string())?;
+    let mut instances = Vec::new();
+    for d in &definitions {
+        instances.extend(cluster.instances(&d.kind).map_err(|e| e.to_string())?);
+    }
+    let namespaces: Vec<_> = cluster
+        .namespaces()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|n| n.name.starts_with("tenant-"))
+        .collect();
+    Ok(json!({
+        "definitions": definitions,
+        "namespaces": namespaces,
+        "instances": instances,
+        "settings": bundle.settings,
+        "users": [
+            {"username": "alice", "groups": ["tenant-ktj-admin"], "title": "alice — admin of tenant-ktj"},
+            {"username": "dave", "groups": ["tenant-acme-use"], "title": "dave — user of tenant-acme"},
+            {"username": "carol", "groups": ["tenant-acme-admin"], "title": "carol — admin of tenant-acme"},
+            {"username": "admin", "groups": ["cozystack-cluster-admin"], "title": "admin — platform administrator"},
+        ],
+    }))
+}

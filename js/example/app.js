@@ -1,0 +1,41 @@
+// Renders the catalog of the bundled example cluster for a chosen user and namespace.
+import init, { catalog } from "../pkg/cozystack_resolver.js";
+
+await init();
+const cluster = await (await fetch(new URL("cluster.json", import.meta.url))).json();
+const users = document.getElementById("user");
+const namespaces = document.getElementById("namespace");
+for (const [i, user] of cluster.users.entries()) users.add(new Option(user.title, String(i)));
+for (const ns of cluster.namespaces) namespaces.add(new Option(ns.name, ns.name));
+
+function render() {
+  const user = cluster.users[Number(users.value)];
+  const namespace = cluster.namespaces.find((ns) => ns.name === namespaces.value);
+  const entries = JSON.parse(catalog(
+    JSON.stringify(cluster.definitions),
+    JSON.stringify({ username: user.username, groups: user.groups }),
+    JSON.stringify(namespace),
+    JSON.stringify(cluster.instances),
+    JSON.stringify(cluster.settings),
+  ));
+  const lists = { marketplace: document.getElementById("marketplace"), modules: document.getElementById("modules") };
+  for (const list of Object.values(lists)) list.replaceChildren();
+  const hidden = [];
+  for (const entry of entries) {
+    if (entry.placement === "hidden") { hidden.push(entry.kind); continue; }
+    const item = document.createElement("li");
+    item.dataset.kind = entry.kind;
+    const name = Object.assign(document.createElement("span"), { className: "kind", textContent: entry.kind });
+    const button = Object.assign(document.createElement("button"), { textContent: "Create", disabled: !entry.canCreate });
+    item.append(name, button);
+    if (entry.reason) item.append(Object.assign(document.createElement("span"), { className: "reason", textContent: entry.reason }));
+    for (const w of entry.warnings ?? []) item.append(Object.assign(document.createElement("span"), { className: "warning", textContent: w }));
+    lists[entry.placement].append(item);
+  }
+  document.getElementById("hidden").textContent = hidden.length ? `Not shown (hidden): ${hidden.join(", ")}` : "";
+  document.body.dataset.ready = `${users.value}/${namespaces.value}`;
+}
+
+users.addEventListener("change", render);
+namespaces.addEventListener("change", render);
+render();

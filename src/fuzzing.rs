@@ -1,0 +1,149 @@
+//! Fuzz targets, shared by `fuzz/` (cargo-fuzz, nightly) and the corpus replay test that runs
+//! on stable in `make test`. Each target panics only when an invariant breaks.
+
+use cozystack_resolver::facts::{Instance, Namespace, Snapshot};
+use cozystack_resolver::request::{ObjectState, Operation, Request, Surface};
+use cozystack_resolver::{Definition, Settings, User};
+use serde_json::json;
+
+use crate::host::Host;
+
+/// A host that answers every lookup with an error: decoding must never need it.
+struct NoHost;
+
+impl Host for NoHost {
+    fn kubernetes(&self, _: &str, _: &[u8]) -> Result<Vec<u8>, String> {
+        Err("no host in the fuzzer".into())
+    }
+}
+
+/// Settings decoding: any bytes, no panic; what decodes also validates consistently.
+pub fn settings(data: &[u8]) {
+    if let Ok(settings) = crate::settings::parse(data) {
+        assert!(settings.validate().is_ok(), "parse returned settings that do not validate");
+    }
+}
+
+/// Admission decoding: any payload, no panic, and a request that does not decode, or whose
+/// lookups fail, is never allowed.
+pub fn admission(data: &[u8]) {
+    let verdict = crate::evaluate(data, &NoHost);
+    let decodes = serde_json::from_slice::<crate::admission::Payload>(data)
+        .ok()
+        .and_then(|p| crate::admission::decode(p.request).ok());
+    if decodes.is_none() {
+        assert!(!verdict.allowed, "an undecodable request was allowed");
+        assert_eq!(verdict.code, Some(400));
+    }
+    if verdict.allowed {
+        assert!(verdict.message.is_none());
+    } else {
+        let message = verdict.message.as_deref().unwrap_or_default();
+        assert!(!message.is_empty() && !message.contains('\n'), "denials are one non-empty line");
+    }
+}
+
+/// Reads bytes as a stream of small choices.
+struct Choices<'a>(&'a [u8]);
+
+impl Choices<'_> {
+    fn next(&mut self, below: u8) -> u8 {
+        match self.0.split_first() {
+            Some((first, rest)) => {
+                self.0 = rest;
+                first % below.max(1)
+            }
+            None => 0,
+        }
+    }
+}
+
+const WORDS: [&str; 4] = ["a", "b", "root", "x1"];
+const KINDS: [&str; 4] = ["Monitoring", "Postgres", "Gateway", "Redis"];
+const USERS: [&str; 4] = ["system:serviceaccount:cozy-fluxcd:flux", "alice", "system:serviceaccount:kube-system:namespace-controller", "bob"];
+
+/// A full evaluation over arbitrary facts: a tenant tree with arbitrary (possibly forged or
+/// broken) labels, instances and a request, all chosen by `data`. No panic, and every
+/// denial is one line with a code.
+pub fn evaluation(data: &[u8]) {
+    let mut c = Choices(data);
+    let mut names = vec!["tenant-root".to_owned()];
+    for _ in 0..c.next(6) {
+        let parent = names[usize::from(c.next(names.len() as u8))].clone();
+        let word = WORDS[usize::from(c.next(4))];
+        let name = if parent == "tenant-root" { format!("tenant-{word}") } else { format!("{parent}-{word}") };
+        names.push(if c.next(8) == 0 { format!("other-{word}") } else { name });
+    }
+    let namespaces: Vec<Namespace> = names
+        .iter()
+        .map(|name| {
+            let mut labels = std::collections::BTreeMap::new();
+            for ancestor in &names {
+                // Mostly the true ancestors, sometimes forged or missing ones, rarely a value.
+                let claimed = c.next(3) != 0 && (name.starts_with(ancestor.as_str()) || c.next(4) == 0);
+                if claimed {
+                    let value = if c.next(10) == 0 { "x".to_owned() } else { String::new() };
+                    labels.insert(format!("tenant.cozystack.io/{ancestor}"), value);
+                }
+            }
+            let provider = names[usize::from(c.next(names.len() as u8))].clone();
+            labels.insert("namespace.cozystack.io/monitoring".into(), if c.next(3) == 0 { String::new() } else { provider });
+            Namespace { name: name.clone(), labels }
+        })
+        .collect();
+    let instances: Vec<Instance> = (0..c.next(8))
+        .map(|i| {
+            let ns = &names[usize::from(c.next(names.len() as u8))];
+            Instance {
+                kind: KINDS[usize::from(c.next(4))].into(),
+                namespace: ns.clone(),
+                release: format!("r{i}"),
+                app: format!("app{}", c.next(3)),
+                terminating: c.next(4) == 0,
+            }
+        })
+        .collect();
+    let scope = ["namespace", "tenant", "cluster"][usize::from(c.next(3))];
+    let max = c.next(3);
+    let definitions = vec![
+        Definition { name: "monitoring".into(), kind: "Monitoring".into(), dashboard: Some(json!({"module": true})),
+            cardinality: Some(json!({"scope": scope, "max": max})),
+            protection: Some(json!({"deletion": "protect"})), capability: Some(json!({"provides": ["monitoring"], "share": "children"})) },
+        Definition { name: "postgres".into(), kind: "Postgres".into(), dashboard: None, cardinality: None, protection: None,
+            capability: Some(json!({"consumes": ["monitoring"]})) },
+        Definition { name: "gateway".into(), kind: "Gateway".into(), dashboard: Some(json!({"visibility": "hidden"})),
+            cardinality: None, protection: None, capability: None },
+    ];
+    let snapshot = Snapshot { definitions, namespaces, instances };
+    let surface = [Surface::Application, Surface::HelmRelease, Surface::Namespace][usize::from(c.next(3))];
+    let operation = [Operation::Create, Operation::Update, Operation::Delete][usize::from(c.next(3))];
+    let kind = KINDS[usize::from(c.next(4))];
+    let namespace = names[usize::from(c.next(names.len() as u8))].clone();
+    let state = |c: &mut Choices| ObjectState {
+        labels: snapshot.namespaces[usize::from(c.next(names.len() as u8))].labels.clone().into_iter()
+            .chain([("apps.cozystack.io/application.kind".to_owned(), kind.to_owned()), ("apps.cozystack.io/application.group".to_owned(), "apps.cozystack.io".to_owned())])
+            .collect(),
+        terminating: c.next(5) == 0,
+        spec: json!({"v": c.next(2)}),
+    };
+    let object = (operation != Operation::Delete).then(|| state(&mut c));
+    let old_object = (operation != Operation::Create).then(|| state(&mut c));
+    let request = Request {
+        surface,
+        operation,
+        kind: if surface == Surface::Namespace { "Namespace".into() } else { kind.into() },
+        namespace: if surface == Surface::Namespace { String::new() } else { namespace.clone() },
+        name: if surface == Surface::Namespace { namespace } else { format!("app{}", c.next(3)) },
+        user: User { username: USERS[usize::from(c.next(4))].into(), groups: vec![format!("{}-admin", names[usize::from(c.next(names.len() as u8))])] },
+        dry_run: false,
+        subresource: None,
+        object,
+        old_object,
+    };
+    let verdict = cozystack_resolver::evaluate(&request, &Settings::default(), &snapshot);
+    if !verdict.allowed {
+        assert!(matches!(verdict.code, Some(400 | 403 | 500)), "{verdict:?}");
+        let message = verdict.message.unwrap_or_default();
+        assert!(!message.is_empty() && !message.contains('\n'), "{message}");
+    }
+}
