@@ -132,7 +132,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a map of labels")
             }
-            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Pairs<'a>, M::Error> {
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Pairs<'a>, M::Error> {
                 let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(8));
                 while let Some(pair) = map.next_entry::<Text<'a>, Text<'a>>()? {
                     pairs.push(pair);
@@ -188,8 +191,14 @@ impl<'h> HostCluster<'h> {
         HostCluster { host }
     }
 
-    fn call_raw(&self, what: &str, operation: &str, request: &impl serde::Serialize) -> Result<Vec<u8>, LookupError> {
-        let body = serde_json::to_vec(request).map_err(|err| LookupError::new(what, err.to_string()))?;
+    fn call_raw(
+        &self,
+        what: &str,
+        operation: &str,
+        request: &impl serde::Serialize,
+    ) -> Result<Vec<u8>, LookupError> {
+        let body =
+            serde_json::to_vec(request).map_err(|err| LookupError::new(what, err.to_string()))?;
         self.host
             .kubernetes(operation, &body)
             .map_err(|err| LookupError::new(what, err))
@@ -224,7 +233,12 @@ fn decode<'a, T: Deserialize<'a>>(what: &str, response: &'a [u8]) -> Result<T, L
         .map_err(|err| LookupError::new(what, format!("cannot decode the response: {err}")))
 }
 
-fn list_request(api_version: &str, kind: &str, label_selector: Option<String>, field_masks: &[&str]) -> ListAllResourcesRequest {
+fn list_request(
+    api_version: &str,
+    kind: &str,
+    label_selector: Option<String>,
+    field_masks: &[&str],
+) -> ListAllResourcesRequest {
     ListAllResourcesRequest {
         api_version: api_version.to_owned(),
         kind: kind.to_owned(),
@@ -343,8 +357,10 @@ mod tests {
 
     #[test]
     fn the_release_label_field_is_the_name_label() {
-        let labels: ReleaseLabels =
-            serde_json::from_value(serde_json::json!({cozystack_resolver::request::NAME_LABEL: "db", "x": "y"})).unwrap();
+        let labels: ReleaseLabels = serde_json::from_value(
+            serde_json::json!({cozystack_resolver::request::NAME_LABEL: "db", "x": "y"}),
+        )
+        .unwrap();
         assert_eq!(labels.app.as_deref(), Some("db"));
     }
 }

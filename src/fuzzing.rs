@@ -20,7 +20,10 @@ impl Host for NoHost {
 /// Settings decoding: any bytes, no panic; what decodes also validates consistently.
 pub fn settings(data: &[u8]) {
     if let Ok(settings) = crate::settings::parse(data) {
-        assert!(settings.validate().is_ok(), "parse returned settings that do not validate");
+        assert!(
+            settings.validate().is_ok(),
+            "parse returned settings that do not validate"
+        );
     }
 }
 
@@ -39,7 +42,10 @@ pub fn admission(data: &[u8]) {
         assert!(verdict.message.is_none());
     } else {
         let message = verdict.message.as_deref().unwrap_or_default();
-        assert!(!message.is_empty() && !message.contains('\n'), "denials are one non-empty line");
+        assert!(
+            !message.is_empty() && !message.contains('\n'),
+            "denials are one non-empty line"
+        );
     }
 }
 
@@ -60,7 +66,12 @@ impl Choices<'_> {
 
 const WORDS: [&str; 4] = ["a", "b", "root", "x1"];
 const KINDS: [&str; 4] = ["Monitoring", "Postgres", "Gateway", "Redis"];
-const USERS: [&str; 4] = ["system:serviceaccount:cozy-fluxcd:flux", "alice", "system:serviceaccount:kube-system:namespace-controller", "bob"];
+const USERS: [&str; 4] = [
+    "system:serviceaccount:cozy-fluxcd:flux",
+    "alice",
+    "system:serviceaccount:kube-system:namespace-controller",
+    "bob",
+];
 
 /// A full evaluation over arbitrary facts: a tenant tree with arbitrary (possibly forged or
 /// broken) labels, instances and a request, all chosen by `data`. No panic, and every
@@ -71,8 +82,16 @@ pub fn evaluation(data: &[u8]) {
     for _ in 0..c.next(6) {
         let parent = names[usize::from(c.next(names.len() as u8))].clone();
         let word = WORDS[usize::from(c.next(4))];
-        let name = if parent == "tenant-root" { format!("tenant-{word}") } else { format!("{parent}-{word}") };
-        names.push(if c.next(8) == 0 { format!("other-{word}") } else { name });
+        let name = if parent == "tenant-root" {
+            format!("tenant-{word}")
+        } else {
+            format!("{parent}-{word}")
+        };
+        names.push(if c.next(8) == 0 {
+            format!("other-{word}")
+        } else {
+            name
+        });
     }
     let namespaces: Vec<Namespace> = names
         .iter()
@@ -80,15 +99,30 @@ pub fn evaluation(data: &[u8]) {
             let mut labels = std::collections::BTreeMap::new();
             for ancestor in &names {
                 // Mostly the true ancestors, sometimes forged or missing ones, rarely a value.
-                let claimed = c.next(3) != 0 && (name.starts_with(ancestor.as_str()) || c.next(4) == 0);
+                let claimed =
+                    c.next(3) != 0 && (name.starts_with(ancestor.as_str()) || c.next(4) == 0);
                 if claimed {
-                    let value = if c.next(10) == 0 { "x".to_owned() } else { String::new() };
+                    let value = if c.next(10) == 0 {
+                        "x".to_owned()
+                    } else {
+                        String::new()
+                    };
                     labels.insert(format!("tenant.cozystack.io/{ancestor}"), value);
                 }
             }
             let provider = names[usize::from(c.next(names.len() as u8))].clone();
-            labels.insert("namespace.cozystack.io/monitoring".into(), if c.next(3) == 0 { String::new() } else { provider });
-            Namespace { name: name.clone(), labels }
+            labels.insert(
+                "namespace.cozystack.io/monitoring".into(),
+                if c.next(3) == 0 {
+                    String::new()
+                } else {
+                    provider
+                },
+            );
+            Namespace {
+                name: name.clone(),
+                labels,
+            }
         })
         .collect();
     let instances: Vec<Instance> = (0..c.next(8))
@@ -106,22 +140,60 @@ pub fn evaluation(data: &[u8]) {
     let scope = ["namespace", "tenant", "cluster"][usize::from(c.next(3))];
     let max = c.next(3);
     let definitions = vec![
-        Definition { name: "monitoring".into(), kind: "Monitoring".into(), dashboard: Some(json!({"module": true})),
+        Definition {
+            name: "monitoring".into(),
+            kind: "Monitoring".into(),
+            dashboard: Some(json!({"module": true})),
             cardinality: Some(json!({"scope": scope, "max": max})),
-            protection: Some(json!({"deletion": "protect"})), capability: Some(json!({"provides": ["monitoring"], "share": "children"})) },
-        Definition { name: "postgres".into(), kind: "Postgres".into(), dashboard: None, cardinality: None, protection: None,
-            capability: Some(json!({"consumes": ["monitoring"]})) },
-        Definition { name: "gateway".into(), kind: "Gateway".into(), dashboard: Some(json!({"visibility": "hidden"})),
-            cardinality: None, protection: None, capability: None },
+            protection: Some(json!({"deletion": "protect"})),
+            capability: Some(json!({"provides": ["monitoring"], "share": "children"})),
+        },
+        Definition {
+            name: "postgres".into(),
+            kind: "Postgres".into(),
+            dashboard: None,
+            cardinality: None,
+            protection: None,
+            capability: Some(json!({"consumes": ["monitoring"]})),
+        },
+        Definition {
+            name: "gateway".into(),
+            kind: "Gateway".into(),
+            dashboard: Some(json!({"visibility": "hidden"})),
+            cardinality: None,
+            protection: None,
+            capability: None,
+        },
     ];
-    let snapshot = Snapshot { definitions, namespaces, instances };
-    let surface = [Surface::Application, Surface::HelmRelease, Surface::Namespace][usize::from(c.next(3))];
-    let operation = [Operation::Create, Operation::Update, Operation::Delete][usize::from(c.next(3))];
+    let snapshot = Snapshot {
+        definitions,
+        namespaces,
+        instances,
+    };
+    let surface = [
+        Surface::Application,
+        Surface::HelmRelease,
+        Surface::Namespace,
+    ][usize::from(c.next(3))];
+    let operation =
+        [Operation::Create, Operation::Update, Operation::Delete][usize::from(c.next(3))];
     let kind = KINDS[usize::from(c.next(4))];
     let namespace = names[usize::from(c.next(names.len() as u8))].clone();
     let state = |c: &mut Choices| ObjectState {
-        labels: snapshot.namespaces[usize::from(c.next(names.len() as u8))].labels.clone().into_iter()
-            .chain([("apps.cozystack.io/application.kind".to_owned(), kind.to_owned()), ("apps.cozystack.io/application.group".to_owned(), "apps.cozystack.io".to_owned())])
+        labels: snapshot.namespaces[usize::from(c.next(names.len() as u8))]
+            .labels
+            .clone()
+            .into_iter()
+            .chain([
+                (
+                    "apps.cozystack.io/application.kind".to_owned(),
+                    kind.to_owned(),
+                ),
+                (
+                    "apps.cozystack.io/application.group".to_owned(),
+                    "apps.cozystack.io".to_owned(),
+                ),
+            ])
             .collect(),
         terminating: c.next(5) == 0,
         spec: json!({"v": c.next(2)}),
@@ -131,10 +203,28 @@ pub fn evaluation(data: &[u8]) {
     let request = Request {
         surface,
         operation,
-        kind: if surface == Surface::Namespace { "Namespace".into() } else { kind.into() },
-        namespace: if surface == Surface::Namespace { String::new() } else { namespace.clone() },
-        name: if surface == Surface::Namespace { namespace } else { format!("app{}", c.next(3)) },
-        user: User { username: USERS[usize::from(c.next(4))].into(), groups: vec![format!("{}-admin", names[usize::from(c.next(names.len() as u8))])] },
+        kind: if surface == Surface::Namespace {
+            "Namespace".into()
+        } else {
+            kind.into()
+        },
+        namespace: if surface == Surface::Namespace {
+            String::new()
+        } else {
+            namespace.clone()
+        },
+        name: if surface == Surface::Namespace {
+            namespace
+        } else {
+            format!("app{}", c.next(3))
+        },
+        user: User {
+            username: USERS[usize::from(c.next(4))].into(),
+            groups: vec![format!(
+                "{}-admin",
+                names[usize::from(c.next(names.len() as u8))]
+            )],
+        },
         dry_run: false,
         subresource: None,
         object,

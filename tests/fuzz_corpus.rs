@@ -6,14 +6,19 @@ use std::path::PathBuf;
 use cozystack_capabilities_policy::fuzzing;
 
 fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .collect();
     files.sort();
     assert!(!files.is_empty(), "empty corpus for {target}");
-    files.into_iter().map(|p| (p.display().to_string(), std::fs::read(&p).unwrap())).collect()
+    files
+        .into_iter()
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
 }
 
 /// A small xorshift generator: the same inputs on every run.

@@ -32,7 +32,8 @@ impl Stats {
     }
     /// Interquartile range relative to the median.
     fn spread(&self) -> f64 {
-        (self.quantile(0.75).as_secs_f64() - self.quantile(0.25).as_secs_f64()) / self.median().as_secs_f64()
+        (self.quantile(0.75).as_secs_f64() - self.quantile(0.25).as_secs_f64())
+            / self.median().as_secs_f64()
     }
 }
 
@@ -88,38 +89,52 @@ fn release(namespace: &str, name: &str, kind: &str, app: &str) -> Value {
 /// The bundled definitions, the root, and `tenants` child tenants built by `each`.
 fn tree(bundle: &Bundle, tenants: usize, each: impl Fn(&str, &mut Vec<Value>)) -> FixtureCluster {
     let mut cluster = FixtureCluster {
-        objects: bundle.cluster.objects.iter().filter(|o| o["kind"] == "ApplicationDefinition").cloned().collect(),
+        objects: bundle
+            .cluster
+            .objects
+            .iter()
+            .filter(|o| o["kind"] == "ApplicationDefinition")
+            .cloned()
+            .collect(),
     };
-    cluster.objects.push(namespace("tenant-root", json!({"namespace.cozystack.io/monitoring": "tenant-root"})));
-    cluster.objects.push(release("tenant-root", "monitoring", "Monitoring", "monitoring"));
+    cluster.objects.push(namespace(
+        "tenant-root",
+        json!({"namespace.cozystack.io/monitoring": "tenant-root"}),
+    ));
+    cluster.objects.push(release(
+        "tenant-root",
+        "monitoring",
+        "Monitoring",
+        "monitoring",
+    ));
     for i in 0..tenants {
         let name = format!("tenant-t{i}");
-        cluster.objects.push(namespace(&name, tenant_labels(&name, "tenant-root")));
+        cluster
+            .objects
+            .push(namespace(&name, tenant_labels(&name, "tenant-root")));
         each(&name, &mut cluster.objects);
     }
-    cluster.objects.push(namespace("tenant-new", tenant_labels("tenant-new", "tenant-root")));
+    cluster.objects.push(namespace(
+        "tenant-new",
+        tenant_labels("tenant-new", "tenant-root"),
+    ));
     cluster
 }
 
-fn workload(name: &str, cluster: FixtureCluster, request: ShortRequest, settings: &Value, listed: usize) -> Workload {
+fn workload(
+    name: &str,
+    cluster: FixtureCluster,
+    request: ShortRequest,
+    settings: &Value,
+    listed: usize,
+) -> Workload {
     let admission = request.expand(&cluster);
     Workload {
         name: name.to_owned(),
         cluster: Arc::new(cluster),
-        payload: serde_json::to_vec(&json!({"request": admission, "settings": settings})).expect("payload"),
+        payload: serde_json::to_vec(&json!({"request": admission, "settings": settings}))
+            .expect("payload"),
         listed,
-    }
-}
-
-fn short(operation: &str, kind: &str, namespace: &str, name: &str, user: &str, groups: &[&str]) -> ShortRequest {
-    ShortRequest {
-        operation: operation.into(),
-        kind: kind.into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        user: user.into(),
-        groups: groups.iter().map(|g| g.to_string()).collect(),
-        ..ShortRequest::default()
     }
 }
 
@@ -127,47 +142,128 @@ fn workloads(bundle: &Bundle) -> Vec<Workload> {
     let settings = &bundle.settings;
     let mut out = Vec::new();
     for n in [1usize, 100, 4000] {
-        let cluster = tree(bundle, n, |ns, objects| objects.push(release(ns, "info", "Info", "info")));
-        let request = short("CREATE", "Info", "tenant-new", "info", "carol", &["tenant-new-admin"]);
-        out.push(workload(&format!("CREATE counted kind, {n} instance(s)"), cluster, request, settings, n));
+        let cluster = tree(bundle, n, |ns, objects| {
+            objects.push(release(ns, "info", "Info", "info"))
+        });
+        let request = ShortRequest::new(
+            "CREATE",
+            "Info",
+            "tenant-new",
+            "info",
+            "carol",
+            &["tenant-new-admin"],
+        );
+        out.push(workload(
+            &format!("CREATE counted kind, {n} instance(s)"),
+            cluster,
+            request,
+            settings,
+            n,
+        ));
     }
-    let request = short("CREATE", "Redis", "tenant-new", "cache", "carol", &["tenant-new-use"]);
-    out.push(workload("CREATE uncounted catalog app", tree(bundle, 100, |_, _| {}), request, settings, 0));
-    let cluster = tree(bundle, 4000, |ns, objects| objects.push(release(ns, "postgres-db", "Postgres", "db")));
-    let request = short("DELETE", "Monitoring", "tenant-root", "monitoring", "rita", &["tenant-root-admin"]);
-    out.push(workload("DELETE shared provider, 4000 tenants", cluster, request, settings, 8002));
-    let mut request = short("UPDATE", "Namespace", "", "tenant-t0", "system:serviceaccount:cozy-system:cozystack-controller", &[]);
-    request.set_labels.insert("namespace.cozystack.io/capability.monitoring".into(), Some("tenant-root".into()));
-    out.push(workload("Namespace label UPDATE", tree(bundle, 1, |_, _| {}), request, settings, 0));
+    let request = ShortRequest::new(
+        "CREATE",
+        "Redis",
+        "tenant-new",
+        "cache",
+        "carol",
+        &["tenant-new-use"],
+    );
+    out.push(workload(
+        "CREATE uncounted catalog app",
+        tree(bundle, 100, |_, _| {}),
+        request,
+        settings,
+        0,
+    ));
+    let cluster = tree(bundle, 4000, |ns, objects| {
+        objects.push(release(ns, "postgres-db", "Postgres", "db"))
+    });
+    let request = ShortRequest::new(
+        "DELETE",
+        "Monitoring",
+        "tenant-root",
+        "monitoring",
+        "rita",
+        &["tenant-root-admin"],
+    );
+    out.push(workload(
+        "DELETE shared provider, 4000 tenants",
+        cluster,
+        request,
+        settings,
+        8002,
+    ));
+    let mut request = ShortRequest::new(
+        "UPDATE",
+        "Namespace",
+        "",
+        "tenant-t0",
+        "system:serviceaccount:cozy-system:cozystack-controller",
+        &[],
+    );
+    request.set_labels.insert(
+        "namespace.cozystack.io/capability.monitoring".into(),
+        Some("tenant-root".into()),
+    );
+    out.push(workload(
+        "Namespace label UPDATE",
+        tree(bundle, 1, |_, _| {}),
+        request,
+        settings,
+        0,
+    ));
     out
 }
 
 fn main() {
     let root = workspace();
     let policy = Policy::load_annotated(&policy_path()).unwrap_or_else(|e| panic!("{e}"));
-    let floor_path = root.join("target/wasm32-wasip1/wasm/accept_all_policy.wasm");
-    let floor = Policy::load(&read_module(&floor_path).unwrap_or_else(|e| panic!("{e}")), Metadata::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let floor_path = root.join("target/accept-all-policy.wasm");
+    let floor = Policy::load(
+        &read_module(&floor_path).unwrap_or_else(|e| panic!("{e}")),
+        Metadata::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let bundle = Bundle::load(&root.join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}"));
-    let budget = Duration::from_millis(std::env::var("BENCH_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000));
+    let budget = Duration::from_millis(
+        std::env::var("BENCH_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000),
+    );
 
-    println!("| workload | wasm median µs | wasm p99 µs | spread (IQR/median) | floor median µs | × floor | native median µs | × native | host calls | bytes from host |");
+    println!(
+        "| workload | wasm median µs | wasm p99 µs | spread (IQR/median) | floor median µs | × floor | native median µs | × native | host calls | bytes from host |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut medians = Vec::new();
     for w in workloads(&bundle) {
         let cache: Arc<ResponseCache> = Arc::default();
         let probe = policy
-            .validate_with(&w.payload, policy.host_state(w.cluster.clone(), vec![], Some(cache.clone())))
+            .validate_with(
+                &w.payload,
+                policy.host_state(w.cluster.clone(), vec![], Some(cache.clone())),
+            )
             .unwrap_or_else(|e| panic!("{}: {e}", w.name));
         let wasm = measure(budget, || {
             let state = policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()));
             policy.validate_with(&w.payload, state).expect("validate");
         });
         let floor_stats = measure(budget / 2, || {
-            floor.validate_with(&w.payload, floor.host_state(w.cluster.clone(), vec![], None)).expect("floor");
+            floor
+                .validate_with(
+                    &w.payload,
+                    floor.host_state(w.cluster.clone(), vec![], None),
+                )
+                .expect("floor");
         });
         let native = measure(budget / 2, || {
-            let host = NativeHost(Mutex::new(policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()))));
+            let host = NativeHost(Mutex::new(policy.host_state(
+                w.cluster.clone(),
+                vec![],
+                Some(cache.clone()),
+            )));
             std::hint::black_box(cozystack_capabilities_policy::evaluate(&w.payload, &host));
         });
         println!(
@@ -183,22 +279,58 @@ fn main() {
             probe.exchanges.len(),
             probe.response_bytes(),
         );
-        medians.push((w.name.clone(), w.listed, wasm.median(), floor_stats.median(), probe.response["accepted"].clone()));
+        medians.push((
+            w.name.clone(),
+            w.listed,
+            wasm.median(),
+            floor_stats.median(),
+            probe.response["accepted"].clone(),
+        ));
     }
     let settings_payload = serde_json::to_vec(&bundle.settings).expect("settings");
     let settings = measure(budget, || {
-        policy.validate_settings(&serde_json::from_slice::<Value>(&settings_payload).expect("json")).expect("settings");
+        policy
+            .validate_settings(&serde_json::from_slice::<Value>(&settings_payload).expect("json"))
+            .expect("settings");
     });
-    println!("| validate_settings (bundled) | {} | {} | {:.2} | – | – | – | – | 0 | 0 |", micros(settings.median()), micros(settings.p99()), settings.spread());
+    println!(
+        "| validate_settings (bundled) | {} | {} | {:.2} | – | – | – | – | 0 | 0 |",
+        micros(settings.median()),
+        micros(settings.p99()),
+        settings.spread()
+    );
 
     // The summary checks the targets.
-    let size = std::fs::metadata(policy_path()).map(|m| m.len()).unwrap_or(u64::MAX);
+    let size = std::fs::metadata(policy_path())
+        .map(|m| m.len())
+        .unwrap_or(u64::MAX);
     let keys = list_keys(&policy, &bundle);
-    let kinds = bundle.cluster.objects.iter().filter(|o| o["kind"] == "ApplicationDefinition").count()
-        + bundle.settings["definitions"].as_object().map_or(0, |d| d.keys().filter(|k| !bundle.cluster.objects.iter().any(|o| o.pointer("/spec/application/kind").and_then(Value::as_str) == Some(k))).count());
-    let find = |prefix: &str| medians.iter().find(|m| m.0.starts_with(prefix)).expect("workload");
+    let kinds = bundle
+        .cluster
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "ApplicationDefinition")
+        .count()
+        + bundle.settings["definitions"].as_object().map_or(0, |d| {
+            d.keys()
+                .filter(|k| {
+                    !bundle.cluster.objects.iter().any(|o| {
+                        o.pointer("/spec/application/kind").and_then(Value::as_str) == Some(k)
+                    })
+                })
+                .count()
+        });
+    let find = |prefix: &str| {
+        medians
+            .iter()
+            .find(|m| m.0.starts_with(prefix))
+            .expect("workload")
+    };
     let one = medians.iter().find(|m| m.1 == 1).expect("1");
-    let many = medians.iter().find(|m| m.1 == 4000 && m.0.starts_with("CREATE")).expect("4000");
+    let many = medians
+        .iter()
+        .find(|m| m.1 == 4000 && m.0.starts_with("CREATE"))
+        .expect("4000");
     let slope_ns = (many.2.as_secs_f64() - one.2.as_secs_f64()) / 3999.0 * 1e9;
     let worst_small_ratio = medians
         .iter()
@@ -207,11 +339,34 @@ fn main() {
         .fold(0.0, f64::max);
     let delete = find("DELETE");
     let checks = [
-        (format!("CREATE at ≤100 instances within 2× the floor: worst {worst_small_ratio:.2}×"), worst_small_ratio <= 2.0),
-        (format!("per-listed-item slope under 1 µs: {slope_ns:.0} ns/item"), slope_ns < 1000.0),
-        (format!("DELETE at 4,000 namespaces under 5 ms: {} µs (verdict allowed={})", micros(delete.2), delete.4), delete.2 < Duration::from_millis(5)),
-        (format!("annotated wasm under 500 KB: {size} bytes"), size < 500_000),
-        (format!("list keys bounded by kinds: {} distinct over every scenario, bound 2 + {kinds} kinds = {}", keys.len(), kinds + 2), keys.len() <= kinds + 2),
+        (
+            format!("CREATE at ≤100 instances within 2× the floor: worst {worst_small_ratio:.2}×"),
+            worst_small_ratio <= 2.0,
+        ),
+        (
+            format!("per-listed-item slope under 1 µs: {slope_ns:.0} ns/item"),
+            slope_ns < 1000.0,
+        ),
+        (
+            format!(
+                "DELETE at 4,000 namespaces under 5 ms: {} µs (verdict allowed={})",
+                micros(delete.2),
+                delete.4
+            ),
+            delete.2 < Duration::from_millis(5),
+        ),
+        (
+            format!("annotated wasm under 500 KB: {size} bytes"),
+            size < 500_000,
+        ),
+        (
+            format!(
+                "list keys bounded by kinds: {} distinct over every scenario, bound 2 + {kinds} kinds = {}",
+                keys.len(),
+                kinds + 2
+            ),
+            keys.len() <= kinds + 2,
+        ),
     ];
     println!("\nTargets");
     let mut missed = 0;
@@ -230,11 +385,17 @@ fn main() {
 
 /// Every distinct list request the policy made over the whole scenario suite.
 fn list_keys(policy: &Policy, bundle: &Bundle) -> BTreeSet<String> {
-    let scenarios = scenario::load_dir(&workspace().join("e2e/scenarios")).unwrap_or_else(|e| panic!("{e}"));
+    let scenarios =
+        scenario::load_dir(&workspace().join("e2e/scenarios")).unwrap_or_else(|e| panic!("{e}"));
     let mut keys = BTreeSet::new();
     for (_, s) in &scenarios {
         if let Ok(outcome) = scenario::run(policy, bundle, s) {
-            keys.extend(outcome.exchanges().iter().filter_map(|e| e.request.list_key()));
+            keys.extend(
+                outcome
+                    .exchanges()
+                    .iter()
+                    .filter_map(|e| e.request.list_key()),
+            );
         }
     }
     keys

@@ -52,14 +52,7 @@ pub fn play(policy: &Policy, bundle: &Bundle, scenarios: &[Scenario]) -> Result<
         };
         let request = format!("{} {} {target}", r.operation, r.kind);
         let response = &evaluation.response;
-        let warnings: Vec<String> = response["warnings"]
-            .as_array()
-            .map(|w| {
-                w.iter()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let warnings = crate::scenario::warnings_of(response);
         let verdict = match (response["accepted"].as_bool(), warnings.is_empty()) {
             (Some(true), true) => "ALLOWED".to_owned(),
             (Some(true), false) => "ALLOWED with warning".to_owned(),

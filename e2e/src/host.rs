@@ -82,7 +82,8 @@ pub struct Exchange {
 }
 
 /// Answers already computed, by request: what a reflector cache is to the policy-server.
-pub type ResponseCache = std::sync::Mutex<std::collections::HashMap<String, Result<Arc<str>, String>>>;
+pub type ResponseCache =
+    std::sync::Mutex<std::collections::HashMap<String, Result<Arc<str>, String>>>;
 
 /// A failure to inject: calls whose operation and kind match get `message` as an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,7 +223,10 @@ impl HostState {
             return hit.clone();
         }
         let response = self.answer(request).map(Arc::from);
-        cache.lock().map_err(|e| e.to_string())?.insert(key, response.clone());
+        cache
+            .lock()
+            .map_err(|e| e.to_string())?
+            .insert(key, response.clone());
         response
     }
 
@@ -310,9 +314,11 @@ pub struct NativeHost(pub std::sync::Mutex<HostState>);
 
 impl cozystack_capabilities_policy::host::Host for NativeHost {
     fn kubernetes(&self, operation: &str, request: &[u8]) -> Result<Vec<u8>, String> {
-        self.0
-            .lock()
-            .map_err(|e| e.to_string())?
-            .serve("kubewarden", "kubernetes", operation, request)
+        self.0.lock().map_err(|e| e.to_string())?.serve(
+            "kubewarden",
+            "kubernetes",
+            operation,
+            request,
+        )
     }
 }

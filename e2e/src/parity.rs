@@ -13,20 +13,48 @@ use crate::host::NativeHost;
 use crate::policy::Policy;
 use crate::scenario::{self, Bundle, Scenario};
 
+/// Every namespace with all its labels: what the `metadata.name`/`metadata.labels` masks keep.
+fn namespaces(cluster: &crate::cluster::FixtureCluster) -> Vec<cozystack_resolver::Namespace> {
+    cluster
+        .objects
+        .iter()
+        .filter(|o| o["apiVersion"] == "v1" && o["kind"] == "Namespace")
+        .map(|o| cozystack_resolver::Namespace {
+            name: o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            labels: crate::cluster::labels_of(o),
+        })
+        .collect()
+}
+
 /// One case, or `None` for scenarios the API cannot express (malformed input, invalid
 /// settings, failed lookups: the dashboard has the facts, it does not look them up).
-pub fn case(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Option<Value>, String> {
+pub fn case(
+    policy: &Policy,
+    bundle: &Bundle,
+    scenario: &Scenario,
+) -> Result<Option<Value>, String> {
     let prepared = bundle.prepare(scenario)?;
     let outcome = scenario::run(policy, bundle, scenario)?;
-    let Some(evaluation) = &outcome.evaluation else { return Ok(None) };
+    let Some(evaluation) = &outcome.evaluation else {
+        return Ok(None);
+    };
     let response = &evaluation.response;
     if !scenario.host_failures.is_empty() || response["code"] == 500 || response["code"] == 400 {
         return Ok(None);
     }
     let payload: Value = serde_json::from_slice(&prepared.payload).map_err(|e| e.to_string())?;
     let raw = serde_json::value::to_raw_value(&payload["request"]).map_err(|e| e.to_string())?;
-    let Ok(request) = cozystack_capabilities_policy::admission::decode(&raw) else { return Ok(None) };
-    let host = NativeHost(Mutex::new(policy.host_state(prepared.cluster.clone(), vec![], None)));
+    let Ok(request) = cozystack_capabilities_policy::admission::decode(&raw) else {
+        return Ok(None);
+    };
+    let host = NativeHost(Mutex::new(policy.host_state(
+        prepared.cluster.clone(),
+        vec![],
+        None,
+    )));
     let cluster = HostCluster::new(&host);
     let definitions = cluster.definitions().map_err(|e| e.to_string())?;
     let settings: cozystack_resolver::Settings =
@@ -40,7 +68,11 @@ pub fn case(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Opt
     for kind in &kinds {
         instances.extend(cluster.instances(kind).map_err(|e| e.to_string())?);
     }
-    let facts = Snapshot { definitions, namespaces: cluster.namespaces().map_err(|e| e.to_string())?, instances };
+    let facts = Snapshot {
+        definitions,
+        namespaces: namespaces(&prepared.cluster),
+        instances,
+    };
     Ok(Some(json!({
         "name": scenario.name,
         "request": request,
@@ -69,16 +101,18 @@ pub fn export(policy: &Policy, bundle: &Bundle, scenarios: &[Scenario]) -> Resul
 /// The bundled cluster as the example page reads it: definitions, namespaces, instances,
 /// settings and a few users to choose from.
 pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String> {
-    let host = NativeHost(Mutex::new(policy.host_state(std::sync::Arc::new(bundle.cluster.clone()), vec![], None)));
+    let host = NativeHost(Mutex::new(policy.host_state(
+        std::sync::Arc::new(bundle.cluster.clone()),
+        vec![],
+        None,
+    )));
     let cluster = HostCluster::new(&host);
     let definitions = cluster.definitions().map_err(|e| e.to_string())?;
     let mut instances = Vec::new();
     for d in &definitions {
         instances.extend(cluster.instances(&d.kind).map_err(|e| e.to_string())?);
     }
-    let namespaces: Vec<_> = cluster
-        .namespaces()
-        .map_err(|e| e.to_string())?
+    let namespaces: Vec<_> = namespaces(&bundle.cluster)
         .into_iter()
         .filter(|n| n.name.starts_with("tenant-"))
         .collect();

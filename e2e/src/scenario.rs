@@ -200,6 +200,26 @@ fn set_labels(object: &mut Value, labels: &BTreeMap<String, Option<String>>) {
 }
 
 impl ShortRequest {
+    /// A request with no object patches: the common case of generated workloads and tests.
+    pub fn new(
+        operation: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        user: &str,
+        groups: &[&str],
+    ) -> ShortRequest {
+        ShortRequest {
+            operation: operation.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            user: user.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..ShortRequest::default()
+        }
+    }
+
     /// The AdmissionRequest the API server would send for this request on `cluster`.
     pub fn expand(&self, cluster: &FixtureCluster) -> Value {
         let op = self.operation.as_str();
@@ -401,6 +421,18 @@ impl Bundle {
     }
 }
 
+/// The warnings of a ValidationResponse (none when absent).
+pub fn warnings_of(response: &Value) -> Vec<String> {
+    response["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn check_regex(pattern: &str, text: &str, what: &str, problems: &mut Vec<String>) {
     match Regex::new(pattern) {
         Ok(re) if re.is_match(text) => {}
@@ -442,14 +474,7 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
     let response = &evaluation.response;
     let accepted = response["accepted"].as_bool().unwrap_or(false);
     let message = response["message"].as_str().unwrap_or_default();
-    let warnings: Vec<String> = response["warnings"]
-        .as_array()
-        .map(|w| {
-            w.iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let warnings = warnings_of(response);
     if let Some(allowed) = expect.allowed
         && allowed != accepted
     {

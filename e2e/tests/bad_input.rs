@@ -20,7 +20,8 @@ impl Harness {
         static HARNESS: std::sync::OnceLock<Harness> = std::sync::OnceLock::new();
         HARNESS.get_or_init(|| Harness {
             policy: Policy::load_annotated(&policy_path()).unwrap_or_else(|e| panic!("{e}")),
-            bundle: Bundle::load(&workspace().join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}")),
+            bundle: Bundle::load(&workspace().join("e2e/cluster"))
+                .unwrap_or_else(|e| panic!("{e}")),
         })
     }
 
@@ -31,7 +32,9 @@ impl Harness {
         }
         let mut admission = request.expand(&cluster);
         patch(&mut admission);
-        let payload = serde_json::to_vec(&json!({"request": admission, "settings": self.bundle.settings})).unwrap();
+        let payload =
+            serde_json::to_vec(&json!({"request": admission, "settings": self.bundle.settings}))
+                .unwrap();
         self.raw(&payload, apply)
     }
 
@@ -40,19 +43,10 @@ impl Harness {
         for object in apply {
             cluster.apply(object.clone());
         }
-        self.policy.validate_raw(payload, Arc::new(cluster), vec![]).unwrap().response
-    }
-}
-
-fn short(operation: &str, kind: &str, namespace: &str, name: &str, user: &str, groups: &[&str]) -> ShortRequest {
-    ShortRequest {
-        operation: operation.into(),
-        kind: kind.into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        user: user.into(),
-        groups: groups.iter().map(|g| g.to_string()).collect(),
-        ..ShortRequest::default()
+        self.policy
+            .validate_raw(payload, Arc::new(cluster), vec![])
+            .unwrap()
+            .response
     }
 }
 
@@ -66,7 +60,10 @@ fn denied(response: &Value, code: u16, message: &str) {
 #[track_caller]
 fn allowed(response: &Value, warnings: &[&str]) {
     assert_eq!(response["accepted"], true, "{response}");
-    let got: Vec<&str> = response["warnings"].as_array().map(|w| w.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let got: Vec<&str> = response["warnings"]
+        .as_array()
+        .map(|w| w.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     assert_eq!(got, warnings);
 }
 
@@ -77,12 +74,28 @@ fn namespace(name: &str, labels: Value) -> Value {
 #[test]
 fn thousands_of_labels_and_megabyte_values() {
     let h = Harness::new();
-    let labels: serde_json::Map<String, Value> = (0..5000).map(|i| (format!("example.org/label-{i}"), json!("v"))).collect();
-    let mut request = short("UPDATE", "Namespace", "", "tenant-acme", "carol", &["tenant-acme-admin"]);
+    let labels: serde_json::Map<String, Value> = (0..5000)
+        .map(|i| (format!("example.org/label-{i}"), json!("v")))
+        .collect();
+    let mut request = ShortRequest::new(
+        "UPDATE",
+        "Namespace",
+        "",
+        "tenant-acme",
+        "carol",
+        &["tenant-acme-admin"],
+    );
     request.object = Some(json!({"metadata": {"labels": labels}}));
     allowed(&h.run(&request, &[], |_| {}), &[]);
 
-    let mut request = short("CREATE", "Postgres", "tenant-ktj-htdev", "big", "bob", &["tenant-ktj-htdev-use"]);
+    let mut request = ShortRequest::new(
+        "CREATE",
+        "Postgres",
+        "tenant-ktj-htdev",
+        "big",
+        "bob",
+        &["tenant-ktj-htdev-use"],
+    );
     request.object = Some(json!({"spec": {"blob": "x".repeat(1 << 20)}}));
     allowed(&h.run(&request, &[], |_| {}), &[]);
 }
@@ -90,17 +103,35 @@ fn thousands_of_labels_and_megabyte_values() {
 #[test]
 fn unicode_and_over_long_names() {
     let h = Harness::new();
-    let request = short("CREATE", "Namespace", "", "tenant-ä", "system:serviceaccount:cozy-fluxcd:flux", &[]);
+    let request = ShortRequest::new(
+        "CREATE",
+        "Namespace",
+        "",
+        "tenant-ä",
+        "system:serviceaccount:cozy-fluxcd:flux",
+        &[],
+    );
     let mut request = request;
-    request.labels.insert("tenant.cozystack.io/tenant-root".into(), String::new());
-    request.labels.insert("tenant.cozystack.io/tenant-ä".into(), String::new());
+    request
+        .labels
+        .insert("tenant.cozystack.io/tenant-root".into(), String::new());
+    request
+        .labels
+        .insert("tenant.cozystack.io/tenant-ä".into(), String::new());
     denied(
         &h.run(&request, &[], |_| {}),
         403,
         "namespace tenant-ä: \"tenant-ä\" is not a valid tenant namespace name (tenant-<word>[-<word>…], words of lower-case letters and digits); the platform must write exactly the chain the name implies (tenant-root carries none)",
     );
     let long = "m".repeat(10_000);
-    let request = short("CREATE", "Monitoring", "tenant-ktj", &long, "alice", &["tenant-ktj-admin"]);
+    let request = ShortRequest::new(
+        "CREATE",
+        "Monitoring",
+        "tenant-ktj",
+        &long,
+        "alice",
+        &["tenant-ktj-admin"],
+    );
     denied(
         &h.run(&request, &[], |_| {}),
         403,
@@ -111,7 +142,14 @@ fn unicode_and_over_long_names() {
 #[test]
 fn a_namespace_without_labels_resolves_no_provider() {
     let h = Harness::new();
-    let request = short("CREATE", "Kubernetes", "scratch", "k", "system:masters-user", &["system:masters"]);
+    let request = ShortRequest::new(
+        "CREATE",
+        "Kubernetes",
+        "scratch",
+        "k",
+        "system:masters-user",
+        &["system:masters"],
+    );
     let scratch = namespace("scratch", json!({}));
     allowed(
         &h.run(&request, &[scratch], |_| {}),
@@ -127,16 +165,36 @@ fn a_namespace_without_labels_resolves_no_provider() {
 fn forged_and_cyclic_ancestor_labels_grant_nothing() {
     let h = Harness::new();
     // tenant-acme claims to sit below tenant-ktj, so that tenant-ktj's admin would administer it.
-    let forged = namespace("tenant-acme", json!({"tenant.cozystack.io/tenant-root": "", "tenant.cozystack.io/tenant-ktj": "", "tenant.cozystack.io/tenant-acme": ""}));
-    let request = short("CREATE", "Etcd", "tenant-acme", "etcd", "alice", &["tenant-ktj-admin"]);
+    let forged = namespace(
+        "tenant-acme",
+        json!({"tenant.cozystack.io/tenant-root": "", "tenant.cozystack.io/tenant-ktj": "", "tenant.cozystack.io/tenant-acme": ""}),
+    );
+    let request = ShortRequest::new(
+        "CREATE",
+        "Etcd",
+        "tenant-acme",
+        "etcd",
+        "alice",
+        &["tenant-ktj-admin"],
+    );
     denied(
         &h.run(&request, &[forged], |_| {}),
         403,
         "namespace tenant-acme: tenant ancestor labels disagree with the tenant naming rule (unexpected tenant.cozystack.io/tenant-ktj); the policy cannot place the request in the tenant tree — ask a platform administrator to repair the namespace labels",
     );
     // tenant-ktj claims its own child as an ancestor: a cycle.
-    let cyclic = namespace("tenant-ktj", json!({"tenant.cozystack.io/tenant-root": "", "tenant.cozystack.io/tenant-ktj": "", "tenant.cozystack.io/tenant-ktj-htdev": ""}));
-    let request = short("CREATE", "Info", "tenant-ktj", "info2", "hank", &["tenant-ktj-htdev-admin"]);
+    let cyclic = namespace(
+        "tenant-ktj",
+        json!({"tenant.cozystack.io/tenant-root": "", "tenant.cozystack.io/tenant-ktj": "", "tenant.cozystack.io/tenant-ktj-htdev": ""}),
+    );
+    let request = ShortRequest::new(
+        "CREATE",
+        "Info",
+        "tenant-ktj",
+        "info2",
+        "hank",
+        &["tenant-ktj-htdev-admin"],
+    );
     denied(
         &h.run(&request, &[cyclic], |_| {}),
         403,
@@ -147,19 +205,61 @@ fn forged_and_cyclic_ancestor_labels_grant_nothing() {
 #[test]
 fn truncated_and_mistyped_payloads() {
     let h = Harness::new();
-    let request = short("CREATE", "Monitoring", "tenant-ktj", "m", "alice", &["tenant-ktj-admin"]);
+    let request = ShortRequest::new(
+        "CREATE",
+        "Monitoring",
+        "tenant-ktj",
+        "m",
+        "alice",
+        &["tenant-ktj-admin"],
+    );
     let admission = request.expand(&h.bundle.cluster);
-    let payload = serde_json::to_vec(&json!({"request": admission, "settings": h.bundle.settings})).unwrap();
+    let payload =
+        serde_json::to_vec(&json!({"request": admission, "settings": h.bundle.settings})).unwrap();
     let cut = &payload[..payload.len() / 2];
     let response = h.raw(cut, &[]);
     assert_eq!(response["accepted"], false);
     assert_eq!(response["code"], 400);
-    assert!(response["message"].as_str().unwrap().starts_with("cannot decode the validation payload: EOF while parsing"), "{response}");
+    assert!(
+        response["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot decode the validation payload: EOF while parsing"),
+        "{response}"
+    );
 
-    denied(&h.run(&request, &[], |r| r["operation"] = json!(5)), 400, "cannot decode request: invalid type: integer `5`, expected a string");
-    denied(&h.run(&request, &[], |r| r["userInfo"]["groups"] = json!("tenant-ktj-admin")), 400, "cannot decode request: invalid type: string \"tenant-ktj-admin\", expected a sequence");
-    denied(&h.run(&request, &[], |r| r["object"] = json!([1, 2])), 400, "cannot decode request.object: must be a JSON object");
-    denied(&h.raw(br#"{"request": [1, 2]}"#, &[]), 400, "cannot decode request: must be a JSON object");
-    denied(&h.run(&request, &[], |r| { r.as_object_mut().unwrap().remove("userInfo"); }), 400, "cannot decode request: missing field `userInfo`");
-    denied(&h.raw(b"", &[]), 400, "cannot decode the validation payload: EOF while parsing a value at line 1 column 0");
+    denied(
+        &h.run(&request, &[], |r| r["operation"] = json!(5)),
+        400,
+        "cannot decode request: invalid type: integer `5`, expected a string",
+    );
+    denied(
+        &h.run(&request, &[], |r| {
+            r["userInfo"]["groups"] = json!("tenant-ktj-admin")
+        }),
+        400,
+        "cannot decode request: invalid type: string \"tenant-ktj-admin\", expected a sequence",
+    );
+    denied(
+        &h.run(&request, &[], |r| r["object"] = json!([1, 2])),
+        400,
+        "cannot decode request.object: must be a JSON object",
+    );
+    denied(
+        &h.raw(br#"{"request": [1, 2]}"#, &[]),
+        400,
+        "cannot decode request: must be a JSON object",
+    );
+    denied(
+        &h.run(&request, &[], |r| {
+            r.as_object_mut().unwrap().remove("userInfo");
+        }),
+        400,
+        "cannot decode request: missing field `userInfo`",
+    );
+    denied(
+        &h.raw(b"", &[]),
+        400,
+        "cannot decode the validation payload: EOF while parsing a value at line 1 column 0",
+    );
 }

@@ -15,11 +15,13 @@ before(async () => {
   server = createServer(async (req, res) => {
     const path = normalize(join(root, decodeURIComponent(new URL(req.url, "http://x").pathname)));
     if (!path.startsWith(root)) return res.writeHead(403).end();
+    let body;
     try {
-      res.writeHead(200, { "content-type": types[extname(path)] ?? "application/octet-stream" }).end(await readFile(path));
+      body = await readFile(path);
     } catch {
-      res.writeHead(404).end();
+      return res.writeHead(404).end();
     }
+    res.writeHead(200, { "content-type": types[extname(path)] ?? "application/octet-stream" }).end(body);
   }).listen(0, "127.0.0.1");
   await new Promise((resolve) => server.once("listening", resolve));
   browser = await chromium.launch({

@@ -84,6 +84,17 @@ pub fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<Str
         .collect())
 }
 
+/// The tenant whose provider serves `chain` (root first, the namespace's own tenant last):
+/// the nearest one, itself included, for which `provides` holds. This is the resolution the
+/// capability reconciler writes into `namespace.cozystack.io/capability.<class>`.
+pub fn nearest_provider(chain: &[String], provides: impl Fn(&str) -> bool) -> Option<&str> {
+    chain
+        .iter()
+        .rev()
+        .map(String::as_str)
+        .find(|tenant| provides(tenant))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,11 +136,4 @@ mod tests {
         ));
         assert!(!is_provider_key("namespace.cozystack.io/host", &settings));
     }
-}
-
-/// The tenant whose provider serves `chain` (root first, the namespace's own tenant last):
-/// the nearest one, itself included, for which `provides` holds. This is the resolution the
-/// capability reconciler writes into `namespace.cozystack.io/capability.<class>`.
-pub fn nearest_provider<'c>(chain: &'c [String], provides: impl Fn(&str) -> bool) -> Option<&'c str> {
-    chain.iter().rev().map(String::as_str).find(|tenant| provides(tenant))
 }

@@ -88,7 +88,10 @@ impl<'a> Evaluation<'a> {
     }
 
     /// The namespaces carrying any of `keep` (asked once per evaluation: one caller, protection).
-    pub fn namespaces_with(&self, keep: &std::collections::BTreeSet<String>) -> Result<Rc<Vec<Namespace>>, Violation> {
+    pub fn namespaces_with(
+        &self,
+        keep: &std::collections::BTreeSet<String>,
+    ) -> Result<Rc<Vec<Namespace>>, Violation> {
         if let Some(list) = self.namespaces.get() {
             return Ok(list.clone());
         }

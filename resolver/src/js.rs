@@ -15,7 +15,9 @@ fn parse<T: DeserializeOwned>(what: &str, json: &str) -> Result<T, JsError> {
 
 fn settings(json: Option<String>) -> Result<Settings, JsError> {
     match json {
-        Some(text) => Settings::from_json(&text).map_err(|e| JsError::new(&format!("settings: {e}"))),
+        Some(text) => {
+            Settings::from_json(&text).map_err(|e| JsError::new(&format!("settings: {e}")))
+        }
         None => Ok(Settings::default()),
     }
 }
@@ -38,21 +40,37 @@ pub fn catalog(
     let user: User = parse("user", user)?;
     let namespace: Namespace = parse("namespace", namespace)?;
     let instances: Vec<Instance> = parse("instances", instances)?;
-    let entries = crate::catalog::catalog(&definitions, &user, &namespace, &instances, &settings(settings_json)?);
+    let entries = crate::catalog::catalog(
+        &definitions,
+        &user,
+        &namespace,
+        &instances,
+        &settings(settings_json)?,
+    );
     to_json(&entries)
 }
 
 /// `evaluate(request, facts, settings?)` → JSON verdict `{allowed, code?, message?, warnings?}`,
 /// the verdict the policy returns for that request on those facts.
 #[wasm_bindgen]
-pub fn evaluate(request: &str, facts: &str, settings_json: Option<String>) -> Result<String, JsError> {
+pub fn evaluate(
+    request: &str,
+    facts: &str,
+    settings_json: Option<String>,
+) -> Result<String, JsError> {
     let request: Request = parse("request", request)?;
     let facts: Snapshot = parse("facts", facts)?;
-    to_json(&crate::evaluate(&request, &settings(settings_json)?, &facts))
+    to_json(&crate::evaluate(
+        &request,
+        &settings(settings_json)?,
+        &facts,
+    ))
 }
 
 /// `validateSettings(settings)` → `null` when valid, else the message `validate_settings` gives.
 #[wasm_bindgen(js_name = validateSettings)]
 pub fn validate_settings(settings_json: &str) -> Option<String> {
-    Settings::from_json(settings_json).err().map(|e| e.to_string())
+    Settings::from_json(settings_json)
+        .err()
+        .map(|e| e.to_string())
 }

@@ -5,8 +5,8 @@
 //! dashboard build and the tests answer it with a [`Snapshot`].
 
 pub mod capability;
-pub mod catalog;
 pub mod cardinality;
+pub mod catalog;
 mod decide;
 pub mod error;
 mod evaluation;

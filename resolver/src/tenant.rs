@@ -178,7 +178,8 @@ pub fn is_tenant_name(name: &str) -> bool {
     !first_is_root
         && words.all(|w| {
             w.starts_with(|c: char| c.is_ascii_lowercase())
-                && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && w.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         })
 }
 
@@ -270,8 +271,22 @@ mod tests {
 
     #[test]
     fn is_tenant_name_agrees_with_the_chain() {
-        for name in ["tenant-root", "tenant-a", "tenant-a-b1", "tenant-root-x", "tenant-", "tenant-a--b", "tenant-A", "cozy", "tenant-1"] {
-            assert_eq!(is_tenant_name(name), chain_from_name(name).is_some(), "{name}");
+        for name in [
+            "tenant-root",
+            "tenant-a",
+            "tenant-a-b1",
+            "tenant-root-x",
+            "tenant-",
+            "tenant-a--b",
+            "tenant-A",
+            "cozy",
+            "tenant-1",
+        ] {
+            assert_eq!(
+                is_tenant_name(name),
+                chain_from_name(name).is_some(),
+                "{name}"
+            );
         }
     }
 

@@ -1,9 +1,9 @@
 mod common;
-#[cfg(target_arch = "wasm32")]
-use wasm_bindgen_test::wasm_bindgen_test as test;
 use common::*;
 use cozystack_resolver::{Operation::*, PlatformWriters, Settings};
 use serde_json::json;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 #[test]
 fn second_tenant_singleton_is_denied_with_the_existing_instance_named() {

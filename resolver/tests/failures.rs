@@ -1,9 +1,9 @@
 mod common;
-#[cfg(target_arch = "wasm32")]
-use wasm_bindgen_test::wasm_bindgen_test as test;
 use common::*;
 use cozystack_resolver::Operation::*;
 use serde_json::json;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 #[test]
 fn kinds_without_rules_need_no_lookups_beyond_definitions() {

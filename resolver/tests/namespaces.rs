@@ -1,8 +1,8 @@
 mod common;
-#[cfg(target_arch = "wasm32")]
-use wasm_bindgen_test::wasm_bindgen_test as test;
 use common::*;
 use cozystack_resolver::Operation;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 fn ns_labels(name: &str, providers: &[(&str, &str)]) -> cozystack_resolver::tenant::Labels {
     tenant_ns(name, providers).labels

@@ -27,10 +27,14 @@ fn instances(max: usize) -> impl Strategy<Value = Vec<Instance>> {
 
 fn with_instances(instances: Vec<Instance>, scope: &str, max: u32) -> Snapshot {
     let mut c = cluster();
-    c.definitions[0] = definition("monitoring", "Monitoring", json!({
+    c.definitions[0] = definition(
+        "monitoring",
+        "Monitoring",
+        json!({
         "cardinality": {"scope": scope, "max": max},
         "protection": {"deletion": "protect"},
-        "capability": {"provides": ["monitoring"], "share": "children"}}));
+        "capability": {"provides": ["monitoring"], "share": "children"}}),
+    );
     c.instances = instances;
     c
 }

@@ -1,9 +1,9 @@
 mod common;
-#[cfg(target_arch = "wasm32")]
-use wasm_bindgen_test::wasm_bindgen_test as test;
 use common::*;
 use cozystack_resolver::request::KIND_LABEL;
 use cozystack_resolver::{Operation::*, PlatformWriters, Settings};
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 #[test]
 fn app_helmreleases_are_written_by_the_platform_only() {

@@ -1,8 +1,8 @@
 mod common;
-#[cfg(target_arch = "wasm32")]
-use wasm_bindgen_test::wasm_bindgen_test as test;
 use common::*;
 use cozystack_resolver::{Operation::*, Settings};
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 #[test]
 fn module_needs_a_tenant_administrator_of_the_namespace_or_an_ancestor() {

@@ -17,8 +17,14 @@ impl Validatable for Settings {
 #[unsafe(no_mangle)]
 pub extern "C" fn wapc_init() {
     guest::register_function("validate", validate);
-    guest::register_function("validate_settings", kubewarden_policy_sdk::validate_settings::<Settings>);
-    guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
+    guest::register_function(
+        "validate_settings",
+        kubewarden_policy_sdk::validate_settings::<Settings>,
+    );
+    guest::register_function(
+        "protocol_version",
+        kubewarden_policy_sdk::protocol_version_guest,
+    );
 }
 
 fn validate(payload: &[u8]) -> guest::CallResult {

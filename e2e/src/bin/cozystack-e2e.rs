@@ -72,17 +72,30 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         Some("js-fixtures") => {
             // Inputs of the JavaScript tests: parity cases and the example page's cluster.
-            let out = args.get(1).map_or_else(|| root.join("target/js"), std::path::PathBuf::from);
-            let scenarios: Vec<_> = scenario::load_dir(&root.join("e2e/scenarios"))?.into_iter().map(|(_, s)| s).collect();
+            let out = args
+                .get(1)
+                .map_or_else(|| root.join("target/js"), std::path::PathBuf::from);
+            let scenarios: Vec<_> = scenario::load_dir(&root.join("e2e/scenarios"))?
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect();
             let cases = cozystack_e2e::parity::export(&policy, &bundle, &scenarios)?;
             let cluster = cozystack_e2e::parity::example_cluster(&policy, &bundle)?;
             std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
             let write = |name: &str, v: &serde_json::Value| {
-                std::fs::write(out.join(name), serde_json::to_string_pretty(v).unwrap_or_default()).map_err(|e| e.to_string())
+                std::fs::write(
+                    out.join(name),
+                    serde_json::to_string_pretty(v).unwrap_or_default(),
+                )
+                .map_err(|e| e.to_string())
             };
             write("parity-cases.json", &cases)?;
             write("cluster.json", &cluster)?;
-            println!("{} parity cases and the example cluster written to {}", cases.as_array().map_or(0, Vec::len), out.display());
+            println!(
+                "{} parity cases and the example cluster written to {}",
+                cases.as_array().map_or(0, Vec::len),
+                out.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Some("export") => {

@@ -272,7 +272,10 @@ impl Cluster for Recording<'_> {
         self.record(format!("get Namespace {name}"))?;
         self.inner.namespace(name)
     }
-    fn namespaces(&self, keep: &std::collections::BTreeSet<String>) -> Result<Vec<Namespace>, LookupError> {
+    fn namespaces(
+        &self,
+        keep: &std::collections::BTreeSet<String>,
+    ) -> Result<Vec<Namespace>, LookupError> {
         self.record("list Namespaces".into())?;
         self.inner.namespaces(keep)
     }
