@@ -268,3 +268,43 @@ fn max_zero_is_unlimited() {
         &[],
     );
 }
+
+#[test]
+fn two_concurrent_creates_race_and_the_next_one_sees_the_first() {
+    // Admission cannot serialise requests: both CREATEs are judged on the same state and both
+    // pass (README, Security model: the race, its window, and what closes it).
+    let c = cluster();
+    let first = app(
+        Create,
+        "Monitoring",
+        "tenant-c",
+        "one",
+        user("c", &["tenant-c-admin"]),
+    );
+    let second = app(
+        Create,
+        "Monitoring",
+        "tenant-c",
+        "two",
+        user("c", &["tenant-c-admin"]),
+    );
+    assert_allowed(&decide(&first, &c), &[]);
+    assert_allowed(&decide(&second, &c), &[]);
+    // Once the first is visible to the policy, a third is refused.
+    let mut after = c.clone();
+    after
+        .instances
+        .push(instance("Monitoring", "tenant-c", "one"));
+    let third = app(
+        Create,
+        "Monitoring",
+        "tenant-c",
+        "three",
+        user("c", &["tenant-c-admin"]),
+    );
+    assert_denied(
+        &decide(&third, &after),
+        403,
+        "Monitoring: at most 1 per tenant tenant-c; already present: one; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
+    );
+}

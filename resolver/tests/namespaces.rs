@@ -125,3 +125,26 @@ fn creating_a_tenant_namespace_with_its_chain_is_fine_for_flux() {
     request.user = user("bob", &[]);
     assert!(!decide(&request, &cluster()).allowed);
 }
+
+#[test]
+fn deleting_a_tenant_namespace_hosting_a_referenced_provider_is_admitted() {
+    // The subtree goes with it: child tenants are HelmReleases inside this namespace, so the
+    // consumers are deleted with the provider (README, Security model). Not even a lookup.
+    let c = cluster();
+    let recording = Recording::new(&c);
+    let mut request = namespace_update(
+        "tenant-a",
+        ns_labels("tenant-a", &[]),
+        labels(&[]),
+        user("admin", &["system:masters"]),
+    );
+    request.operation = Operation::Delete;
+    request.object = None;
+    let verdict = cozystack_resolver::evaluate(
+        &request,
+        &cozystack_resolver::Settings::default(),
+        &recording,
+    );
+    assert_allowed(&verdict, &[]);
+    assert!(recording.calls.borrow().is_empty());
+}
