@@ -101,14 +101,17 @@ bench: annotated-policy.wasm binaryen
 	$(WASM_OPT) target/$(WASM_TARGET)/wasm/accept_all_policy.wasm -o target/accept-all-policy.wasm
 	cargo run $(CARGO_FLAGS) --release -q -p cozystack-bench
 
-# Coverage-guided fuzzing on nightly for FUZZ_SECONDS per target; grows fuzz/corpus, which
-# `make test` replays on stable (tests/fuzz_corpus.rs).
+# Coverage-guided fuzzing on nightly for FUZZ_SECONDS per target, on a working copy of the
+# small committed seeds in fuzz/corpus (which `make test` replays on stable): add a finding's
+# file from target/fuzz-corpus or fuzz/artifacts to fuzz/corpus to keep it as a regression.
 FUZZ_SECONDS ?= 60
 fuzz:
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 	cd fuzz && for target in settings admission evaluation; do \
-	  cargo +nightly fuzz run $$target corpus/$$target -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=1024 || exit 1; \
+	  mkdir -p ../target/fuzz-corpus/$$target && cp corpus/$$target/* ../target/fuzz-corpus/$$target/ && \
+	  cargo +nightly fuzz run $$target ../target/fuzz-corpus/$$target -- \
+	    -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=1024 || exit 1; \
 	done
 
 # A narrated sequence on the bundled example cluster (e2e/cluster), through the real wasm.
