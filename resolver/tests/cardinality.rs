@@ -1,6 +1,6 @@
 mod common;
 use common::*;
-use cozystack_resolver::{Operation::*, PlatformWriters, Settings};
+use cozystack_resolver::Operation::*;
 use serde_json::json;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -82,10 +82,7 @@ fn platform_writers_get_a_warning_by_default_and_a_denial_in_deny_mode() {
             "{message} (admitted because {FLUX} is a platform writer and platformWriters is warn)"
         )],
     );
-    let settings = Settings {
-        platform_writers: PlatformWriters::Deny,
-        ..Settings::default()
-    };
+    let settings = deny_writers();
     let deny = cozystack_resolver::evaluate(&request, &settings, &cluster());
     assert_denied(&deny, 403, message);
 }

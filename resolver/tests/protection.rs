@@ -1,6 +1,6 @@
 mod common;
 use common::*;
-use cozystack_resolver::{Operation::*, PlatformWriters, Settings};
+use cozystack_resolver::Operation::*;
 use serde_json::json;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -138,10 +138,7 @@ fn platform_writer_deletes_warn_or_deny() {
             "{message} (admitted because {FLUX} is a platform writer and platformWriters is warn)"
         )],
     );
-    let settings = Settings {
-        platform_writers: PlatformWriters::Deny,
-        ..Settings::default()
-    };
+    let settings = deny_writers();
     assert_denied(
         &cozystack_resolver::evaluate(&request, &settings, &cluster()),
         403,

@@ -1,7 +1,7 @@
 mod common;
 use common::*;
+use cozystack_resolver::Operation::*;
 use cozystack_resolver::request::KIND_LABEL;
-use cozystack_resolver::{Operation::*, PlatformWriters, Settings};
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -72,10 +72,7 @@ fn tenant_chart_singleton_beyond_max_warns_by_default() {
             "{message} (admitted because {FLUX} is a platform writer and platformWriters is warn)"
         )],
     );
-    let settings = Settings {
-        platform_writers: PlatformWriters::Deny,
-        ..Settings::default()
-    };
+    let settings = deny_writers();
     assert_denied(
         &cozystack_resolver::evaluate(&request, &settings, &cluster()),
         403,
@@ -97,10 +94,7 @@ fn the_release_itself_does_not_count_on_update() {
 
 #[test]
 fn relabelling_into_a_counted_kind_is_counted_and_out_of_a_protected_one_is_a_removal() {
-    let settings = Settings {
-        platform_writers: PlatformWriters::Deny,
-        ..Settings::default()
-    };
+    let settings = deny_writers();
     // Into: a Redis release relabelled as a second Monitoring of tenant-a.
     let mut request = release(
         Update,
@@ -145,10 +139,7 @@ fn finalizer_removal_on_a_terminating_release_is_admitted() {
     request.old_object.as_mut().unwrap().terminating = true;
     request.object.as_mut().unwrap().terminating = true;
     request.object.as_mut().unwrap().labels.remove(KIND_LABEL);
-    let settings = Settings {
-        platform_writers: PlatformWriters::Deny,
-        ..Settings::default()
-    };
+    let settings = deny_writers();
     assert_allowed(
         &cozystack_resolver::evaluate(&request, &settings, &cluster()),
         &[],
@@ -164,10 +155,7 @@ fn teardown_deletes_of_releases_pass() {
         release_labels("Monitoring", "monitoring"),
         user("system:serviceaccount:cozy-system:tenant-a-cleanup", &[]),
     );
-    let settings = Settings {
-        platform_writers: PlatformWriters::Deny,
-        ..Settings::default()
-    };
+    let settings = deny_writers();
     assert_allowed(
         &cozystack_resolver::evaluate(&request, &settings, &cluster()),
         &[],

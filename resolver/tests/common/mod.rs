@@ -284,3 +284,11 @@ impl Cluster for Recording<'_> {
         self.inner.instances(kind)
     }
 }
+
+/// Settings with `platformWriters: deny`: platform identities are refused like anyone else.
+pub fn deny_writers() -> Settings {
+    Settings {
+        platform_writers: cozystack_resolver::PlatformWriters::Deny,
+        ..Settings::default()
+    }
+}
