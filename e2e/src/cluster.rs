@@ -51,19 +51,15 @@ impl FixtureCluster {
 
     /// Loads every `*.yaml` of a directory, in name order.
     pub fn load_dir(dir: &Path) -> Result<FixtureCluster, String> {
-        let mut paths: Vec<_> = std::fs::read_dir(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.extension().is_some_and(|x| x == "yaml")
-                    && p.file_name().is_some_and(|n| n != "settings.yaml")
-            })
-            .collect();
-        paths.sort();
         let mut cluster = FixtureCluster::default();
-        for path in paths {
+        let paths = crate::yaml_files(dir)?;
+        // settings.yaml beside the manifests is the bundle's settings, not a manifest.
+        for path in paths
+            .iter()
+            .filter(|p| p.file_name().is_some_and(|n| n != "settings.yaml"))
+        {
             let text =
-                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
             let part =
                 FixtureCluster::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
             cluster.objects.extend(part.objects);

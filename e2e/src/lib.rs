@@ -13,6 +13,17 @@ pub mod selector;
 
 use std::path::PathBuf;
 
+/// The `*.yaml` files of a directory, in name order (fixtures and scenarios alike).
+pub fn yaml_files(dir: &std::path::Path) -> Result<Vec<PathBuf>, String> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 /// The workspace root (where `policy.wasm` and `policy-metadata.yml` live).
 pub fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -122,14 +122,8 @@ pub fn load_file(path: &Path) -> Result<Vec<Scenario>, String> {
 
 /// Every `*.yaml` in a directory, in name order, with the file each came from.
 pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Scenario)>, String> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    paths.sort();
     let mut all = Vec::new();
-    for path in paths {
+    for path in crate::yaml_files(dir)? {
         for scenario in load_file(&path)? {
             all.push((path.clone(), scenario));
         }

@@ -19,7 +19,6 @@ pub struct Evaluation<'a> {
     pub settings: &'a Settings,
     cluster: &'a dyn Cluster,
     definitions: OnceCell<Rc<DefinitionSet>>,
-    namespaces: OnceCell<Rc<Vec<Namespace>>>,
     namespace: RefCell<BTreeMap<String, Rc<Namespace>>>,
     instances: RefCell<BTreeMap<String, Rc<Vec<Instance>>>>,
 }
@@ -40,7 +39,6 @@ impl<'a> Evaluation<'a> {
             settings,
             cluster,
             definitions: OnceCell::new(),
-            namespaces: OnceCell::new(),
             namespace: RefCell::default(),
             instances: RefCell::default(),
         }
@@ -87,16 +85,13 @@ impl<'a> Evaluation<'a> {
         Ok(ns)
     }
 
-    /// The namespaces carrying any of `keep` (asked once per evaluation: one caller, protection).
+    /// The namespaces carrying any of `keep`, with only those labels. Not memoised: its one
+    /// caller (protection) asks once, and a memo would ignore a different `keep`.
     pub fn namespaces_with(
         &self,
         keep: &std::collections::BTreeSet<String>,
-    ) -> Result<Rc<Vec<Namespace>>, Violation> {
-        if let Some(list) = self.namespaces.get() {
-            return Ok(list.clone());
-        }
-        let list = Rc::new(self.cluster.namespaces(keep).map_err(lookup_failed)?);
-        Ok(self.namespaces.get_or_init(|| list).clone())
+    ) -> Result<Vec<Namespace>, Violation> {
+        self.cluster.namespaces(keep).map_err(lookup_failed)
     }
 
     pub fn instances(&self, kind: &str) -> Result<Rc<Vec<Instance>>, Violation> {

@@ -33,26 +33,23 @@ pub fn check_removal(
             kind = rules.kind
         ))
     };
-    let in_subtree = |ns: &crate::facts::Namespace| {
-        ns.name == namespace
-            || (rules.capability.share == Share::Children
-                && ns
-                    .labels
-                    .contains_key(&format!("{ANCESTOR_PREFIX}{namespace}")))
-    };
     // Only these labels decide: subtree membership and the provider labels of each class.
     let subtree_key = format!("{ANCESTOR_PREFIX}{namespace}");
+    let in_subtree = |ns: &crate::facts::Namespace| {
+        ns.name == namespace
+            || (rules.capability.share == Share::Children && ns.labels.contains_key(&subtree_key))
+    };
     let keep: BTreeSet<String> = rules
         .capability
         .provides
         .iter()
         .flat_map(|c| [capability_key(c.as_str()), legacy_key(c.as_str())])
-        .chain([subtree_key])
+        .chain([subtree_key.clone()])
         .collect();
+    let all = eval.namespaces_with(&keep)?;
     let mut consumers = Vec::new();
     let mut classes = Vec::new();
     for class in &rules.capability.provides {
-        let all = eval.namespaces_with(&keep)?;
         let referencing: BTreeSet<&str> = all
             .iter()
             .filter(|ns| in_subtree(ns) && points_to(&ns.labels, class, namespace, eval.settings))

@@ -57,23 +57,15 @@ pub enum TenantError {
 /// The chain of tenant namespaces a tenant namespace name implies, root first, itself last.
 /// `None` when the name is not a tenant namespace name.
 pub fn chain_from_name(name: &str) -> Option<Vec<String>> {
+    if !is_tenant_name(name) {
+        return None;
+    }
     if name == ROOT {
         return Some(vec![ROOT.to_owned()]);
     }
-    let rest = name.strip_prefix(TENANT_NS_PREFIX)?;
-    let words: Vec<&str> = rest.split('-').collect();
-    let valid_word = |w: &&str| {
-        w.starts_with(|c: char| c.is_ascii_lowercase())
-            && w.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    };
-    // A child of the root called "root" would collide with tenant-root itself.
-    if !words.iter().all(valid_word) || words[0] == "root" {
-        return None;
-    }
     let mut chain = vec![ROOT.to_owned()];
     let mut current = TENANT_NS_PREFIX.trim_end_matches('-').to_owned();
-    for word in words {
+    for word in name[TENANT_NS_PREFIX.len()..].split('-') {
         current = format!("{current}-{word}");
         chain.push(current.clone());
     }
@@ -164,8 +156,9 @@ pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError>
     })
 }
 
-/// True for a valid tenant namespace name; the same rule as [`chain_from_name`], without
-/// building the chain (it runs once per listed instance).
+/// True for a valid tenant namespace name: `tenant-root`, or `tenant-` and dash-separated words
+/// of lower-case letters and digits, each starting with a letter. The one statement of the
+/// naming rule; [`chain_from_name`] builds on it. Allocates nothing (it runs per listed instance).
 pub fn is_tenant_name(name: &str) -> bool {
     if name == ROOT {
         return true;
@@ -173,10 +166,10 @@ pub fn is_tenant_name(name: &str) -> bool {
     let Some(rest) = name.strip_prefix(TENANT_NS_PREFIX) else {
         return false;
     };
-    let mut words = rest.split('-');
-    let first_is_root = rest.split('-').next() == Some("root");
-    !first_is_root
-        && words.all(|w| {
+    // A child of the root called "root" would collide with tenant-root itself.
+    !rest.starts_with("root-")
+        && rest != "root"
+        && rest.split('-').all(|w| {
             w.starts_with(|c: char| c.is_ascii_lowercase())
                 && w.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
