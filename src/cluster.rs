@@ -5,10 +5,9 @@
 //! one for ApplicationDefinitions, one for Namespaces, one per app kind for HelmReleases.
 //! Field masks keep each watch cache to the fields read here.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL};
+use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::{Cluster, Definition, Instance, LookupError, Namespace};
 use kubewarden_policy_sdk::host_capabilities::kubernetes::{
     GetResourceRequest, ListAllResourcesRequest,
@@ -17,6 +16,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::host::Host;
+use crate::scan;
 
 pub const DEFINITION_API: &str = "cozystack.io/v1alpha1";
 pub const DEFINITION_KIND: &str = "ApplicationDefinition";
@@ -31,13 +31,21 @@ const DEFINITION_MASKS: &[&str] = &[
     "spec.cardinality",
     "spec.protection",
     "spec.capability",
+    "spec.release.prefix",
 ];
 const NAMESPACE_MASKS: &[&str] = &["metadata.name", "metadata.labels"];
+/// A release's labels are most of its bytes; they are read only for a kind whose
+/// ApplicationDefinition states no release prefix to derive app names from.
 const RELEASE_MASKS: &[&str] = &[
     "metadata.name",
     "metadata.namespace",
-    "metadata.labels",
     "metadata.deletionTimestamp",
+];
+const RELEASE_MASKS_WITH_LABELS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.deletionTimestamp",
+    "metadata.labels",
 ];
 
 fn masks(paths: &[&str]) -> Option<BTreeSet<String>> {
@@ -76,83 +84,6 @@ struct Meta {
     labels: Option<BTreeMap<String, String>>,
 }
 
-/// The one label of an app HelmRelease the policy reads; the others are skipped unparsed.
-/// (serde needs the literal; a test keeps it equal to `request::NAME_LABEL`.)
-#[derive(Deserialize, Default)]
-struct ReleaseLabels {
-    #[serde(rename = "apps.cozystack.io/application.name", default)]
-    app: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReleaseMeta {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    labels: Option<ReleaseLabels>,
-    #[serde(default)]
-    deletion_timestamp: Option<serde::de::IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct Release {
-    metadata: ReleaseMeta,
-}
-
-/// A label value borrowed from the response when it has no escapes.
-#[derive(Deserialize)]
-struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-
-/// A namespace list item with its labels borrowed, so filtering them allocates nothing.
-#[derive(Deserialize)]
-struct NamespaceItem<'a> {
-    #[serde(borrow)]
-    metadata: NamespaceMeta<'a>,
-}
-
-#[derive(Deserialize)]
-struct NamespaceMeta<'a> {
-    #[serde(borrow)]
-    name: Text<'a>,
-    #[serde(borrow, default)]
-    labels: Option<Pairs<'a>>,
-}
-
-/// A JSON object read as borrowed key/value pairs: no map, no owned strings.
-struct Pairs<'a>(Vec<(Text<'a>, Text<'a>)>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
-            type Value = Pairs<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a map of labels")
-            }
-            fn visit_map<M: serde::de::MapAccess<'de>>(
-                self,
-                mut map: M,
-            ) -> Result<Pairs<'a>, M::Error> {
-                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some(pair) = map.next_entry::<Text<'a>, Text<'a>>()? {
-                    pairs.push(pair);
-                }
-                Ok(Pairs(pairs))
-            }
-        }
-        deserializer.deserialize_map(Visitor(std::marker::PhantomData))
-    }
-}
-
-#[derive(Deserialize)]
-struct BorrowedList<'a> {
-    #[serde(borrow, default = "Vec::new")]
-    items: Vec<NamespaceItem<'a>>,
-}
-
 #[derive(Deserialize)]
 struct Object<S> {
     #[serde(default)]
@@ -173,6 +104,14 @@ struct DefinitionSpec {
     protection: Option<serde_json::Value>,
     #[serde(default)]
     capability: Option<serde_json::Value>,
+    #[serde(default)]
+    release: Option<ReleaseSpec>,
+}
+
+#[derive(Deserialize, Default)]
+struct ReleaseSpec {
+    #[serde(default)]
+    prefix: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -229,8 +168,11 @@ impl<'h> HostCluster<'h> {
 }
 
 fn decode<'a, T: Deserialize<'a>>(what: &str, response: &'a [u8]) -> Result<T, LookupError> {
-    serde_json::from_slice(response)
-        .map_err(|err| LookupError::new(what, format!("cannot decode the response: {err}")))
+    serde_json::from_slice(response).map_err(|err| undecodable(what, err))
+}
+
+fn undecodable(what: &str, err: impl std::fmt::Display) -> LookupError {
+    LookupError::new(what, format!("cannot decode the response: {err}"))
 }
 
 fn list_request(
@@ -276,6 +218,7 @@ impl Cluster for HostCluster<'_> {
                     cardinality: spec.cardinality,
                     protection: spec.protection,
                     capability: spec.capability,
+                    release_prefix: spec.release.and_then(|r| r.prefix),
                 })
             })
             .collect())
@@ -299,68 +242,107 @@ impl Cluster for HostCluster<'_> {
         let what = "list Namespaces";
         let request = list_request("v1", "Namespace", None, NAMESPACE_MASKS);
         let response = self.call_raw(what, "list_resources_all", &request)?;
-        let list: BorrowedList = decode(what, &response)?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter_map(|item| {
-                let labels: BTreeMap<String, String> = item
-                    .metadata
-                    .labels
-                    .map(|pairs| pairs.0)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|(k, _)| keep.contains(k.0.as_ref()))
-                    .map(|(k, v)| (k.0.into_owned(), v.0.into_owned()))
-                    .collect();
-                (!labels.is_empty()).then(|| Namespace {
-                    name: item.metadata.name.0.into_owned(),
+        let mut namespaces = Vec::new();
+        scan::list_items(&response, |item| {
+            let mut name = None;
+            let mut labels = BTreeMap::new();
+            scan::metadata(item, |r, key| {
+                if key.is("name") {
+                    name = scan::optional_text(r)?;
+                } else if key.is("labels") {
+                    r.unless_null(|r| {
+                        r.object(|r, key| {
+                            let key = key.text()?;
+                            if keep.contains(key.as_ref()) {
+                                let value = r.string()?.text()?;
+                                labels.insert(key.into_owned(), value.into_owned());
+                                Ok(())
+                            } else {
+                                r.skip()
+                            }
+                        })
+                    })?;
+                } else {
+                    r.skip()?;
+                }
+                Ok(())
+            })?;
+            if !labels.is_empty() {
+                namespaces.push(Namespace {
+                    name: name.unwrap_or_default().into_owned(),
                     labels,
-                })
-            })
-            .collect())
+                });
+            }
+            Ok(())
+        })
+        .map_err(|err| undecodable(what, err))?;
+        Ok(namespaces)
     }
 
-    fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError> {
-        let selector = release_selector(kind)?;
-        let items: Vec<Release> = self.list_all(
-            &format!("list HelmReleases of kind {kind}"),
+    fn instances(
+        &self,
+        kind: &str,
+        release_prefix: Option<&str>,
+    ) -> Result<Vec<Instance>, LookupError> {
+        let what = format!("list HelmReleases of kind {kind}");
+        let request = list_request(
             RELEASE_API,
             RELEASE_KIND,
-            Some(selector),
-            RELEASE_MASKS,
-        )?;
-        Ok(items
-            .into_iter()
-            .map(|item| {
-                let meta = item.metadata;
-                let app = meta
-                    .labels
-                    .and_then(|l| l.app)
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| meta.name.clone());
-                Instance {
-                    kind: kind.to_owned(),
-                    namespace: meta.namespace,
-                    release: meta.name,
-                    app,
-                    terminating: meta.deletion_timestamp.is_some(),
+            Some(release_selector(kind)?),
+            match release_prefix {
+                Some(_) => RELEASE_MASKS,
+                None => RELEASE_MASKS_WITH_LABELS,
+            },
+        );
+        let response = self.call_raw(&what, "list_resources_all", &request)?;
+        let mut instances = Vec::new();
+        scan::list_items(&response, |item| {
+            let (mut name, mut namespace, mut app) = (None, None, None);
+            let mut terminating = false;
+            scan::metadata(item, |r, key| {
+                if key.is("name") {
+                    name = scan::optional_text(r)?;
+                } else if key.is("namespace") {
+                    namespace = scan::optional_text(r)?;
+                } else if key.is("deletionTimestamp") {
+                    terminating = !r.null()?;
+                    if terminating {
+                        r.skip()?;
+                    }
+                } else if key.is("labels") {
+                    // Only the application name; the other labels are skipped unread.
+                    r.unless_null(|r| {
+                        r.object(|r, key| {
+                            if key.is(NAME_LABEL) {
+                                app = scan::optional_text(r)?;
+                                Ok(())
+                            } else {
+                                r.skip()
+                            }
+                        })
+                    })?;
+                } else {
+                    r.skip()?;
                 }
-            })
-            .collect())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_release_label_field_is_the_name_label() {
-        let labels: ReleaseLabels = serde_json::from_value(
-            serde_json::json!({cozystack_resolver::request::NAME_LABEL: "db", "x": "y"}),
-        )
-        .unwrap();
-        assert_eq!(labels.app.as_deref(), Some("db"));
+                Ok(())
+            })?;
+            let release = name.unwrap_or_default();
+            // `<prefix><app>`; a name without the prefix is taken whole, as a missing label is.
+            let app = match (release_prefix, app.filter(|n| !n.is_empty())) {
+                (Some(prefix), _) => release.strip_prefix(prefix).unwrap_or(&release).to_owned(),
+                (None, Some(app)) => app.into_owned(),
+                (None, None) => release.to_string(),
+            };
+            instances.push(Instance {
+                kind: kind.to_owned(),
+                namespace: namespace.unwrap_or_default().into_owned(),
+                release: release.into_owned(),
+                app,
+                terminating,
+            });
+            Ok(())
+        })
+        .map_err(|err| undecodable(&what, err))?;
+        Ok(instances)
     }
 }

@@ -147,6 +147,7 @@ pub fn evaluation(data: &[u8]) {
             cardinality: Some(json!({"scope": scope, "max": max})),
             protection: Some(json!({"deletion": "protect"})),
             capability: Some(json!({"provides": ["monitoring"], "share": "children"})),
+            release_prefix: None,
         },
         Definition {
             name: "postgres".into(),
@@ -155,6 +156,7 @@ pub fn evaluation(data: &[u8]) {
             cardinality: None,
             protection: None,
             capability: Some(json!({"consumes": ["monitoring"]})),
+            release_prefix: None,
         },
         Definition {
             name: "gateway".into(),
@@ -163,6 +165,7 @@ pub fn evaluation(data: &[u8]) {
             cardinality: None,
             protection: None,
             capability: None,
+            release_prefix: None,
         },
     ];
     let snapshot = Snapshot {

@@ -9,6 +9,7 @@ pub mod cluster;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod host;
+pub mod scan;
 pub mod settings;
 
 use cozystack_resolver::Verdict;

@@ -53,10 +53,20 @@ impl Host for FakeHost {
             }
             "list_resources_all" => {
                 let selector = request["label_selector"].as_str();
+                let keeps_labels = request["field_masks"]
+                    .as_array()
+                    .is_none_or(|m| m.iter().any(|p| p == "metadata.labels"));
                 let items: Vec<Value> = items
                     .into_iter()
                     .filter(|o| {
                         selector.is_none_or(|s| matches_selector(&o["metadata"]["labels"], s))
+                    })
+                    .map(|mut o| {
+                        // The one mask this fake applies: labels left out stay out.
+                        if !keeps_labels {
+                            o["metadata"].as_object_mut().unwrap().remove("labels");
+                        }
+                        o
                     })
                     .collect();
                 json!({"apiVersion": request["api_version"], "kind": format!("{kind}List"), "metadata": {}, "items": items})
@@ -90,7 +100,8 @@ fn host() -> FakeHost {
             "cardinality": {"scope": "tenant", "max": 1},
             "protection": {"deletion": "protect"},
             "capability": {"provides": ["monitoring"], "share": "children"}}}),
-            json!({"metadata": {"name": "postgres"}, "spec": {"application": {"kind": "Postgres"}, "capability": {"consumes": ["monitoring"]}}}),
+            json!({"metadata": {"name": "postgres"}, "spec": {"application": {"kind": "Postgres"}, "release": {"prefix": "postgres-"},
+                "capability": {"consumes": ["monitoring"]}}}),
         ],
         releases: vec![
             json!({"metadata": {"name": "monitoring", "namespace": "tenant-root", "labels": {
@@ -151,13 +162,14 @@ fn cardinality_through_the_wire_with_exact_host_calls() {
     assert_eq!(
         calls[0].1,
         json!({"api_version": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition", "label_selector": null, "field_selector": null,
-               "field_masks": ["metadata.name", "spec.application.kind", "spec.capability", "spec.cardinality", "spec.dashboard.module", "spec.dashboard.visibility", "spec.protection"]})
+               "field_masks": ["metadata.name", "spec.application.kind", "spec.capability", "spec.cardinality", "spec.dashboard.module", "spec.dashboard.visibility", "spec.protection", "spec.release.prefix"]})
     );
     assert_eq!(calls[1].0, "get_resource");
     assert_eq!(
         calls[1].1,
         json!({"api_version": "v1", "kind": "Namespace", "name": "tenant-root", "namespace": null, "disable_cache": false, "field_masks": ["metadata.labels", "metadata.name"]})
     );
+    // Monitoring's definition states no release prefix, so app names come from the labels.
     assert_eq!(
         calls[2].1,
         json!({"api_version": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
@@ -200,6 +212,25 @@ fn protection_lists_namespaces_once() {
             "list_resources_all HelmRelease",
             "list_resources_all HelmRelease",
         ]
+    );
+    // Postgres states `postgres-`: its releases are listed without labels, and `db` is read
+    // from the name `postgres-db`.
+    let calls = host.calls.borrow();
+    let postgres = calls
+        .iter()
+        .find(|(_, r)| {
+            r["label_selector"]
+                .as_str()
+                .is_some_and(|s| s.contains("=Postgres"))
+        })
+        .expect("a Postgres list");
+    assert_eq!(
+        postgres.1["field_masks"],
+        json!([
+            "metadata.deletionTimestamp",
+            "metadata.name",
+            "metadata.namespace"
+        ])
     );
 }
 

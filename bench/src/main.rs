@@ -238,8 +238,24 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut medians = Vec::new();
-    for w in workloads(&bundle) {
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    for w in workloads(&bundle)
+        .into_iter()
+        .filter(|w| w.name.contains(&only))
+    {
         let cache: Arc<ResponseCache> = Arc::default();
+        if let Ok(runs) = std::env::var("BENCH_NATIVE_RUNS") {
+            // Profiling aid (e.g. under callgrind): only the native build, a fixed number of runs.
+            for _ in 0..runs.parse::<usize>().unwrap_or(1) {
+                let host = NativeHost(Mutex::new(policy.host_state(
+                    w.cluster.clone(),
+                    vec![],
+                    Some(cache.clone()),
+                )));
+                std::hint::black_box(cozystack_capabilities_policy::evaluate(&w.payload, &host));
+            }
+            continue;
+        }
         let probe = policy
             .validate_with(
                 &w.payload,
@@ -286,6 +302,10 @@ fn main() {
             floor_stats.median(),
             probe.response["accepted"].clone(),
         ));
+    }
+    if !only.is_empty() {
+        // A filtered run (profiling one workload) has no summary to check.
+        return;
     }
     let settings_payload = serde_json::to_vec(&bundle.settings).expect("settings");
     let settings = measure(budget, || {

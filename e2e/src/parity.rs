@@ -66,7 +66,11 @@ pub fn case(
         .collect();
     let mut instances = Vec::new();
     for kind in &kinds {
-        instances.extend(cluster.instances(kind).map_err(|e| e.to_string())?);
+        let prefix = definitions
+            .iter()
+            .find(|d| &d.kind == kind)
+            .and_then(|d| d.release_prefix.as_deref());
+        instances.extend(cluster.instances(kind, prefix).map_err(|e| e.to_string())?);
     }
     let facts = Snapshot {
         definitions,
@@ -110,7 +114,11 @@ pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String
     let definitions = cluster.definitions().map_err(|e| e.to_string())?;
     let mut instances = Vec::new();
     for d in &definitions {
-        instances.extend(cluster.instances(&d.kind).map_err(|e| e.to_string())?);
+        instances.extend(
+            cluster
+                .instances(&d.kind, d.release_prefix.as_deref())
+                .map_err(|e| e.to_string())?,
+        );
     }
     let namespaces: Vec<_> = namespaces(&bundle.cluster)
         .into_iter()

@@ -10,11 +10,11 @@ use crate::verdict::Violation;
 pub const LABEL_PREFIX: &str = "namespace.cozystack.io/";
 pub const CAPABILITY_PREFIX: &str = "namespace.cozystack.io/capability.";
 
-pub fn capability_key(class: &str) -> String {
+fn capability_key(class: &str) -> String {
     format!("{CAPABILITY_PREFIX}{class}")
 }
 
-pub fn legacy_key(class: &str) -> String {
+fn legacy_key(class: &str) -> String {
     format!("{LABEL_PREFIX}{class}")
 }
 
@@ -22,32 +22,49 @@ fn is_legacy(class: &str, settings: &Settings) -> bool {
     settings.legacy_provider_classes.iter().any(|c| c == class)
 }
 
-/// The provider namespace `labels` resolve `class` to: the capability label when set, else the
-/// legacy label of a legacy class. Empty values mean "no provider".
-pub fn provider<'l>(labels: &'l Labels, class: &Class, settings: &Settings) -> Option<&'l str> {
-    let non_empty = |key: String| {
-        labels
-            .get(&key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    };
-    non_empty(capability_key(class.as_str())).or_else(|| {
-        is_legacy(class.as_str(), settings)
-            .then(|| non_empty(legacy_key(class.as_str())))
-            .flatten()
-    })
+/// The label keys that name the provider of one class: the capability key, and the legacy
+/// key for a legacy class. Built once per class, then read against many namespaces.
+pub struct ProviderKeys {
+    capability: String,
+    legacy: Option<String>,
 }
 
-/// True when either provider label of `class` names `tenant`. Deliberately wider than
-/// [`provider`]: during the migration window both writers exist, and deleting a provider that
-/// either of them points at strands a consumer.
-pub fn points_to(labels: &Labels, class: &Class, tenant: &str, settings: &Settings) -> bool {
-    labels
-        .get(&capability_key(class.as_str()))
-        .map(String::as_str)
-        == Some(tenant)
-        || (is_legacy(class.as_str(), settings)
-            && labels.get(&legacy_key(class.as_str())).map(String::as_str) == Some(tenant))
+impl ProviderKeys {
+    pub fn new(class: &Class, settings: &Settings) -> Self {
+        ProviderKeys {
+            capability: capability_key(class.as_str()),
+            legacy: is_legacy(class.as_str(), settings).then(|| legacy_key(class.as_str())),
+        }
+    }
+
+    /// Both keys, the capability key first.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.capability.as_str()).chain(self.legacy.as_deref())
+    }
+
+    /// The key the reconciler writes: the legacy one for a legacy class.
+    pub fn written(&self) -> &str {
+        self.legacy.as_deref().unwrap_or(&self.capability)
+    }
+
+    /// The provider namespace `labels` resolve the class to: the capability label when set,
+    /// else the legacy label. Empty values mean "no provider".
+    pub fn provider<'l>(&self, labels: &'l Labels) -> Option<&'l str> {
+        self.keys().find_map(|key| {
+            labels
+                .get(key)
+                .map(String::as_str)
+                .filter(|v| !v.is_empty())
+        })
+    }
+
+    /// True when either key names `tenant`. Deliberately wider than [`Self::provider`]: during
+    /// the migration window both writers exist, and deleting a provider that either of them
+    /// points at strands a consumer.
+    pub fn points_to(&self, labels: &Labels, tenant: &str) -> bool {
+        self.keys()
+            .any(|key| labels.get(key).map(String::as_str) == Some(tenant))
+    }
 }
 
 /// True for a label key the platform alone may write on a namespace.
@@ -69,16 +86,13 @@ pub fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<Str
         .capability
         .consumes
         .iter()
-        .filter(|class| provider(&ns.labels, class, eval.settings).is_none())
-        .map(|class| {
+        .map(|class| (class, ProviderKeys::new(class, eval.settings)))
+        .filter(|(_, keys)| keys.provider(&ns.labels).is_none())
+        .map(|(class, keys)| {
             format!(
                 "{kind} consumes {class}, but namespace {namespace} has no {class} provider ({key} is empty): the app will wait (awaiting-{class}) until this tenant or an ancestor provides {class}",
                 kind = rules.kind,
-                key = if is_legacy(class.as_str(), eval.settings) {
-                    legacy_key(class.as_str())
-                } else {
-                    capability_key(class.as_str())
-                },
+                key = keys.written(),
             )
         })
         .collect())
@@ -112,18 +126,27 @@ mod tests {
     fn capability_label_wins_over_legacy() {
         let settings = Settings::default();
         let monitoring = Class::parse("monitoring").unwrap();
+        let keys = ProviderKeys::new(&monitoring, &settings);
         let l = labels(&[
             ("namespace.cozystack.io/monitoring", "tenant-root"),
             ("namespace.cozystack.io/capability.monitoring", "tenant-a"),
         ]);
-        assert_eq!(provider(&l, &monitoring, &settings), Some("tenant-a"));
-        assert!(points_to(&l, &monitoring, "tenant-root", &settings));
-        assert!(points_to(&l, &monitoring, "tenant-a", &settings));
+        assert_eq!(keys.provider(&l), Some("tenant-a"));
+        assert!(keys.points_to(&l, "tenant-root"));
+        assert!(keys.points_to(&l, "tenant-a"));
         let l = labels(&[("namespace.cozystack.io/monitoring", "")]);
-        assert_eq!(provider(&l, &monitoring, &settings), None);
-        let custom = Class::parse("backup").unwrap();
+        assert_eq!(keys.provider(&l), None);
+        let l = labels(&[
+            ("namespace.cozystack.io/monitoring", "tenant-root"),
+            ("namespace.cozystack.io/capability.monitoring", ""),
+        ]);
+        assert_eq!(keys.provider(&l), Some("tenant-root"), "empty means unset");
+        let custom = ProviderKeys::new(&Class::parse("backup").unwrap(), &settings);
         let l = labels(&[("namespace.cozystack.io/backup", "tenant-a")]);
-        assert_eq!(provider(&l, &custom, &settings), None, "not a legacy class");
+        assert_eq!(custom.provider(&l), None, "not a legacy class");
+        assert!(!custom.points_to(&l, "tenant-a"));
+        assert_eq!(custom.written(), "namespace.cozystack.io/capability.backup");
+        assert_eq!(keys.written(), "namespace.cozystack.io/monitoring");
     }
 
     #[test]

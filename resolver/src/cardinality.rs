@@ -38,7 +38,7 @@ pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<
         return Ok(());
     };
     let namespace = subject.namespace;
-    let instances = eval.instances(&rules.kind)?;
+    let instances = eval.instances(rules)?;
     let (scope_name, owner) = match scope {
         Scope::Cluster => ("cluster".to_owned(), None),
         Scope::Namespace => (format!("namespace {namespace}"), None),

@@ -9,7 +9,7 @@ use crate::error::LookupError;
 use crate::facts::{Cluster, Instance, Namespace};
 use crate::identity::User;
 use crate::request::{Operation, Request};
-use crate::rules::DefinitionSet;
+use crate::rules::{DefinitionSet, KindRules};
 use crate::settings::{PlatformWriters, Settings};
 use crate::tenant::{self, Placement};
 use crate::verdict::{LOOKUP_FAILED, Violation};
@@ -94,11 +94,16 @@ impl<'a> Evaluation<'a> {
         self.cluster.namespaces(keep).map_err(lookup_failed)
     }
 
-    pub fn instances(&self, kind: &str) -> Result<Rc<Vec<Instance>>, Violation> {
+    pub fn instances(&self, rules: &KindRules) -> Result<Rc<Vec<Instance>>, Violation> {
+        let kind = rules.kind.as_str();
         if let Some(list) = self.instances.borrow().get(kind) {
             return Ok(list.clone());
         }
-        let list = Rc::new(self.cluster.instances(kind).map_err(lookup_failed)?);
+        let list = Rc::new(
+            self.cluster
+                .instances(kind, rules.release_prefix.as_deref())
+                .map_err(lookup_failed)?,
+        );
         self.instances
             .borrow_mut()
             .insert(kind.to_owned(), list.clone());

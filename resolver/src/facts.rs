@@ -71,8 +71,13 @@ pub trait Cluster {
     /// Every namespace that carries at least one of the label keys `keep`, with only those
     /// labels: protection reads a handful of keys of thousands of namespaces.
     fn namespaces(&self, keep: &BTreeSet<String>) -> Result<Vec<Namespace>, LookupError>;
-    /// Every instance of `kind`, in all namespaces.
-    fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError>;
+    /// Every instance of `kind`, in all namespaces. `release_prefix` is the kind's
+    /// `spec.release.prefix` when its ApplicationDefinition states one.
+    fn instances(
+        &self,
+        kind: &str,
+        release_prefix: Option<&str>,
+    ) -> Result<Vec<Instance>, LookupError>;
 }
 
 /// An in-memory cluster: the facts as plain data.
@@ -107,7 +112,7 @@ impl Cluster for Snapshot {
             .collect())
     }
 
-    fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError> {
+    fn instances(&self, kind: &str, _: Option<&str>) -> Result<Vec<Instance>, LookupError> {
         Ok(self
             .instances
             .iter()

@@ -8,11 +8,12 @@
 
 use std::collections::BTreeSet;
 
-use crate::capability::{capability_key, legacy_key, points_to};
+use crate::capability::ProviderKeys;
 use crate::evaluation::Evaluation;
-use crate::rules::{Deletion, Edit, KindRules, Share};
+use crate::facts::Instance;
+use crate::rules::{Class, Deletion, Edit, KindRules, Share};
 use crate::tenant::ANCESTOR_PREFIX;
-use crate::verdict::{Violation, list_some};
+use crate::verdict::{Violation, list_head};
 
 const SHOWN: usize = 5;
 
@@ -39,20 +40,27 @@ pub fn check_removal(
         ns.name == namespace
             || (rules.capability.share == Share::Children && ns.labels.contains_key(&subtree_key))
     };
-    let keep: BTreeSet<String> = rules
+    let classes: Vec<(&Class, ProviderKeys)> = rules
         .capability
         .provides
         .iter()
-        .flat_map(|c| [capability_key(c.as_str()), legacy_key(c.as_str())])
+        .map(|class| (class, ProviderKeys::new(class, eval.settings)))
+        .collect();
+    let keep: BTreeSet<String> = classes
+        .iter()
+        .flat_map(|(_, keys)| keys.keys().map(str::to_owned))
         .chain([subtree_key.clone()])
         .collect();
     let all = eval.namespaces_with(&keep)?;
-    let mut consumers = Vec::new();
-    let mut classes = Vec::new();
-    for class in &rules.capability.provides {
+    let is_self = |consumer: &KindRules, instance: &Instance| {
+        consumer.kind == rules.kind && instance.namespace == namespace && instance.app == app
+    };
+    // Per class: the namespaces that resolve it here, and the instances of its consumer kinds.
+    let mut referenced = Vec::new();
+    for (class, keys) in &classes {
         let referencing: BTreeSet<&str> = all
             .iter()
-            .filter(|ns| in_subtree(ns) && points_to(&ns.labels, class, namespace, eval.settings))
+            .filter(|ns| in_subtree(ns) && keys.points_to(&ns.labels, namespace))
             .map(|ns| ns.name.as_str())
             .collect();
         if referencing.is_empty() {
@@ -64,7 +72,7 @@ pub fn check_removal(
             .kinds_where(|r| r.provides(class))
             .map_err(definitions_error)?
         {
-            still_served |= eval.instances(&provider.kind)?.iter().any(|i| {
+            still_served |= eval.instances(provider)?.iter().any(|i| {
                 i.namespace == namespace
                     && !i.terminating
                     && !(provider.kind == rules.kind && i.app == app)
@@ -73,42 +81,64 @@ pub fn check_removal(
         if still_served {
             continue;
         }
-        let before = consumers.len();
+        let mut lists = Vec::new();
         for consumer in definitions
             .kinds_where(|r| r.consumes(class))
             .map_err(definitions_error)?
         {
-            for instance in eval.instances(&consumer.kind)?.iter() {
-                let is_self = consumer.kind == rules.kind
-                    && instance.namespace == namespace
-                    && instance.app == app;
-                if referencing.contains(instance.namespace.as_str()) && !is_self {
-                    let mut label = format!(
-                        "{}/{} ({})",
-                        instance.namespace, instance.app, consumer.kind
-                    );
-                    if instance.terminating {
-                        label.push_str(" terminating");
-                    }
-                    consumers.push(label);
-                }
-            }
+            lists.push((consumer, eval.instances(consumer)?));
+        }
+        referenced.push((class, referencing, lists));
+    }
+    // Consumers are gathered borrowed and sorted; only the few shown are formatted.
+    let mut consumers: Vec<[&str; 4]> = Vec::new();
+    let mut served = Vec::new();
+    for (class, referencing, lists) in &referenced {
+        let before = consumers.len();
+        for (consumer, instances) in lists {
+            consumers.extend(
+                instances
+                    .iter()
+                    .filter(|i| referencing.contains(i.namespace.as_str()) && !is_self(consumer, i))
+                    .map(|i| {
+                        let mark = if i.terminating { " terminating" } else { "" };
+                        [
+                            i.namespace.as_str(),
+                            i.app.as_str(),
+                            consumer.kind.as_str(),
+                            mark,
+                        ]
+                    }),
+            );
         }
         if consumers.len() > before {
-            classes.push(class.to_string());
+            served.push(class.as_str());
         }
     }
     if consumers.is_empty() {
         return Ok(());
     }
-    consumers.sort();
+    consumers.sort_unstable_by(|a, b| text(a).cmp(text(b)));
     consumers.dedup();
+    let shown: Vec<String> = consumers
+        .iter()
+        .take(SHOWN)
+        .map(|c| String::from_utf8_lossy(&text(c).collect::<Vec<u8>>()).into_owned())
+        .collect();
+    let list = list_head(&shown, consumers.len());
     Err(Violation::waivable(format!(
         "{kind} {namespace}/{app} is protected while it provides {classes} to consumers: {list}; delete or move those consumers first, or give their tenants another {classes} provider (protection.deletion: protect)",
         kind = rules.kind,
-        classes = classes.join(", "),
-        list = list_some(&consumers, SHOWN),
+        classes = served.join(", "),
     )))
+}
+
+/// A consumer as shown, `namespace/app (Kind)[ terminating]`, byte by byte: sorting by it
+/// orders the list as the text reads without formatting every consumer.
+fn text<'a>([ns, app, kind, mark]: &[&'a str; 4]) -> impl Iterator<Item = u8> + 'a {
+    [*ns, "/", *app, " (", *kind, ")", *mark]
+        .into_iter()
+        .flat_map(str::bytes)
 }
 
 /// Denies a spec change of an `adminOnly` kind by anyone but the platform.

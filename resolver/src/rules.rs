@@ -226,6 +226,9 @@ pub struct Capability {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KindRules {
     pub kind: String,
+    /// From the kind's ApplicationDefinition; `None` when it has none (see [`Definition`]).
+    #[serde(skip)]
+    pub release_prefix: Option<String>,
     pub visibility: Visibility,
     pub cardinality: Option<Cardinality>,
     pub deletion: Deletion,
@@ -287,6 +290,7 @@ impl KindRules {
             .unwrap_or_default();
         Some(KindRules {
             kind: kind.to_owned(),
+            release_prefix: None,
             visibility,
             cardinality,
             deletion: protection.deletion,
@@ -316,6 +320,10 @@ pub struct Definition {
     pub cardinality: Option<serde_json::Value>,
     pub protection: Option<serde_json::Value>,
     pub capability: Option<serde_json::Value>,
+    /// `spec.release.prefix`: an app's HelmRelease is named `<prefix><app>`, which lets the
+    /// policy read app names from release names instead of from their labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_prefix: Option<String>,
 }
 
 impl Definition {
@@ -413,6 +421,10 @@ impl DefinitionSet {
                 }
             }
         }
+        let prefixes: BTreeMap<&str, Option<String>> = definitions
+            .iter()
+            .map(|d| (d.kind.as_str(), d.release_prefix.clone()))
+            .collect();
         let kinds: std::collections::BTreeSet<&str> = from_cluster
             .keys()
             .copied()
@@ -423,7 +435,8 @@ impl DefinitionSet {
                 continue;
             }
             let cluster = from_cluster.get(kind).map(|(_, fields)| fields);
-            if let Some(rules) = KindRules::merge(kind, cluster, settings.get(kind)) {
+            if let Some(mut rules) = KindRules::merge(kind, cluster, settings.get(kind)) {
+                rules.release_prefix = prefixes.get(kind).cloned().flatten();
                 set.rules.insert(kind.to_owned(), rules);
             }
         }

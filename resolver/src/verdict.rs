@@ -82,12 +82,13 @@ impl Violation {
 
 /// Lists names as `a, b, c and N more`, so a message stays one readable line.
 pub fn list_some(items: &[String], shown: usize) -> String {
-    if items.len() <= shown {
-        return items.join(", ");
+    list_head(&items[..shown.min(items.len())], items.len())
+}
+
+/// `list_some` for a caller that formatted only the `head` of `total` items.
+pub fn list_head(head: &[String], total: usize) -> String {
+    match total.saturating_sub(head.len()) {
+        0 => head.join(", "),
+        more => format!("{} and {more} more", head.join(", ")),
     }
-    format!(
-        "{} and {} more",
-        items[..shown].join(", "),
-        items.len() - shown
-    )
 }

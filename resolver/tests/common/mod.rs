@@ -49,6 +49,7 @@ pub fn definition(name: &str, kind: &str, fields: serde_json::Value) -> Definiti
         cardinality: fields.get("cardinality").cloned(),
         protection: fields.get("protection").cloned(),
         capability: fields.get("capability").cloned(),
+        release_prefix: None,
     }
 }
 
@@ -279,9 +280,9 @@ impl Cluster for Recording<'_> {
         self.record("list Namespaces".into())?;
         self.inner.namespaces(keep)
     }
-    fn instances(&self, kind: &str) -> Result<Vec<Instance>, LookupError> {
+    fn instances(&self, kind: &str, prefix: Option<&str>) -> Result<Vec<Instance>, LookupError> {
         self.record(format!("list HelmReleases of kind {kind}"))?;
-        self.inner.instances(kind)
+        self.inner.instances(kind, prefix)
     }
 }
 

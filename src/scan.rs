@@ -1,0 +1,444 @@
+//! A zero-copy reader for the lists the host hands back.
+//!
+//! Lists are the policy's one large input (a megabyte at 4,000 HelmReleases) and the policy
+//! reads four fields of each item. Decoding them with serde visits every byte through the
+//! generic deserializer; this walks the bytes once, borrows the strings it is asked for and
+//! skips the rest eight bytes at a time. It checks the grammar of everything it walks, skipped
+//! parts included, so a truncated or malformed response is an error, never a shorter list.
+
+use std::borrow::Cow;
+
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("{what} at byte {at}")]
+pub struct ScanError {
+    what: &'static str,
+    at: usize,
+}
+
+/// Deeper than any Kubernetes object; bounds the recursion on hostile input.
+const MAX_DEPTH: usize = 128;
+
+/// A JSON string as written in the input.
+#[derive(Debug, Clone, Copy)]
+pub struct Str<'a> {
+    /// The string with its quotes.
+    quoted: &'a [u8],
+    escaped: bool,
+}
+
+impl<'a> Str<'a> {
+    fn content(&self) -> &'a [u8] {
+        &self.quoted[1..self.quoted.len() - 1]
+    }
+
+    /// Whether the string equals `text`; object keys are compared without decoding.
+    pub fn is(&self, text: &str) -> bool {
+        if self.escaped {
+            self.text().is_ok_and(|s| s == text)
+        } else {
+            self.content() == text.as_bytes()
+        }
+    }
+
+    /// The string's text: borrowed unless it has escapes.
+    pub fn text(&self) -> Result<Cow<'a, str>, ScanError> {
+        let invalid = ScanError {
+            what: "invalid string",
+            at: 0,
+        };
+        if self.escaped {
+            serde_json::from_slice::<String>(self.quoted)
+                .map(Cow::Owned)
+                .map_err(|_| invalid)
+        } else {
+            std::str::from_utf8(self.content())
+                .map(Cow::Borrowed)
+                .map_err(|_| invalid)
+        }
+    }
+}
+
+/// A cursor over one JSON document.
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    depth: usize,
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `word` that is a quote, a backslash or a control character.
+/// Borrows can flag bytes above the first real match, so only the lowest flag is exact.
+fn specials(word: u64) -> u64 {
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
+    let control = word.wrapping_sub(ONES * 0x20) & !word;
+    (zero(quote) | zero(backslash) | control) & HIGHS
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Reader {
+            bytes,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    fn error(&self, what: &'static str) -> ScanError {
+        ScanError { what, at: self.pos }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        while let Some(&b) = self.bytes.get(self.pos) {
+            if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                return Some(b);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    fn eat(&mut self, byte: u8, what: &'static str) -> Result<(), ScanError> {
+        if self.peek() != Some(byte) {
+            return Err(self.error(what));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    fn enter(&mut self) -> Result<(), ScanError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error("nesting too deep"));
+        }
+        Ok(())
+    }
+
+    /// Only whitespace may follow the document.
+    pub fn end(&mut self) -> Result<(), ScanError> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.error("trailing characters")),
+        }
+    }
+
+    /// A string value.
+    pub fn string(&mut self) -> Result<Str<'a>, ScanError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.error("expected a string"));
+        }
+        let start = self.pos;
+        let mut pos = start + 1;
+        let mut escaped = false;
+        loop {
+            // Eight bytes at a time up to the next quote, backslash or control character.
+            while let Some(chunk) = self.bytes.get(pos..pos + 8) {
+                let mut word = [0; 8];
+                word.copy_from_slice(chunk);
+                let found = specials(u64::from_le_bytes(word));
+                if found != 0 {
+                    pos += (found.trailing_zeros() / 8) as usize;
+                    break;
+                }
+                pos += 8;
+            }
+            match self.bytes.get(pos) {
+                Some(b'"') => {
+                    self.pos = pos + 1;
+                    return Ok(Str {
+                        quoted: &self.bytes[start..self.pos],
+                        escaped,
+                    });
+                }
+                Some(b'\\') => {
+                    escaped = true;
+                    match self.bytes.get(pos + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u') => {
+                            pos += 2
+                        }
+                        _ => {
+                            self.pos = pos;
+                            return Err(self.error("invalid escape"));
+                        }
+                    }
+                }
+                Some(&b) if b < 0x20 => {
+                    self.pos = pos;
+                    return Err(self.error("control character in a string"));
+                }
+                Some(_) => pos += 1,
+                None => {
+                    self.pos = pos;
+                    return Err(self.error("unterminated string"));
+                }
+            }
+        }
+    }
+
+    /// `read` the next value unless it is `null`.
+    pub fn unless_null(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<(), ScanError>,
+    ) -> Result<(), ScanError> {
+        if self.null()? { Ok(()) } else { read(self) }
+    }
+
+    /// Consumes a `null` if one is next.
+    pub fn null(&mut self) -> Result<bool, ScanError> {
+        if self.peek() == Some(b'n') {
+            self.literal(b"null")?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn literal(&mut self, word: &'static [u8]) -> Result<(), ScanError> {
+        if !self.bytes[self.pos..].starts_with(word) {
+            return Err(self.error("invalid literal"));
+        }
+        self.pos += word.len();
+        Ok(())
+    }
+
+    fn number(&mut self) -> Result<(), ScanError> {
+        let start = self.pos;
+        if self.bytes.get(self.pos) == Some(&b'-') {
+            self.pos += 1;
+        }
+        let digits = |r: &mut Self| {
+            let from = r.pos;
+            while r.bytes.get(r.pos).is_some_and(u8::is_ascii_digit) {
+                r.pos += 1;
+            }
+            r.pos > from
+        };
+        // No leading zeros: `0` stands alone.
+        let mut valid = if self.bytes.get(self.pos) == Some(&b'0') {
+            self.pos += 1;
+            true
+        } else {
+            digits(self)
+        };
+        if valid && self.bytes.get(self.pos) == Some(&b'.') {
+            self.pos += 1;
+            valid = digits(self);
+        }
+        if valid && matches!(self.bytes.get(self.pos), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.bytes.get(self.pos), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            valid = digits(self);
+        }
+        if !valid {
+            self.pos = start;
+            return Err(self.error("invalid number"));
+        }
+        Ok(())
+    }
+
+    /// An object: `field` is called with each key and must consume its value.
+    pub fn object(
+        &mut self,
+        mut field: impl FnMut(&mut Self, Str<'a>) -> Result<(), ScanError>,
+    ) -> Result<(), ScanError> {
+        self.eat(b'{', "expected an object")?;
+        self.enter()?;
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                let key = self.string()?;
+                self.eat(b':', "expected ':'")?;
+                field(self, key)?;
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(self.error("expected ',' or '}'")),
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// An array: `item` is called for each element and must consume it.
+    pub fn array(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Result<(), ScanError>,
+    ) -> Result<(), ScanError> {
+        self.eat(b'[', "expected an array")?;
+        self.enter()?;
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                item(self)?;
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(self.error("expected ',' or ']'")),
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// Any value, checked and thrown away.
+    pub fn skip(&mut self) -> Result<(), ScanError> {
+        match self.peek() {
+            Some(b'"') => self.string().map(drop),
+            Some(b'{') => self.object(|r, _| r.skip()),
+            Some(b'[') => self.array(Self::skip),
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.error("expected a value")),
+            None => Err(self.error("unexpected end")),
+        }
+    }
+}
+
+/// Calls `item` for each element of a list response's `items` (absent or null: none), and
+/// checks the whole document.
+pub fn list_items<'a>(
+    bytes: &'a [u8],
+    mut item: impl FnMut(&mut Reader<'a>) -> Result<(), ScanError>,
+) -> Result<(), ScanError> {
+    let mut reader = Reader::new(bytes);
+    reader.object(|r, key| {
+        if key.is("items") {
+            r.unless_null(|r| r.array(&mut item))
+        } else {
+            r.skip()
+        }
+    })?;
+    reader.end()
+}
+
+/// Calls `field` for each key of an item's `metadata` (absent or null: none).
+pub fn metadata<'a>(
+    reader: &mut Reader<'a>,
+    mut field: impl FnMut(&mut Reader<'a>, Str<'a>) -> Result<(), ScanError>,
+) -> Result<(), ScanError> {
+    reader.object(|r, key| {
+        if key.is("metadata") {
+            r.unless_null(|r| r.object(&mut field))
+        } else {
+            r.skip()
+        }
+    })
+}
+
+/// A string field that may be null.
+pub fn optional_text<'a>(reader: &mut Reader<'a>) -> Result<Option<Cow<'a, str>>, ScanError> {
+    if reader.null()? {
+        return Ok(None);
+    }
+    reader.string()?.text().map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skips(json: &str) -> Result<(), ScanError> {
+        let mut reader = Reader::new(json.as_bytes());
+        reader.skip()?;
+        reader.end()
+    }
+
+    #[test]
+    fn accepts_what_serde_json_accepts() {
+        for json in [
+            r#"{"a":[1,-2.5e+3,0,true,false,null,"x\"y\\z\u00e9"],"b":{},"c":[]}"#,
+            " [ { \"k\" : \"v\" } , \"\" ] ",
+            r#""a long string that spans several eight byte words, with é and 日本""#,
+            "-0.0e-0",
+        ] {
+            assert!(serde_json::from_str::<serde_json::Value>(json).is_ok());
+            assert_eq!(skips(json), Ok(()), "{json}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_serde_json_rejects() {
+        for (json, what) in [
+            ("{\"a\":1,}", "expected a string at byte 7"),
+            ("[1 2]", "expected ',' or ']' at byte 3"),
+            ("{\"a\" 1}", "expected ':' at byte 5"),
+            ("\"tab\there\"", "control character in a string at byte 4"),
+            ("\"bad \\x escape\"", "invalid escape at byte 5"),
+            ("01", "trailing characters at byte 1"),
+            ("-", "invalid number at byte 0"),
+            ("1.", "invalid number at byte 0"),
+            ("nul", "invalid literal at byte 0"),
+            ("\"unterminated", "unterminated string at byte 13"),
+            ("[]]", "trailing characters at byte 2"),
+        ] {
+            assert!(serde_json::from_str::<serde_json::Value>(json).is_err());
+            assert_eq!(skips(json).unwrap_err().to_string(), what, "{json}");
+        }
+        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        assert_eq!(
+            skips(&deep).unwrap_err().to_string(),
+            format!("nesting too deep at byte {}", MAX_DEPTH + 1)
+        );
+    }
+
+    #[test]
+    fn every_truncation_of_a_list_is_an_error() {
+        let list = r#"{"apiVersion":"v1","kind":"NamespaceList","metadata":{},"items":[{"metadata":{"name":"tenant-a","labels":{"k":"v\u0041"}}},{"metadata":{"name":"b","n":-1.5e3}}]}"#;
+        let mut names = Vec::new();
+        list_items(list.as_bytes(), |r| {
+            metadata(r, |r, key| {
+                if key.is("name") {
+                    names.push(r.string()?.text()?.into_owned());
+                    Ok(())
+                } else {
+                    r.skip()
+                }
+            })
+        })
+        .unwrap();
+        assert_eq!(names, ["tenant-a", "b"]);
+        for cut in 0..list.len() {
+            assert!(
+                list_items(&list.as_bytes()[..cut], |r| r.skip()).is_err(),
+                "accepted a list cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_and_values_with_escapes_decode() {
+        let json = r#"{"na\u006de":"a\/b","items":null}"#;
+        let mut seen = Vec::new();
+        let mut reader = Reader::new(json.as_bytes());
+        reader
+            .object(|r, key| {
+                if key.is("name") {
+                    seen.push(r.string()?.text()?.into_owned());
+                    Ok(())
+                } else {
+                    r.skip()
+                }
+            })
+            .unwrap();
+        assert_eq!(seen, ["a/b"]);
+        assert_eq!(list_items(json.as_bytes(), |r| r.skip()), Ok(()));
+    }
+}
