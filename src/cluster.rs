@@ -242,6 +242,7 @@ impl Cluster for HostCluster<'_> {
         let what = "list Namespaces";
         let request = list_request("v1", "Namespace", None, NAMESPACE_MASKS);
         let response = self.call_raw(what, "list_resources_all", &request)?;
+        let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
         let mut namespaces = Vec::new();
         scan::list_items(&response, |item| {
             let mut name = None;
@@ -252,10 +253,10 @@ impl Cluster for HostCluster<'_> {
                 } else if key.is("labels") {
                     r.unless_null(|r| {
                         r.object(|r, key| {
-                            let key = key.text()?;
-                            if keep.contains(key.as_ref()) {
+                            // Matched as written: most keys are skipped undecoded.
+                            if let Some(key) = key.which(&keep) {
                                 let value = r.string()?.text()?;
-                                labels.insert(key.into_owned(), value.into_owned());
+                                labels.insert(key.to_owned(), value.into_owned());
                                 Ok(())
                             } else {
                                 r.skip()

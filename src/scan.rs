@@ -42,6 +42,11 @@ impl<'a> Str<'a> {
         }
     }
 
+    /// The first of `texts` this string equals.
+    pub fn which<'t>(&self, texts: &[&'t str]) -> Option<&'t str> {
+        texts.iter().copied().find(|text| self.is(text))
+    }
+
     /// The string's text: borrowed unless it has escapes.
     pub fn text(&self) -> Result<Cow<'a, str>, ScanError> {
         let invalid = ScanError {

@@ -37,21 +37,27 @@ impl Stats {
     }
 }
 
-/// Warm up, then sample until `budget` is spent (between 20 and 5,000 samples).
-fn measure(budget: Duration, mut run: impl FnMut()) -> Stats {
+/// Warm up, then sample until `budget` is spent (between 20 and 5,000 samples of each).
+/// The operations take turns, so a noisy neighbour slows all of them alike and the ratios
+/// between them hold even when the absolute numbers move.
+fn measure<const N: usize>(budget: Duration, mut runs: [&mut dyn FnMut(); N]) -> [Stats; N] {
     let warm = Instant::now();
     while warm.elapsed() < budget / 10 {
-        run();
+        runs.iter_mut().for_each(|run| run());
     }
-    let mut samples = Vec::new();
+    let mut samples: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::new());
     let start = Instant::now();
-    while (start.elapsed() < budget || samples.len() < 20) && samples.len() < 5000 {
-        let t = Instant::now();
-        run();
-        samples.push(t.elapsed());
+    while (start.elapsed() < budget || samples[0].len() < 20) && samples[0].len() < 5000 {
+        for (run, samples) in runs.iter_mut().zip(samples.iter_mut()) {
+            let t = Instant::now();
+            run();
+            samples.push(t.elapsed());
+        }
     }
-    samples.sort();
-    Stats { samples }
+    samples.map(|mut samples| {
+        samples.sort();
+        Stats { samples }
+    })
 }
 
 fn micros(d: Duration) -> String {
@@ -262,26 +268,33 @@ fn main() {
                 policy.host_state(w.cluster.clone(), vec![], Some(cache.clone())),
             )
             .unwrap_or_else(|e| panic!("{}: {e}", w.name));
-        let wasm = measure(budget, || {
-            let state = policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()));
-            policy.validate_with(&w.payload, state).expect("validate");
-        });
-        let floor_stats = measure(budget / 2, || {
-            floor
-                .validate_with(
-                    &w.payload,
-                    floor.host_state(w.cluster.clone(), vec![], None),
-                )
-                .expect("floor");
-        });
-        let native = measure(budget / 2, || {
-            let host = NativeHost(Mutex::new(policy.host_state(
-                w.cluster.clone(),
-                vec![],
-                Some(cache.clone()),
-            )));
-            std::hint::black_box(cozystack_capabilities_policy::evaluate(&w.payload, &host));
-        });
+        let [wasm, floor_stats, native] = measure(
+            budget,
+            [
+                &mut || {
+                    let state = policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()));
+                    policy.validate_with(&w.payload, state).expect("validate");
+                },
+                &mut || {
+                    floor
+                        .validate_with(
+                            &w.payload,
+                            floor.host_state(w.cluster.clone(), vec![], None),
+                        )
+                        .expect("floor");
+                },
+                &mut || {
+                    let host = NativeHost(Mutex::new(policy.host_state(
+                        w.cluster.clone(),
+                        vec![],
+                        Some(cache.clone()),
+                    )));
+                    std::hint::black_box(cozystack_capabilities_policy::evaluate(
+                        &w.payload, &host,
+                    ));
+                },
+            ],
+        );
         println!(
             "| {} | {} | {} | {:.2} | {} | {:.2} | {} | {:.1} | {} | {} |",
             w.name,
@@ -308,11 +321,16 @@ fn main() {
         return;
     }
     let settings_payload = serde_json::to_vec(&bundle.settings).expect("settings");
-    let settings = measure(budget, || {
-        policy
-            .validate_settings(&serde_json::from_slice::<Value>(&settings_payload).expect("json"))
-            .expect("settings");
-    });
+    let [settings] = measure(
+        budget,
+        [&mut || {
+            policy
+                .validate_settings(
+                    &serde_json::from_slice::<Value>(&settings_payload).expect("json"),
+                )
+                .expect("settings");
+        }],
+    );
     println!(
         "| validate_settings (bundled) | {} | {} | {:.2} | – | – | – | – | 0 | 0 |",
         micros(settings.median()),

@@ -118,8 +118,15 @@ pub fn check_removal(
     if consumers.is_empty() {
         return Ok(());
     }
-    consumers.sort_unstable_by(|a, b| text(a).cmp(text(b)));
+    consumers.sort_unstable();
     consumers.dedup();
+    // The first few in the order the text reads, without sorting all of them by text.
+    let by_text = |a: &[&str; 4], b: &[&str; 4]| text(a).cmp(text(b));
+    if consumers.len() > SHOWN {
+        consumers.select_nth_unstable_by(SHOWN, by_text);
+    }
+    let head = SHOWN.min(consumers.len());
+    consumers[..head].sort_unstable_by(by_text);
     let shown: Vec<String> = consumers
         .iter()
         .take(SHOWN)

@@ -225,6 +225,38 @@ fn consumer_lists_are_cut_after_five() {
     );
 }
 
+/// Listed in the order the text reads: `tenant-c-x/…` before `tenant-c/…`, as `-` sorts
+/// before `/`, and terminating consumers marked.
+#[test]
+fn consumer_lists_read_in_text_order() {
+    let mut c = cluster();
+    c.namespaces
+        .push(tenant_ns("tenant-c-x", &[("monitoring", "tenant-root")]));
+    for i in (0..6).rev() {
+        c.instances
+            .push(instance("Postgres", "tenant-c-x", &format!("pg{i}")));
+    }
+    let mut kube = instance("Kubernetes", "tenant-c-x", "k");
+    kube.terminating = true;
+    c.instances.push(kube);
+    let verdict = decide(
+        &app(
+            Delete,
+            "Monitoring",
+            "tenant-root",
+            "monitoring",
+            user("root", &["tenant-root-admin"]),
+        ),
+        &c,
+    );
+    assert_eq!(
+        verdict.message.as_deref(),
+        Some(
+            "Monitoring tenant-root/monitoring is protected while it provides monitoring to consumers: tenant-c-x/k (Kubernetes) terminating, tenant-c-x/pg0 (Postgres), tenant-c-x/pg1 (Postgres), tenant-c-x/pg2 (Postgres), tenant-c-x/pg3 (Postgres) and 3 more; delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)"
+        )
+    );
+}
+
 #[test]
 fn consumers_without_a_provider_are_admitted_with_a_warning() {
     let verdict = decide(
