@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
-use cozystack_resolver::{Cluster, Definition, Instance, LookupError, Namespace};
+use cozystack_resolver::{Cluster, Definition, Instances, LookupError, Namespace};
 use kubewarden_policy_sdk::host_capabilities::kubernetes::{
     GetResourceRequest, ListAllResourcesRequest,
 };
@@ -284,7 +284,7 @@ impl Cluster for HostCluster<'_> {
         &self,
         kind: &str,
         release_prefix: Option<&str>,
-    ) -> Result<Vec<Instance>, LookupError> {
+    ) -> Result<Instances, LookupError> {
         let what = format!("list HelmReleases of kind {kind}");
         let request = list_request(
             RELEASE_API,
@@ -296,7 +296,7 @@ impl Cluster for HostCluster<'_> {
             },
         );
         let response = self.call_raw(&what, "list_resources_all", &request)?;
-        let mut instances = Vec::new();
+        let mut instances = Instances::new(kind);
         scan::list_items(&response, |item| {
             let (mut name, mut namespace, mut app) = (None, None, None);
             let mut terminating = false;
@@ -329,18 +329,17 @@ impl Cluster for HostCluster<'_> {
             })?;
             let release = name.unwrap_or_default();
             // `<prefix><app>`; a name without the prefix is taken whole, as a missing label is.
-            let app = match (release_prefix, app.filter(|n| !n.is_empty())) {
-                (Some(prefix), _) => release.strip_prefix(prefix).unwrap_or(&release).to_owned(),
-                (None, Some(app)) => app.into_owned(),
-                (None, None) => release.to_string(),
+            let app = match (release_prefix, &app) {
+                (Some(prefix), _) => release.strip_prefix(prefix).unwrap_or(&release),
+                (None, Some(app)) if !app.is_empty() => app,
+                (None, _) => &release,
             };
-            instances.push(Instance {
-                kind: kind.to_owned(),
-                namespace: namespace.unwrap_or_default().into_owned(),
-                release: release.into_owned(),
+            instances.push(
+                namespace.as_deref().unwrap_or_default(),
+                &release,
                 app,
                 terminating,
-            });
+            );
             Ok(())
         })
         .map_err(|err| undecodable(&what, err))?;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use cozystack_capabilities_policy::cluster::HostCluster;
-use cozystack_resolver::{Cluster, Snapshot};
+use cozystack_resolver::{Cluster, Instance, Snapshot};
 use serde_json::{Value, json};
 
 use crate::host::NativeHost;
@@ -70,7 +70,8 @@ pub fn case(
             .iter()
             .find(|d| &d.kind == kind)
             .and_then(|d| d.release_prefix.as_deref());
-        instances.extend(cluster.instances(kind, prefix).map_err(|e| e.to_string())?);
+        let list = cluster.instances(kind, prefix).map_err(|e| e.to_string())?;
+        instances.extend(list.iter().map(Instance::from));
     }
     let facts = Snapshot {
         definitions,
@@ -114,11 +115,10 @@ pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String
     let definitions = cluster.definitions().map_err(|e| e.to_string())?;
     let mut instances = Vec::new();
     for d in &definitions {
-        instances.extend(
-            cluster
-                .instances(&d.kind, d.release_prefix.as_deref())
-                .map_err(|e| e.to_string())?,
-        );
+        let list = cluster
+            .instances(&d.kind, d.release_prefix.as_deref())
+            .map_err(|e| e.to_string())?;
+        instances.extend(list.iter().map(Instance::from));
     }
     let namespaces: Vec<_> = namespaces(&bundle.cluster)
         .into_iter()

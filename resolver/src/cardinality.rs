@@ -12,7 +12,7 @@
 //! until their finalizers finish, and not counting them would let a replacement overlap.
 
 use crate::evaluation::Evaluation;
-use crate::facts::Instance;
+use crate::facts::InstanceRef;
 use crate::rules::{Cardinality, KindRules, Scope};
 use crate::verdict::{Violation, list_some};
 
@@ -27,9 +27,9 @@ pub struct Subject<'s> {
 }
 
 impl Subject<'_> {
-    pub fn is(&self, instance: &Instance) -> bool {
+    pub fn is(&self, instance: &InstanceRef) -> bool {
         instance.namespace == self.namespace
-            && (instance.app == self.app || Some(instance.release.as_str()) == self.release)
+            && (instance.app == self.app || Some(instance.release) == self.release)
     }
 }
 
@@ -55,7 +55,7 @@ pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<
         let in_scope = match (scope, &owner) {
             (Scope::Cluster, _) => true,
             (Scope::Tenant, Some(owner)) => {
-                instance.namespace == namespace || eval.is_owned_by(&instance.namespace, owner)?
+                instance.namespace == namespace || eval.is_owned_by(instance.namespace, owner)?
             }
             (Scope::Namespace | Scope::Tenant, _) => instance.namespace == namespace,
         };

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use crate::error::LookupError;
-use crate::facts::{Cluster, Instance, Namespace};
+use crate::facts::{Cluster, Instances, Namespace};
 use crate::identity::User;
 use crate::request::{Operation, Request};
 use crate::rules::{DefinitionSet, KindRules};
@@ -20,7 +20,7 @@ pub struct Evaluation<'a> {
     cluster: &'a dyn Cluster,
     definitions: OnceCell<Rc<DefinitionSet>>,
     namespace: RefCell<BTreeMap<String, Rc<Namespace>>>,
-    instances: RefCell<BTreeMap<String, Rc<Vec<Instance>>>>,
+    instances: RefCell<BTreeMap<String, Rc<Instances>>>,
 }
 
 fn lookup_failed(err: LookupError) -> Violation {
@@ -94,7 +94,7 @@ impl<'a> Evaluation<'a> {
         self.cluster.namespaces(keep).map_err(lookup_failed)
     }
 
-    pub fn instances(&self, rules: &KindRules) -> Result<Rc<Vec<Instance>>, Violation> {
+    pub fn instances(&self, rules: &KindRules) -> Result<Rc<Instances>, Violation> {
         let kind = rules.kind.as_str();
         if let Some(list) = self.instances.borrow().get(kind) {
             return Ok(list.clone());

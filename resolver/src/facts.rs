@@ -46,11 +46,74 @@ pub struct Instance {
     pub terminating: bool,
 }
 
-impl Instance {
+/// The instances of one kind, their names in one buffer: a list of thousands costs a few
+/// allocations instead of four per instance (in wasm, half the cost of a listed item).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Instances {
+    kind: String,
+    text: String,
+    entries: Vec<Entry>,
+}
+
+/// Byte ranges of `Instances::text`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    namespace: (usize, usize),
+    release: (usize, usize),
+    app: (usize, usize),
+    terminating: bool,
+}
+
+/// One instance, borrowed from [`Instances`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstanceRef<'a> {
+    pub kind: &'a str,
+    pub namespace: &'a str,
+    pub release: &'a str,
+    pub app: &'a str,
+    pub terminating: bool,
+}
+
+impl Instances {
+    pub fn new(kind: &str) -> Self {
+        Instances {
+            kind: kind.to_owned(),
+            ..Instances::default()
+        }
+    }
+
+    pub fn push(&mut self, namespace: &str, release: &str, app: &str, terminating: bool) {
+        let mut add = |s: &str| {
+            let start = self.text.len();
+            self.text.push_str(s);
+            (start, self.text.len())
+        };
+        let entry = Entry {
+            namespace: add(namespace),
+            release: add(release),
+            app: add(app),
+            terminating,
+        };
+        self.entries.push(entry);
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = InstanceRef<'_>> {
+        let text = |(start, end): (usize, usize)| &self.text[start..end];
+        self.entries.iter().map(move |e| InstanceRef {
+            kind: &self.kind,
+            namespace: text(e.namespace),
+            release: text(e.release),
+            app: text(e.app),
+            terminating: e.terminating,
+        })
+    }
+}
+
+impl InstanceRef<'_> {
     /// `name`, or `namespace/name` when seen from another namespace, marked when terminating.
     pub fn label_from(&self, namespace: &str) -> String {
         let mut label = if self.namespace == namespace {
-            self.app.clone()
+            self.app.to_owned()
         } else {
             format!("{}/{}", self.namespace, self.app)
         };
@@ -58,6 +121,18 @@ impl Instance {
             label.push_str(" (terminating)");
         }
         label
+    }
+}
+
+impl From<InstanceRef<'_>> for Instance {
+    fn from(i: InstanceRef<'_>) -> Self {
+        Instance {
+            kind: i.kind.to_owned(),
+            namespace: i.namespace.to_owned(),
+            release: i.release.to_owned(),
+            app: i.app.to_owned(),
+            terminating: i.terminating,
+        }
     }
 }
 
@@ -73,11 +148,8 @@ pub trait Cluster {
     fn namespaces(&self, keep: &BTreeSet<String>) -> Result<Vec<Namespace>, LookupError>;
     /// Every instance of `kind`, in all namespaces. `release_prefix` is the kind's
     /// `spec.release.prefix` when its ApplicationDefinition states one.
-    fn instances(
-        &self,
-        kind: &str,
-        release_prefix: Option<&str>,
-    ) -> Result<Vec<Instance>, LookupError>;
+    fn instances(&self, kind: &str, release_prefix: Option<&str>)
+    -> Result<Instances, LookupError>;
 }
 
 /// An in-memory cluster: the facts as plain data.
@@ -112,12 +184,44 @@ impl Cluster for Snapshot {
             .collect())
     }
 
-    fn instances(&self, kind: &str, _: Option<&str>) -> Result<Vec<Instance>, LookupError> {
-        Ok(self
-            .instances
-            .iter()
-            .filter(|i| i.kind == kind)
-            .cloned()
-            .collect())
+    fn instances(&self, kind: &str, _: Option<&str>) -> Result<Instances, LookupError> {
+        let mut list = Instances::new(kind);
+        for i in self.instances.iter().filter(|i| i.kind == kind) {
+            list.push(&i.namespace, &i.release, &i.app, i.terminating);
+        }
+        Ok(list)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn instances_keep_each_name_apart() {
+        let mut list = Instances::new("Postgres");
+        list.push("tenant-a", "postgres-db", "db", false);
+        list.push("tenant-b", "", "", true);
+        list.push("tenant-é", "postgres-x", "x", false);
+        let seen: Vec<Instance> = list.iter().map(Instance::from).collect();
+        let expected = [
+            ("tenant-a", "postgres-db", "db", false),
+            ("tenant-b", "", "", true),
+            ("tenant-é", "postgres-x", "x", false),
+        ]
+        .map(|(namespace, release, app, terminating)| Instance {
+            kind: "Postgres".into(),
+            namespace: namespace.into(),
+            release: release.into(),
+            app: app.into(),
+            terminating,
+        });
+        assert_eq!(seen, expected);
+        assert_eq!(
+            list.iter().nth(1).unwrap().label_from("tenant-a"),
+            "tenant-b/ (terminating)"
+        );
     }
 }

@@ -25,7 +25,7 @@ pub mod visibility;
 
 pub use decide::evaluate;
 pub use error::{LookupError, RuleError};
-pub use facts::{Cluster, Instance, Namespace, Snapshot};
+pub use facts::{Cluster, Instance, InstanceRef, Instances, Namespace, Snapshot};
 pub use identity::User;
 pub use request::{ObjectState, Operation, Request, Surface};
 pub use rules::{Definition, DefinitionSet, KindRules};

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use crate::capability::ProviderKeys;
 use crate::evaluation::Evaluation;
-use crate::facts::Instance;
+use crate::facts::InstanceRef;
 use crate::rules::{Class, Deletion, Edit, KindRules, Share};
 use crate::tenant::ANCESTOR_PREFIX;
 use crate::verdict::{Violation, list_head};
@@ -52,7 +52,7 @@ pub fn check_removal(
         .chain([subtree_key.clone()])
         .collect();
     let all = eval.namespaces_with(&keep)?;
-    let is_self = |consumer: &KindRules, instance: &Instance| {
+    let is_self = |consumer: &KindRules, instance: &InstanceRef| {
         consumer.kind == rules.kind && instance.namespace == namespace && instance.app == app
     };
     // Per class: the namespaces that resolve it here, and the instances of its consumer kinds.
@@ -99,15 +99,10 @@ pub fn check_removal(
             consumers.extend(
                 instances
                     .iter()
-                    .filter(|i| referencing.contains(i.namespace.as_str()) && !is_self(consumer, i))
+                    .filter(|i| referencing.contains(i.namespace) && !is_self(consumer, i))
                     .map(|i| {
                         let mark = if i.terminating { " terminating" } else { "" };
-                        [
-                            i.namespace.as_str(),
-                            i.app.as_str(),
-                            consumer.kind.as_str(),
-                            mark,
-                        ]
+                        [i.namespace, i.app, consumer.kind.as_str(), mark]
                     }),
             );
         }

@@ -280,7 +280,11 @@ impl Cluster for Recording<'_> {
         self.record("list Namespaces".into())?;
         self.inner.namespaces(keep)
     }
-    fn instances(&self, kind: &str, prefix: Option<&str>) -> Result<Vec<Instance>, LookupError> {
+    fn instances(
+        &self,
+        kind: &str,
+        prefix: Option<&str>,
+    ) -> Result<cozystack_resolver::Instances, LookupError> {
         self.record(format!("list HelmReleases of kind {kind}"))?;
         self.inner.instances(kind, prefix)
     }
