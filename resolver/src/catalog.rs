@@ -44,7 +44,7 @@ pub fn catalog(
     instances: &[Instance],
     settings: &Settings,
 ) -> Vec<Entry> {
-    let set = DefinitionSet::build(definitions, &settings.definitions);
+    let set = DefinitionSet::build(definitions.to_vec(), &settings.definitions);
     let snapshot = Snapshot {
         definitions: definitions.to_vec(),
         namespaces: vec![namespace.clone()],

@@ -68,7 +68,7 @@ impl<'a> Evaluation<'a> {
         }
         let definitions = self.cluster.definitions().map_err(lookup_failed)?;
         let set = Rc::new(DefinitionSet::build(
-            &definitions,
+            definitions,
             &self.settings.definitions,
         ));
         Ok(self.definitions.get_or_init(|| set).clone())

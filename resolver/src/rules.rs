@@ -3,6 +3,7 @@
 //! The same serde types parse the fields from an ApplicationDefinition and from the policy
 //! settings' `definitions` map, so both sources are validated by one piece of code.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -387,68 +388,79 @@ fn join_path(base: &str, rest: &str) -> String {
     }
 }
 
-/// Every kind's effective rules, from the ApplicationDefinitions and the settings.
-/// Definitions that failed to decode are kept with their error, so that only requests that
-/// depend on them are rejected.
-#[derive(Debug, Clone, Default)]
+/// Every kind's effective rules, from the ApplicationDefinitions and the settings. A kind's
+/// fields are decoded the first time its rules are asked for: most requests concern one kind,
+/// and a definition that fails to decode rejects only the requests that depend on it.
+#[derive(Debug, Default)]
 pub struct DefinitionSet {
-    rules: BTreeMap<String, KindRules>,
-    invalid: BTreeMap<String, RuleError>,
+    kinds: BTreeMap<String, Sources>,
+}
+
+#[derive(Debug, Default)]
+struct Sources {
+    /// The kind's ApplicationDefinition, or the error of a kind defined twice.
+    definition: Option<Result<Definition, RuleError>>,
+    settings: Option<RuleFields>,
+    rules: OnceCell<Result<Option<KindRules>, RuleError>>,
+}
+
+impl Sources {
+    fn rules(&self, kind: &str) -> &Result<Option<KindRules>, RuleError> {
+        self.rules.get_or_init(|| {
+            let (fields, prefix) = match &self.definition {
+                Some(Err(err)) => return Err(err.clone()),
+                Some(Ok(definition)) => (
+                    Some(definition.rule_fields()?),
+                    definition.release_prefix.clone(),
+                ),
+                None => (None, None),
+            };
+            Ok(
+                KindRules::merge(kind, fields.as_ref(), self.settings.as_ref()).map(|mut rules| {
+                    rules.release_prefix = prefix;
+                    rules
+                }),
+            )
+        })
+    }
 }
 
 impl DefinitionSet {
-    pub fn build(definitions: &[Definition], settings: &BTreeMap<String, RuleFields>) -> Self {
-        let mut set = DefinitionSet::default();
-        let mut from_cluster: BTreeMap<&str, (&str, RuleFields)> = BTreeMap::new();
+    pub fn build(definitions: Vec<Definition>, settings: &BTreeMap<String, RuleFields>) -> Self {
+        let mut kinds: BTreeMap<String, Sources> = BTreeMap::new();
         for definition in definitions {
-            let kind = definition.kind.as_str();
-            if let Some((first, _)) = from_cluster.get(kind) {
+            let sources = kinds.entry(definition.kind.clone()).or_default();
+            match &sources.definition {
+                None => sources.definition = Some(Ok(definition)),
                 // Two definitions for one kind: no way to tell which rules apply.
-                let err = RuleError::Definition {
-                    definition: definition.name.clone(),
-                    path: "spec.application.kind".into(),
-                    reason: format!("ApplicationDefinition {first} also defines kind {kind}"),
-                };
-                set.invalid.insert(kind.to_owned(), err);
-                continue;
-            }
-            match definition.rule_fields() {
-                Ok(fields) => {
-                    from_cluster.insert(kind, (&definition.name, fields));
+                Some(Ok(first)) => {
+                    let err = RuleError::Definition {
+                        path: "spec.application.kind".into(),
+                        reason: format!(
+                            "ApplicationDefinition {} also defines kind {}",
+                            first.name, definition.kind
+                        ),
+                        definition: definition.name,
+                    };
+                    sources.definition = Some(Err(err));
                 }
-                Err(err) => {
-                    set.invalid.insert(kind.to_owned(), err);
-                }
+                // Already ambiguous, and the error names the first two.
+                Some(Err(_)) => {}
             }
         }
-        let prefixes: BTreeMap<&str, Option<String>> = definitions
-            .iter()
-            .map(|d| (d.kind.as_str(), d.release_prefix.clone()))
-            .collect();
-        let kinds: std::collections::BTreeSet<&str> = from_cluster
-            .keys()
-            .copied()
-            .chain(settings.keys().map(String::as_str))
-            .collect();
-        for kind in kinds {
-            if set.invalid.contains_key(kind) {
-                continue;
-            }
-            let cluster = from_cluster.get(kind).map(|(_, fields)| fields);
-            if let Some(mut rules) = KindRules::merge(kind, cluster, settings.get(kind)) {
-                rules.release_prefix = prefixes.get(kind).cloned().flatten();
-                set.rules.insert(kind.to_owned(), rules);
-            }
+        for (kind, fields) in settings {
+            kinds.entry(kind.clone()).or_default().settings = Some(fields.clone());
         }
-        set
+        DefinitionSet { kinds }
     }
 
     /// The rules of `kind`; `Ok(None)` when no source states any.
     pub fn get(&self, kind: &str) -> Result<Option<&KindRules>, RuleError> {
-        if let Some(err) = self.invalid.get(kind) {
-            return Err(err.clone());
+        match self.kinds.get(kind).map(|sources| sources.rules(kind)) {
+            None => Ok(None),
+            Some(Ok(rules)) => Ok(rules.as_ref()),
+            Some(Err(err)) => Err(err.clone()),
         }
-        Ok(self.rules.get(kind))
     }
 
     /// Every kind whose rules satisfy `pred`. Fails when any definition is invalid, because
@@ -457,13 +469,14 @@ impl DefinitionSet {
         &self,
         pred: impl Fn(&KindRules) -> bool,
     ) -> Result<Vec<&KindRules>, RuleError> {
-        if let Some(err) = self.invalid.values().next() {
-            return Err(err.clone());
+        let mut matching = Vec::new();
+        for kind in self.kinds.keys() {
+            if let Some(rules) = self.get(kind)?
+                && pred(rules)
+            {
+                matching.push(rules);
+            }
         }
-        Ok(self.rules.values().filter(|r| pred(r)).collect())
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &KindRules> {
-        self.rules.values()
+        Ok(matching)
     }
 }
