@@ -208,9 +208,9 @@ fn protection_lists_namespaces_once() {
         [
             "list_resources_all ApplicationDefinition",
             "get_resource Namespace",
+            "list_resources_all HelmRelease",
+            "list_resources_all HelmRelease",
             "list_resources_all Namespace",
-            "list_resources_all HelmRelease",
-            "list_resources_all HelmRelease",
         ]
     );
     // Postgres states `postgres-`: its releases are listed without labels, and `db` is read
@@ -231,6 +231,43 @@ fn protection_lists_namespaces_once() {
             "metadata.name",
             "metadata.namespace"
         ])
+    );
+}
+
+/// Without a consumer anywhere, deleting a provider needs no namespace list: the releases
+/// are read first because they are the small lists.
+#[test]
+fn an_unconsumed_provider_goes_without_listing_namespaces() {
+    let mut host = host();
+    host.releases
+        .retain(|r| r["metadata"]["name"] != "postgres-db");
+    let out = run(
+        &host,
+        app_request(
+            "DELETE",
+            "tenant-root",
+            "monitoring",
+            "root",
+            &["tenant-root-admin"],
+        ),
+        json!({}),
+    );
+    assert_eq!(out["accepted"], true, "{out}");
+    assert_eq!(out["message"], Value::Null);
+    let ops: Vec<String> = host
+        .calls
+        .borrow()
+        .iter()
+        .map(|(op, r)| format!("{op} {}", r["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "list_resources_all ApplicationDefinition",
+            "get_resource Namespace",
+            "list_resources_all HelmRelease",
+            "list_resources_all HelmRelease",
+        ]
     );
 }
 

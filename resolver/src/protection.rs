@@ -46,26 +46,13 @@ pub fn check_removal(
         .iter()
         .map(|class| (class, ProviderKeys::new(class, eval.settings)))
         .collect();
-    let keep: BTreeSet<String> = classes
-        .iter()
-        .flat_map(|(_, keys)| keys.keys().map(str::to_owned))
-        .chain([subtree_key.clone()])
-        .collect();
-    let all = eval.namespaces_with(&keep)?;
     let is_self = |consumer: &KindRules, instance: &InstanceRef| {
         consumer.kind == rules.kind && instance.namespace == namespace && instance.app == app
     };
-    // Per class: the namespaces that resolve it here, and the instances of its consumer kinds.
-    let mut referenced = Vec::new();
+    // Per class still at stake, the instances of its consumer kinds. The release lists come
+    // first: they are small, and without a consumer the namespace list is not needed at all.
+    let mut at_stake = Vec::new();
     for (class, keys) in &classes {
-        let referencing: BTreeSet<&str> = all
-            .iter()
-            .filter(|ns| in_subtree(ns) && keys.points_to(&ns.labels, namespace))
-            .map(|ns| ns.name.as_str())
-            .collect();
-        if referencing.is_empty() {
-            continue;
-        }
         // Another live provider of the class in the same namespace keeps it served.
         let mut still_served = false;
         for provider in definitions
@@ -86,10 +73,36 @@ pub fn check_removal(
             .kinds_where(|r| r.consumes(class))
             .map_err(definitions_error)?
         {
-            lists.push((consumer, eval.instances(consumer)?));
+            let instances = eval.instances(consumer)?;
+            if instances.iter().any(|i| !is_self(consumer, &i)) {
+                lists.push((consumer, instances));
+            }
         }
-        referenced.push((class, referencing, lists));
+        if !lists.is_empty() {
+            at_stake.push((class, keys, lists));
+        }
     }
+    if at_stake.is_empty() {
+        return Ok(());
+    }
+    let keep: BTreeSet<String> = at_stake
+        .iter()
+        .flat_map(|(_, keys, _)| keys.keys().map(str::to_owned))
+        .chain([subtree_key.clone()])
+        .collect();
+    let all = eval.namespaces_with(&keep)?;
+    // Per class: the namespaces that resolve it here.
+    let referenced: Vec<_> = at_stake
+        .into_iter()
+        .map(|(class, keys, lists)| {
+            let referencing: BTreeSet<&str> = all
+                .iter()
+                .filter(|ns| in_subtree(ns) && keys.points_to(&ns.labels, namespace))
+                .map(|ns| ns.name.as_str())
+                .collect();
+            (class, referencing, lists)
+        })
+        .collect();
     // Consumers are gathered borrowed and sorted; only the few shown are formatted.
     let mut consumers: Vec<[&str; 4]> = Vec::new();
     let mut served = Vec::new();

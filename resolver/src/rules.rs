@@ -338,8 +338,12 @@ impl Definition {
             match value {
                 None | Some(serde_json::Value::Null) => Ok(None),
                 Some(value) => {
-                    // Through text, so the settings and the definitions share one decoder.
+                    // Through text, so the settings and the definitions share one decoder;
+                    // the path is tracked only to word an error.
                     let text = value.to_string();
+                    if let Ok(decoded) = serde_json::from_str(&text) {
+                        return Ok(Some(decoded));
+                    }
                     let deserializer = &mut serde_json::Deserializer::from_str(&text);
                     serde_path_to_error::deserialize(deserializer)
                         .map(Some)
