@@ -200,6 +200,22 @@ fn workloads(bundle: &Bundle) -> Vec<Workload> {
         settings,
         8002,
     ));
+    // The common DELETE: a provider nobody consumes, in the same 4,000-tenant tree.
+    let request = ShortRequest::new(
+        "DELETE",
+        "Monitoring",
+        "tenant-root",
+        "monitoring",
+        "rita",
+        &["tenant-root-admin"],
+    );
+    out.push(workload(
+        "DELETE unconsumed provider, 4000 tenants",
+        tree(bundle, 4000, |_, _| {}),
+        request,
+        settings,
+        0,
+    ));
     let mut request = ShortRequest::new(
         "UPDATE",
         "Namespace",
@@ -375,7 +391,7 @@ fn main() {
         .filter(|m| m.0.starts_with("CREATE") && m.1 <= 100)
         .map(|m| m.2.as_secs_f64() / m.3.as_secs_f64())
         .fold(0.0, f64::max);
-    let delete = find("DELETE");
+    let delete = find("DELETE shared");
     let checks = [
         (
             format!("CREATE at ≤100 instances within 2× the floor: worst {worst_small_ratio:.2}×"),
