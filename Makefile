@@ -108,7 +108,7 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
-	cd fuzz && for target in settings admission evaluation; do \
+	cd fuzz && for target in settings admission evaluation lists; do \
 	  mkdir -p ../target/fuzz-corpus/$$target && cp corpus/$$target/* ../target/fuzz-corpus/$$target/ && \
 	  cargo +nightly fuzz run $$target ../target/fuzz-corpus/$$target -- \
 	    -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=1024 || exit 1; \

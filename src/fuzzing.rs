@@ -49,6 +49,39 @@ pub fn admission(data: &[u8]) {
     }
 }
 
+/// A host that hands back the same bytes for every lookup.
+struct Echo<'a>(&'a [u8]);
+
+impl Host for Echo<'_> {
+    fn kubernetes(&self, _: &str, _: &[u8]) -> Result<Vec<u8>, String> {
+        Ok(self.0.to_vec())
+    }
+}
+
+/// List responses: any bytes as the host's answer to the namespace and release lists. No
+/// panic, and a response that is not JSON is never read as a list (skipped strings are not
+/// checked for UTF-8 or escape values, so only plain, valid UTF-8 inputs are compared).
+pub fn lists(data: &[u8]) {
+    use cozystack_resolver::Cluster;
+    let host = Echo(data);
+    let cluster = crate::cluster::HostCluster::new(&host);
+    let keep = [
+        "tenant.cozystack.io/tenant-root",
+        "namespace.cozystack.io/monitoring",
+    ]
+    .map(String::from)
+    .into();
+    let namespaces = cluster.namespaces(&keep);
+    let labelled = cluster.instances("Postgres", None);
+    let named = cluster.instances("Postgres", Some("postgres-"));
+    let comparable = std::str::from_utf8(data).is_ok_and(|text| !text.contains('\\'));
+    if comparable && serde_json::from_slice::<serde_json::Value>(data).is_err() {
+        assert!(namespaces.is_err(), "a non-JSON namespace list was read");
+        assert!(labelled.is_err(), "a non-JSON release list was read");
+        assert!(named.is_err(), "a non-JSON release list was read");
+    }
+}
+
 /// Reads bytes as a stream of small choices.
 struct Choices<'a>(&'a [u8]);
 

@@ -66,3 +66,16 @@ fn evaluation_corpus() {
     }
     pseudo_random(5000, 96).for_each(|d| fuzzing::evaluation(&d));
 }
+
+#[test]
+fn lists_corpus() {
+    for (name, data) in corpus("lists") {
+        eprintln!("{name}");
+        fuzzing::lists(&data);
+        // Every prefix of a list is a truncated list: never read as one.
+        for cut in 0..data.len() {
+            fuzzing::lists(&data[..cut]);
+        }
+    }
+    pseudo_random(2000, 64).for_each(|d| fuzzing::lists(&d));
+}
