@@ -251,22 +251,18 @@ impl Cluster for HostCluster<'_> {
                 if key.is("name") {
                     name = scan::optional_text(r)?;
                 } else if key.is("labels") {
-                    r.unless_null(|r| {
-                        r.object(|r, key| {
-                            // Matched as written: most keys are skipped undecoded.
-                            if let Some(key) = key.which(&keep) {
-                                let value = r.string()?.text()?;
-                                labels.insert(key.to_owned(), value.into_owned());
-                                Ok(())
-                            } else {
-                                r.skip()
-                            }
-                        })
+                    // Matched as written: most keys are skipped undecoded.
+                    scan::fields(r, |r, key| {
+                        let Some(key) = key.which(&keep) else {
+                            return Ok(false);
+                        };
+                        labels.insert(key.to_owned(), r.string()?.text()?.into_owned());
+                        Ok(true)
                     })?;
                 } else {
-                    r.skip()?;
+                    return Ok(false);
                 }
-                Ok(())
+                Ok(true)
             })?;
             if !labels.is_empty() {
                 namespaces.push(Namespace {
@@ -312,20 +308,17 @@ impl Cluster for HostCluster<'_> {
                     }
                 } else if key.is("labels") {
                     // Only the application name; the other labels are skipped unread.
-                    r.unless_null(|r| {
-                        r.object(|r, key| {
-                            if key.is(NAME_LABEL) {
-                                app = scan::optional_text(r)?;
-                                Ok(())
-                            } else {
-                                r.skip()
-                            }
-                        })
+                    scan::fields(r, |r, key| {
+                        let wanted = key.is(NAME_LABEL);
+                        if wanted {
+                            app = scan::optional_text(r)?;
+                        }
+                        Ok(wanted)
                     })?;
                 } else {
-                    r.skip()?;
+                    return Ok(false);
                 }
-                Ok(())
+                Ok(true)
             })?;
             let release = name.unwrap_or_default();
             // `<prefix><app>`; a name without the prefix is taken whole, as a missing label is.

@@ -334,14 +334,23 @@ pub fn list_items<'a>(
     reader.end()
 }
 
-/// Calls `field` for each key of an item's `metadata` (absent or null: none).
+/// The fields of an object that may be null: `field` reads the value of a key it wants and
+/// says so with `true`; the values of the other keys are skipped.
+pub fn fields<'a>(
+    reader: &mut Reader<'a>,
+    mut field: impl FnMut(&mut Reader<'a>, Str<'a>) -> Result<bool, ScanError>,
+) -> Result<(), ScanError> {
+    reader.unless_null(|r| r.object(|r, key| if field(r, key)? { Ok(()) } else { r.skip() }))
+}
+
+/// [`fields`] of an item's `metadata` (absent or null: none).
 pub fn metadata<'a>(
     reader: &mut Reader<'a>,
-    mut field: impl FnMut(&mut Reader<'a>, Str<'a>) -> Result<(), ScanError>,
+    mut field: impl FnMut(&mut Reader<'a>, Str<'a>) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
     reader.object(|r, key| {
         if key.is("metadata") {
-            r.unless_null(|r| r.object(&mut field))
+            fields(r, &mut field)
         } else {
             r.skip()
         }
@@ -410,12 +419,11 @@ mod tests {
         let mut names = Vec::new();
         list_items(list.as_bytes(), |r| {
             metadata(r, |r, key| {
-                if key.is("name") {
+                let wanted = key.is("name");
+                if wanted {
                     names.push(r.string()?.text()?.into_owned());
-                    Ok(())
-                } else {
-                    r.skip()
                 }
+                Ok(wanted)
             })
         })
         .unwrap();

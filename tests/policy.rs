@@ -23,6 +23,17 @@ fn matches_selector(labels: &Value, selector: &str) -> bool {
     })
 }
 
+impl FakeHost {
+    /// Each call as `<operation> <kind>`, in order.
+    fn operations(&self) -> Vec<String> {
+        self.calls
+            .borrow()
+            .iter()
+            .map(|(op, r)| format!("{op} {}", r["kind"].as_str().unwrap()))
+            .collect()
+    }
+}
+
 impl Host for FakeHost {
     fn kubernetes(&self, operation: &str, request: &[u8]) -> Result<Vec<u8>, String> {
         let request: Value = serde_json::from_slice(request).unwrap();
@@ -197,14 +208,8 @@ fn protection_lists_namespaces_once() {
         out["message"],
         "Monitoring tenant-root/monitoring is protected while it provides monitoring to consumers: tenant-a/db (Postgres); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)"
     );
-    let ops: Vec<String> = host
-        .calls
-        .borrow()
-        .iter()
-        .map(|(op, r)| format!("{op} {}", r["kind"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        ops,
+        host.operations(),
         [
             "list_resources_all ApplicationDefinition",
             "get_resource Namespace",
@@ -254,14 +259,8 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
     );
     assert_eq!(out["accepted"], true, "{out}");
     assert_eq!(out["message"], Value::Null);
-    let ops: Vec<String> = host
-        .calls
-        .borrow()
-        .iter()
-        .map(|(op, r)| format!("{op} {}", r["kind"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        ops,
+        host.operations(),
         [
             "list_resources_all ApplicationDefinition",
             "get_resource Namespace",

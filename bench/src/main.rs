@@ -185,34 +185,28 @@ fn workloads(bundle: &Bundle) -> Vec<Workload> {
     let cluster = tree(bundle, 4000, |ns, objects| {
         objects.push(release(ns, "postgres-db", "Postgres", "db"))
     });
-    let request = ShortRequest::new(
-        "DELETE",
-        "Monitoring",
-        "tenant-root",
-        "monitoring",
-        "rita",
-        &["tenant-root-admin"],
-    );
+    let delete_root_monitoring = || {
+        ShortRequest::new(
+            "DELETE",
+            "Monitoring",
+            "tenant-root",
+            "monitoring",
+            "rita",
+            &["tenant-root-admin"],
+        )
+    };
     out.push(workload(
         "DELETE shared provider, 4000 tenants",
         cluster,
-        request,
+        delete_root_monitoring(),
         settings,
         8002,
     ));
     // The common DELETE: a provider nobody consumes, in the same 4,000-tenant tree.
-    let request = ShortRequest::new(
-        "DELETE",
-        "Monitoring",
-        "tenant-root",
-        "monitoring",
-        "rita",
-        &["tenant-root-admin"],
-    );
     out.push(workload(
         "DELETE unconsumed provider, 4000 tenants",
         tree(bundle, 4000, |_, _| {}),
-        request,
+        delete_root_monitoring(),
         settings,
         0,
     ));

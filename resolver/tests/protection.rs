@@ -5,6 +5,17 @@ use serde_json::json;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+/// The root administrator deletes the root's Monitoring.
+fn delete_root_monitoring() -> cozystack_resolver::Request {
+    app(
+        Delete,
+        "Monitoring",
+        "tenant-root",
+        "monitoring",
+        user("root", &["tenant-root-admin"]),
+    )
+}
+
 #[test]
 fn deleting_a_provider_that_children_consume_is_denied_with_the_consumers() {
     let verdict = decide(
@@ -27,16 +38,7 @@ fn deleting_a_provider_that_children_consume_is_denied_with_the_consumers() {
 #[test]
 fn only_namespaces_resolving_to_this_provider_reference_it() {
     // tenant-a shadows tenant-root's monitoring for its subtree: root's consumers are tenant-c's.
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-root",
-            "monitoring",
-            user("root", &["tenant-root-admin"]),
-        ),
-        &cluster(),
-    );
+    let verdict = decide(&delete_root_monitoring(), &cluster());
     assert_denied(
         &verdict,
         403,
@@ -54,16 +56,7 @@ fn legacy_and_capability_labels_both_reference() {
         "namespace.cozystack.io/capability.monitoring".into(),
         "tenant-root".into(),
     );
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-root",
-            "monitoring",
-            user("root", &["tenant-root-admin"]),
-        ),
-        &c,
-    );
+    let verdict = decide(&delete_root_monitoring(), &c);
     assert!(
         verdict
             .message
@@ -207,16 +200,7 @@ fn consumer_lists_are_cut_after_five() {
         c.instances
             .push(instance("Postgres", "tenant-c", &format!("pg{i}")));
     }
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-root",
-            "monitoring",
-            user("root", &["tenant-root-admin"]),
-        ),
-        &c,
-    );
+    let verdict = decide(&delete_root_monitoring(), &c);
     assert_eq!(
         verdict.message.as_deref(),
         Some(
@@ -239,16 +223,7 @@ fn consumer_lists_read_in_text_order() {
     let mut kube = instance("Kubernetes", "tenant-c-x", "k");
     kube.terminating = true;
     c.instances.push(kube);
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-root",
-            "monitoring",
-            user("root", &["tenant-root-admin"]),
-        ),
-        &c,
-    );
+    let verdict = decide(&delete_root_monitoring(), &c);
     assert_eq!(
         verdict.message.as_deref(),
         Some(
