@@ -142,6 +142,17 @@ fn app_request(operation: &str, namespace: &str, name: &str, user: &str, groups:
     request
 }
 
+/// The root administrator deletes the root's Monitoring.
+fn root_deletes_monitoring() -> Value {
+    app_request(
+        "DELETE",
+        "tenant-root",
+        "monitoring",
+        "root",
+        &["tenant-root-admin"],
+    )
+}
+
 fn run(host: &FakeHost, request: Value, settings: Value) -> Value {
     let payload = serde_json::to_vec(&json!({"request": request, "settings": settings})).unwrap();
     serde_json::to_value(response(evaluate(&payload, host))).unwrap()
@@ -193,17 +204,7 @@ fn cardinality_through_the_wire_with_exact_host_calls() {
 #[test]
 fn protection_lists_namespaces_once() {
     let host = host();
-    let out = run(
-        &host,
-        app_request(
-            "DELETE",
-            "tenant-root",
-            "monitoring",
-            "root",
-            &["tenant-root-admin"],
-        ),
-        json!({}),
-    );
+    let out = run(&host, root_deletes_monitoring(), json!({}));
     assert_eq!(
         out["message"],
         "Monitoring tenant-root/monitoring is protected while it provides monitoring to consumers: tenant-a/db (Postgres); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)"
@@ -246,17 +247,7 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
     let mut host = host();
     host.releases
         .retain(|r| r["metadata"]["name"] != "postgres-db");
-    let out = run(
-        &host,
-        app_request(
-            "DELETE",
-            "tenant-root",
-            "monitoring",
-            "root",
-            &["tenant-root-admin"],
-        ),
-        json!({}),
-    );
+    let out = run(&host, root_deletes_monitoring(), json!({}));
     assert_eq!(out["accepted"], true, "{out}");
     assert_eq!(out["message"], Value::Null);
     assert_eq!(
