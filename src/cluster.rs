@@ -153,6 +153,17 @@ impl<'h> HostCluster<'h> {
         decode(what, &response)
     }
 
+    /// Lists with `request` and hands each item to `item`, borrowing from the response.
+    fn scan_list(
+        &self,
+        what: &str,
+        request: &ListAllResourcesRequest,
+        item: impl FnMut(&mut scan::Reader<'_>) -> Result<(), scan::ScanError>,
+    ) -> Result<(), LookupError> {
+        let response = self.call_raw(what, "list_resources_all", request)?;
+        scan::list_items(&response, item).map_err(|err| undecodable(what, err))
+    }
+
     fn list_all<T: DeserializeOwned>(
         &self,
         what: &str,
@@ -241,10 +252,9 @@ impl Cluster for HostCluster<'_> {
     fn namespaces(&self, keep: &BTreeSet<String>) -> Result<Vec<Namespace>, LookupError> {
         let what = "list Namespaces";
         let request = list_request("v1", "Namespace", None, NAMESPACE_MASKS);
-        let response = self.call_raw(what, "list_resources_all", &request)?;
         let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
         let mut namespaces = Vec::new();
-        scan::list_items(&response, |item| {
+        self.scan_list(what, &request, |item| {
             let mut name = None;
             let mut labels = BTreeMap::new();
             scan::metadata(item, |r, key| {
@@ -271,8 +281,7 @@ impl Cluster for HostCluster<'_> {
                 });
             }
             Ok(())
-        })
-        .map_err(|err| undecodable(what, err))?;
+        })?;
         Ok(namespaces)
     }
 
@@ -291,9 +300,8 @@ impl Cluster for HostCluster<'_> {
                 None => RELEASE_MASKS_WITH_LABELS,
             },
         );
-        let response = self.call_raw(&what, "list_resources_all", &request)?;
         let mut instances = Instances::new(kind);
-        scan::list_items(&response, |item| {
+        self.scan_list(&what, &request, |item| {
             let (mut name, mut namespace, mut app) = (None, None, None);
             let mut terminating = false;
             scan::metadata(item, |r, key| {
@@ -334,8 +342,7 @@ impl Cluster for HostCluster<'_> {
                 terminating,
             );
             Ok(())
-        })
-        .map_err(|err| undecodable(&what, err))?;
+        })?;
         Ok(instances)
     }
 }

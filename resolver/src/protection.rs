@@ -59,11 +59,10 @@ pub fn check_removal(
             .kinds_where(|r| r.provides(class))
             .map_err(definitions_error)?
         {
-            still_served |= eval.instances(provider)?.iter().any(|i| {
-                i.namespace == namespace
-                    && !i.terminating
-                    && !(provider.kind == rules.kind && i.app == app)
-            });
+            still_served |= eval
+                .instances(provider)?
+                .iter()
+                .any(|i| i.namespace == namespace && !i.terminating && !is_self(provider, &i));
         }
         if still_served {
             continue;
@@ -91,22 +90,16 @@ pub fn check_removal(
         .chain([subtree_key.clone()])
         .collect();
     let all = eval.namespaces_with(&keep)?;
-    // Per class: the namespaces that resolve it here.
-    let referenced: Vec<_> = at_stake
-        .into_iter()
-        .map(|(class, keys, lists)| {
-            let referencing: BTreeSet<&str> = all
-                .iter()
-                .filter(|ns| in_subtree(ns) && keys.points_to(&ns.labels, namespace))
-                .map(|ns| ns.name.as_str())
-                .collect();
-            (class, referencing, lists)
-        })
-        .collect();
     // Consumers are gathered borrowed and sorted; only the few shown are formatted.
     let mut consumers: Vec<[&str; 4]> = Vec::new();
     let mut served = Vec::new();
-    for (class, referencing, lists) in &referenced {
+    for (class, keys, lists) in &at_stake {
+        // The namespaces that resolve the class here.
+        let referencing: BTreeSet<&str> = all
+            .iter()
+            .filter(|ns| in_subtree(ns) && keys.points_to(&ns.labels, namespace))
+            .map(|ns| ns.name.as_str())
+            .collect();
         let before = consumers.len();
         for (consumer, instances) in lists {
             consumers.extend(
@@ -135,9 +128,8 @@ pub fn check_removal(
     }
     let head = SHOWN.min(consumers.len());
     consumers[..head].sort_unstable_by(by_text);
-    let shown: Vec<String> = consumers
+    let shown: Vec<String> = consumers[..head]
         .iter()
-        .take(SHOWN)
         .map(|c| String::from_utf8_lossy(&text(c).collect::<Vec<u8>>()).into_owned())
         .collect();
     let list = list_head(&shown, consumers.len());
