@@ -5,6 +5,7 @@
 //! one for ApplicationDefinitions, one for Namespaces, one per app kind for HelmReleases.
 //! Field masks keep each watch cache to the fields read here.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
@@ -120,6 +121,22 @@ struct ApplicationSpec {
     kind: String,
 }
 
+/// What a Namespace list item's metadata holds for the policy.
+#[derive(Default)]
+struct ListedNamespace {
+    name: Option<String>,
+    labels: BTreeMap<String, String>,
+}
+
+/// What a HelmRelease list item's metadata holds for the policy, borrowed from the response.
+#[derive(Default)]
+struct ListedRelease<'a> {
+    name: Option<Cow<'a, str>>,
+    namespace: Option<Cow<'a, str>>,
+    app: Option<Cow<'a, str>>,
+    terminating: bool,
+}
+
 /// Answers lookups through `host`; every call is logged in `calls` for tests and benches.
 pub struct HostCluster<'h> {
     host: &'h dyn Host,
@@ -153,15 +170,15 @@ impl<'h> HostCluster<'h> {
         decode(what, &response)
     }
 
-    /// Lists with `request` and hands each item to `item`, borrowing from the response.
-    fn scan_list(
+    /// Lists with `request` and reads the response with `read`, which borrows from it.
+    fn scan_list<R>(
         &self,
         what: &str,
         request: &ListAllResourcesRequest,
-        item: impl FnMut(&mut scan::Reader<'_>) -> Result<(), scan::ScanError>,
-    ) -> Result<(), LookupError> {
+        read: impl FnOnce(&[u8]) -> Result<R, scan::ScanError>,
+    ) -> Result<R, LookupError> {
         let response = self.call_raw(what, "list_resources_all", request)?;
-        scan::list_items(&response, item).map_err(|err| undecodable(what, err))
+        read(&response).map_err(|err| undecodable(what, err))
     }
 
     fn list_all<T: DeserializeOwned>(
@@ -253,36 +270,60 @@ impl Cluster for HostCluster<'_> {
         let what = "list Namespaces";
         let request = list_request("v1", "Namespace", None, NAMESPACE_MASKS);
         let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
-        let mut namespaces = Vec::new();
-        self.scan_list(what, &request, |item| {
-            let mut name = None;
-            let mut labels = BTreeMap::new();
-            scan::metadata(item, |r, key| {
-                if key.is("name") {
-                    name = scan::optional_text(r)?;
-                } else if key.is("labels") {
-                    // Matched as written: most keys are skipped undecoded.
-                    scan::fields(r, |r, key| {
-                        let Some(key) = key.which(&keep) else {
-                            return Ok(false);
-                        };
-                        labels.insert(key.to_owned(), r.string()?.text()?.into_owned());
-                        Ok(true)
-                    })?;
-                } else {
-                    return Ok(false);
-                }
-                Ok(true)
+        self.scan_list(what, &request, |bytes| {
+            let items = scan::list_items(bytes, |item| {
+                scan::metadata(item, |meta: &mut ListedNamespace, r, key| {
+                    if key.is("name") {
+                        meta.name = scan::optional_text(r)?.map(Cow::into_owned);
+                    } else if key.is("labels") {
+                        meta.labels.clear();
+                        // Matched as written: most keys are skipped undecoded.
+                        scan::fields(r, |r, key| {
+                            let Some(key) = key.which(&keep) else {
+                                return Ok(false);
+                            };
+                            meta.labels
+                                .insert(key.to_owned(), r.string()?.text()?.into_owned());
+                            Ok(true)
+                        })?;
+                    } else {
+                        return Ok(false);
+                    }
+                    Ok(true)
+                })
             })?;
-            if !labels.is_empty() {
-                namespaces.push(Namespace {
-                    name: name.unwrap_or_default().into_owned(),
-                    labels,
-                });
-            }
-            Ok(())
-        })?;
-        Ok(namespaces)
+            Ok(items
+                .into_iter()
+                .filter(|meta| !meta.labels.is_empty())
+                .map(|meta| Namespace {
+                    name: meta.name.unwrap_or_default(),
+                    labels: meta.labels,
+                })
+                .collect())
+        })
+    }
+
+    fn release_labels(
+        &self,
+        namespace: &str,
+        release: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, LookupError> {
+        let request = GetResourceRequest {
+            api_version: RELEASE_API.into(),
+            kind: RELEASE_KIND.into(),
+            name: release.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            disable_cache: false,
+            field_masks: masks(&["metadata.labels"]),
+        };
+        // A missing release is the host's error: on the paths that ask, the release exists
+        // (cozystack-api just read it), so its absence is a failed lookup, not an answer.
+        let object: Object<serde::de::IgnoredAny> = self.call(
+            &format!("get HelmRelease {namespace}/{release}"),
+            "get_resource",
+            &request,
+        )?;
+        Ok(Some(object.metadata.labels.unwrap_or_default()))
     }
 
     fn instances(
@@ -300,49 +341,51 @@ impl Cluster for HostCluster<'_> {
                 None => RELEASE_MASKS_WITH_LABELS,
             },
         );
-        let mut instances = Instances::new(kind);
-        self.scan_list(&what, &request, |item| {
-            let (mut name, mut namespace, mut app) = (None, None, None);
-            let mut terminating = false;
-            scan::metadata(item, |r, key| {
-                if key.is("name") {
-                    name = scan::optional_text(r)?;
-                } else if key.is("namespace") {
-                    namespace = scan::optional_text(r)?;
-                } else if key.is("deletionTimestamp") {
-                    terminating = !r.null()?;
-                    if terminating {
-                        r.skip()?;
-                    }
-                } else if key.is("labels") {
-                    // Only the application name; the other labels are skipped unread.
-                    scan::fields(r, |r, key| {
-                        let wanted = key.is(NAME_LABEL);
-                        if wanted {
-                            app = scan::optional_text(r)?;
+        self.scan_list(&what, &request, |bytes| {
+            let items = scan::list_items(bytes, |item| {
+                scan::metadata(item, |meta: &mut ListedRelease, r, key| {
+                    if key.is("name") {
+                        meta.name = scan::optional_text(r)?;
+                    } else if key.is("namespace") {
+                        meta.namespace = scan::optional_text(r)?;
+                    } else if key.is("deletionTimestamp") {
+                        meta.terminating = !r.null()?;
+                        if meta.terminating {
+                            r.skip()?;
                         }
-                        Ok(wanted)
-                    })?;
-                } else {
-                    return Ok(false);
-                }
-                Ok(true)
+                    } else if key.is("labels") {
+                        meta.app = None;
+                        // Only the application name; the other labels are skipped unread.
+                        scan::fields(r, |r, key| {
+                            let wanted = key.is(NAME_LABEL);
+                            if wanted {
+                                meta.app = scan::optional_text(r)?;
+                            }
+                            Ok(wanted)
+                        })?;
+                    } else {
+                        return Ok(false);
+                    }
+                    Ok(true)
+                })
             })?;
-            let release = name.unwrap_or_default();
-            // `<prefix><app>`; a name without the prefix is taken whole, as a missing label is.
-            let app = match (release_prefix, &app) {
-                (Some(prefix), _) => release.strip_prefix(prefix).unwrap_or(&release),
-                (None, Some(app)) if !app.is_empty() => app,
-                (None, _) => &release,
-            };
-            instances.push(
-                namespace.as_deref().unwrap_or_default(),
-                &release,
-                app,
-                terminating,
-            );
-            Ok(())
-        })?;
-        Ok(instances)
+            let mut instances = Instances::new(kind);
+            for meta in &items {
+                let release = meta.name.as_deref().unwrap_or_default();
+                // `<prefix><app>`; a name without the prefix is taken whole, as a missing label is.
+                let app = match (release_prefix, meta.app.as_deref()) {
+                    (Some(prefix), _) => release.strip_prefix(prefix).unwrap_or(release),
+                    (None, Some(app)) if !app.is_empty() => app,
+                    (None, _) => release,
+                };
+                instances.push(
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    release,
+                    app,
+                    meta.terminating,
+                );
+            }
+            Ok(instances)
+        })
     }
 }

@@ -58,27 +58,130 @@ impl Host for Echo<'_> {
     }
 }
 
-/// List responses: any bytes as the host's answer to the namespace and release lists. No
-/// panic, and a response that is not JSON is never read as a list (skipped strings are not
-/// checked for UTF-8 or escape values, so only plain, valid UTF-8 inputs are compared).
+type Listed<T> = Result<Vec<T>, ()>;
+
+/// serde_json's reading of a list response, the reference for the scanner: the document as a
+/// `Value`, then the same few fields. `items`, `metadata` and `labels` may be absent or null;
+/// anything else of the wrong type is an error, as are read values of the wrong type.
+fn reference_items(data: &[u8]) -> Listed<serde_json::Map<String, serde_json::Value>> {
+    use serde_json::Value;
+    let Ok(Value::Object(list)) = serde_json::from_slice::<Value>(data) else {
+        return Err(());
+    };
+    let items = match list.get("items") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(()),
+    };
+    items
+        .iter()
+        .map(|item| match item.as_object().ok_or(())?.get("metadata") {
+            None | Some(Value::Null) => Ok(serde_json::Map::new()),
+            Some(Value::Object(meta)) => Ok(meta.clone()),
+            Some(_) => Err(()),
+        })
+        .collect()
+}
+
+/// A string field that may be absent or null.
+fn reference_text(
+    map: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Result<Option<String>, ()> {
+    match map.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(()),
+    }
+}
+
+fn reference_labels(
+    meta: &serde_json::Map<String, serde_json::Value>,
+) -> Result<serde_json::Map<String, serde_json::Value>, ()> {
+    match meta.get("labels") {
+        None | Some(serde_json::Value::Null) => Ok(serde_json::Map::new()),
+        Some(serde_json::Value::Object(labels)) => Ok(labels.clone()),
+        Some(_) => Err(()),
+    }
+}
+
+/// Differential: for any bytes as the host's answer, the namespaces and releases the policy
+/// reads with its scanner equal what serde_json reads from the same bytes, or both fail.
 pub fn lists(data: &[u8]) {
     use cozystack_resolver::Cluster;
     let host = Echo(data);
     let cluster = crate::cluster::HostCluster::new(&host);
-    let keep = [
+    let keep: std::collections::BTreeSet<String> = [
         "tenant.cozystack.io/tenant-root",
         "namespace.cozystack.io/monitoring",
     ]
     .map(String::from)
     .into();
-    let namespaces = cluster.namespaces(&keep);
-    let labelled = cluster.instances("Postgres", None);
-    let named = cluster.instances("Postgres", Some("postgres-"));
-    let comparable = std::str::from_utf8(data).is_ok_and(|text| !text.contains('\\'));
-    if comparable && serde_json::from_slice::<serde_json::Value>(data).is_err() {
-        assert!(namespaces.is_err(), "a non-JSON namespace list was read");
-        assert!(labelled.is_err(), "a non-JSON release list was read");
-        assert!(named.is_err(), "a non-JSON release list was read");
+    let reference = reference_items(data);
+
+    let expected: Listed<Namespace> = reference.clone().and_then(|items| {
+        let mut out = Vec::new();
+        for meta in items {
+            let name = reference_text(&meta, "name")?;
+            let all = reference_labels(&meta)?;
+            let mut labels = std::collections::BTreeMap::new();
+            for key in &keep {
+                if let Some(value) = all.get(key) {
+                    labels.insert(key.clone(), value.as_str().ok_or(())?.to_owned());
+                }
+            }
+            if !labels.is_empty() {
+                out.push(Namespace {
+                    name: name.unwrap_or_default(),
+                    labels,
+                });
+            }
+        }
+        Ok(out)
+    });
+    let scanned = cluster.namespaces(&keep).map_err(drop);
+    assert_eq!(
+        scanned, expected,
+        "namespaces differ from serde_json's reading"
+    );
+
+    for prefix in [None, Some("postgres-")] {
+        let expected: Listed<Instance> = reference.clone().and_then(|items| {
+            items
+                .iter()
+                .map(|meta| {
+                    let release = reference_text(meta, "name")?.unwrap_or_default();
+                    let app = reference_text(
+                        &reference_labels(meta)?,
+                        cozystack_resolver::request::NAME_LABEL,
+                    )?;
+                    let app = match (prefix, app) {
+                        (Some(p), _) => release.strip_prefix(p).unwrap_or(&release).to_owned(),
+                        (None, Some(app)) if !app.is_empty() => app,
+                        (None, _) => release.clone(),
+                    };
+                    Ok(Instance {
+                        kind: "Postgres".into(),
+                        namespace: reference_text(meta, "namespace")?.unwrap_or_default(),
+                        app,
+                        release,
+                        terminating: !matches!(
+                            meta.get("deletionTimestamp"),
+                            None | Some(serde_json::Value::Null)
+                        ),
+                        tenant_module: false,
+                    })
+                })
+                .collect()
+        });
+        let scanned: Listed<Instance> = cluster
+            .instances("Postgres", prefix)
+            .map(|list| list.iter().map(Instance::from).collect())
+            .map_err(drop);
+        assert_eq!(
+            scanned, expected,
+            "releases (prefix {prefix:?}) differ from serde_json's reading"
+        );
     }
 }
 
@@ -167,6 +270,7 @@ pub fn evaluation(data: &[u8]) {
                 release: format!("r{i}"),
                 app: format!("app{}", c.next(3)),
                 terminating: c.next(4) == 0,
+                tenant_module: c.next(2) == 0,
             }
         })
         .collect();

@@ -163,9 +163,14 @@ impl<'a> Reader<'a> {
                 Some(b'\\') => {
                     escaped = true;
                     match self.bytes.get(pos + 1) {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u') => {
-                            pos += 2
-                        }
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => pos += 2,
+                        Some(b'u') => match self.unicode_escape(pos) {
+                            Some(end) => pos = end,
+                            None => {
+                                self.pos = pos;
+                                return Err(self.error("invalid unicode escape"));
+                            }
+                        },
                         _ => {
                             self.pos = pos;
                             return Err(self.error("invalid escape"));
@@ -182,6 +187,30 @@ impl<'a> Reader<'a> {
                     return Err(self.error("unterminated string"));
                 }
             }
+        }
+    }
+
+    /// The end of the `\\uXXXX` escape at `at` (two of them for a surrogate pair), as
+    /// serde_json reads them: four hex digits, a high surrogate followed by a low one, no lone
+    /// surrogate.
+    fn unicode_escape(&self, at: usize) -> Option<usize> {
+        let hex = |from: usize| -> Option<u32> {
+            let digits = self.bytes.get(from..from + 4)?;
+            let text = std::str::from_utf8(digits).ok()?;
+            if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            u32::from_str_radix(text, 16).ok()
+        };
+        match hex(at + 2)? {
+            0xDC00..=0xDFFF => None,
+            0xD800..=0xDBFF => {
+                if self.bytes.get(at + 6..at + 8) != Some(b"\\u".as_slice()) {
+                    return None;
+                }
+                matches!(hex(at + 8)?, 0xDC00..=0xDFFF).then_some(at + 12)
+            }
+            _ => Some(at + 6),
         }
     }
 
@@ -240,7 +269,10 @@ impl<'a> Reader<'a> {
             }
             valid = digits(self);
         }
-        if !valid {
+        // serde_json refuses a number it cannot represent (`1e400`); ask it, numbers are rare.
+        if !valid
+            || serde_json::from_slice::<serde_json::Value>(&self.bytes[start..self.pos]).is_err()
+        {
             self.pos = start;
             return Err(self.error("invalid number"));
         }
@@ -317,21 +349,31 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Calls `item` for each element of a list response's `items` (absent or null: none), and
-/// checks the whole document.
-pub fn list_items<'a>(
+/// Reads each element of a list response's `items` (absent or null: none) with `item`, and
+/// checks the whole document. As serde_json reads it: all text is UTF-8, and of a key given
+/// twice the last one counts.
+pub fn list_items<'a, T>(
     bytes: &'a [u8],
-    mut item: impl FnMut(&mut Reader<'a>) -> Result<(), ScanError>,
-) -> Result<(), ScanError> {
+    mut item: impl FnMut(&mut Reader<'a>) -> Result<T, ScanError>,
+) -> Result<Vec<T>, ScanError> {
+    if let Err(err) = std::str::from_utf8(bytes) {
+        return Err(ScanError {
+            what: "invalid UTF-8",
+            at: err.valid_up_to(),
+        });
+    }
     let mut reader = Reader::new(bytes);
+    let mut items = Vec::new();
     reader.object(|r, key| {
         if key.is("items") {
-            r.unless_null(|r| r.array(&mut item))
+            items.clear();
+            r.unless_null(|r| r.array(|r| item(r).map(|i| items.push(i))))
         } else {
             r.skip()
         }
     })?;
-    reader.end()
+    reader.end()?;
+    Ok(items)
 }
 
 /// The fields of an object that may be null: `field` reads the value of a key it wants and
@@ -343,18 +385,23 @@ pub fn fields<'a>(
     reader.unless_null(|r| r.object(|r, key| if field(r, key)? { Ok(()) } else { r.skip() }))
 }
 
-/// [`fields`] of an item's `metadata` (absent or null: none).
-pub fn metadata<'a>(
+/// An item's `metadata` (absent or null: `S::default()`), read field by field into `S`: `field`
+/// reads the value of a key it wants and says so with `true`. Of two `metadata` keys the last
+/// counts.
+pub fn metadata<'a, S: Default>(
     reader: &mut Reader<'a>,
-    mut field: impl FnMut(&mut Reader<'a>, Str<'a>) -> Result<bool, ScanError>,
-) -> Result<(), ScanError> {
+    mut field: impl FnMut(&mut S, &mut Reader<'a>, Str<'a>) -> Result<bool, ScanError>,
+) -> Result<S, ScanError> {
+    let mut meta = S::default();
     reader.object(|r, key| {
         if key.is("metadata") {
-            fields(r, &mut field)
+            meta = S::default();
+            fields(r, |r, key| field(&mut meta, r, key))
         } else {
             r.skip()
         }
-    })
+    })?;
+    Ok(meta)
 }
 
 /// A string field that may be null.
@@ -381,6 +428,8 @@ mod tests {
             r#"{"a":[1,-2.5e+3,0,true,false,null,"x\"y\\z\u00e9"],"b":{},"c":[]}"#,
             " [ { \"k\" : \"v\" } , \"\" ] ",
             r#""a long string that spans several eight byte words, with é and 日本""#,
+            r#""\ud83d\ude00 and \u00e9""#,
+            "1e-400",
             "-0.0e-0",
         ] {
             assert!(serde_json::from_str::<serde_json::Value>(json).is_ok());
@@ -396,6 +445,11 @@ mod tests {
             ("{\"a\" 1}", "expected ':' at byte 5"),
             ("\"tab\there\"", "control character in a string at byte 4"),
             ("\"bad \\x escape\"", "invalid escape at byte 5"),
+            ("\"\\u12\"", "invalid unicode escape at byte 1"),
+            ("\"\\ud800\"", "invalid unicode escape at byte 1"),
+            ("\"\\udc00\"", "invalid unicode escape at byte 1"),
+            ("\"\\ud800\\u0041\"", "invalid unicode escape at byte 1"),
+            ("1e400", "invalid number at byte 0"),
             ("01", "trailing characters at byte 1"),
             ("-", "invalid number at byte 0"),
             ("1.", "invalid number at byte 0"),
@@ -416,12 +470,11 @@ mod tests {
     #[test]
     fn every_truncation_of_a_list_is_an_error() {
         let list = r#"{"apiVersion":"v1","kind":"NamespaceList","metadata":{},"items":[{"metadata":{"name":"tenant-a","labels":{"k":"v\u0041"}}},{"metadata":{"name":"b","n":-1.5e3}}]}"#;
-        let mut names = Vec::new();
-        list_items(list.as_bytes(), |r| {
-            metadata(r, |r, key| {
+        let names = list_items(list.as_bytes(), |r| {
+            metadata(r, |name: &mut String, r, key| {
                 let wanted = key.is("name");
                 if wanted {
-                    names.push(r.string()?.text()?.into_owned());
+                    *name = r.string()?.text()?.into_owned();
                 }
                 Ok(wanted)
             })
@@ -452,6 +505,6 @@ mod tests {
             })
             .unwrap();
         assert_eq!(seen, ["a/b"]);
-        assert_eq!(list_items(json.as_bytes(), |r| r.skip()), Ok(()));
+        assert_eq!(list_items(json.as_bytes(), |r| r.skip()), Ok(Vec::new()));
     }
 }

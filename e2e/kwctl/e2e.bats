@@ -102,8 +102,24 @@ check() {
   check visibility-oidc-group-prefix
 }
 
-@test "visibility-tenant-service-account-is-not-an-admin-group" {
-  check visibility-tenant-service-account-is-not-an-admin-group
+@test "visibility-tenant-service-account-administers-its-tenant" {
+  check visibility-tenant-service-account-administers-its-tenant
+}
+
+@test "visibility-parent-service-account-administers-descendants" {
+  check visibility-parent-service-account-administers-descendants
+}
+
+@test "visibility-sibling-service-account-is-no-admin" {
+  check visibility-sibling-service-account-is-no-admin
+}
+
+@test "visibility-tenant-service-accounts-off" {
+  check visibility-tenant-service-accounts-off
+}
+
+@test "visibility-unknown-component-is-told-the-setting" {
+  check visibility-unknown-component-is-told-the-setting
 }
 
 @test "edit-admin-only-spec-change-by-tenant-admin" {
@@ -164,6 +180,42 @@ check() {
 
 @test "protection-relabel-out-of-protected-kind" {
   check protection-relabel-out-of-protected-kind
+}
+
+@test "protection-tenant-rendered-module-delete" {
+  check protection-tenant-rendered-module-delete
+}
+
+@test "protection-share-none-provider-does-not-serve-descendants" {
+  check protection-share-none-provider-does-not-serve-descendants
+}
+
+@test "protection-release-name-is-the-identity" {
+  check protection-release-name-is-the-identity
+}
+
+@test "protection-unrelated-bad-definition-does-not-wedge" {
+  check protection-unrelated-bad-definition-does-not-wedge
+}
+
+@test "protection-ambiguous-kind-at-stake-fails-closed" {
+  check protection-ambiguous-kind-at-stake-fails-closed
+}
+
+@test "protection-agreeing-duplicate-definitions-are-no-conflict" {
+  check protection-agreeing-duplicate-definitions-are-no-conflict
+}
+
+@test "admin-only-delete-by-tenant-admin" {
+  check admin-only-delete-by-tenant-admin
+}
+
+@test "admin-only-create-by-tenant-admin" {
+  check admin-only-create-by-tenant-admin
+}
+
+@test "admin-only-delete-by-platform" {
+  check admin-only-delete-by-platform
 }
 
 @test "helmrelease-app-release-by-tenant-user" {
@@ -236,6 +288,38 @@ check() {
 
 @test "namespace-user-creates-namespace-claiming-a-tenant" {
   check namespace-user-creates-namespace-claiming-a-tenant
+}
+
+@test "namespace-status-subresource-label-forgery" {
+  check namespace-status-subresource-label-forgery
+}
+
+@test "namespace-finalize-by-namespace-controller" {
+  check namespace-finalize-by-namespace-controller
+}
+
+@test "namespace-capability-label-skips-nearer-provider" {
+  check namespace-capability-label-skips-nearer-provider
+}
+
+@test "namespace-capability-label-names-no-provider" {
+  check namespace-capability-label-names-no-provider
+}
+
+@test "namespace-capability-label-terminating-provider" {
+  check namespace-capability-label-terminating-provider
+}
+
+@test "namespace-capability-label-share-none-ancestor" {
+  check namespace-capability-label-share-none-ancestor
+}
+
+@test "namespace-gateway-attaches-platform-namespace" {
+  check namespace-gateway-attaches-platform-namespace
+}
+
+@test "namespace-attach-non-attachable-class" {
+  check namespace-attach-non-attachable-class
 }
 
 @test "capability-consumer-without-provider-warns" {
@@ -312,4 +396,212 @@ check() {
 
 @test "bypass-delete-terminating-application" {
   check bypass-delete-terminating-application
+}
+
+@test "tenant-switch-off-protected-module" {
+  check tenant-switch-off-protected-module
+}
+
+@test "tenant-switch-off-through-the-release-warns" {
+  check tenant-switch-off-through-the-release-warns
+}
+
+@test "tenant-switch-off-unconsumed-module" {
+  check tenant-switch-off-unconsumed-module
+}
+
+@test "tenant-switch-on-second-singleton" {
+  check tenant-switch-on-second-singleton
+}
+
+@test "tenant-switch-on-hidden-module" {
+  check tenant-switch-on-hidden-module
+}
+
+@test "tenant-switch-on-free-module" {
+  check tenant-switch-on-free-module
+}
+
+@test "tenant-values-without-switches" {
+  check tenant-values-without-switches
+}
+
+@test "tenant-create-colliding-groups" {
+  check tenant-create-colliding-groups
+}
+
+@test "tenant-create-colliding-groups-release" {
+  check tenant-create-colliding-groups-release
+}
+
+@test "tenant-create-ordinary-name" {
+  check tenant-create-ordinary-name
+}
+
+@test "tenant-create-super-under-root" {
+  check tenant-create-super-under-root
+}
+
+@test "stock-cozystack-api-creates-app-release" {
+  check stock-cozystack-api-creates-app-release
+}
+
+@test "stock-twin-tenant-creates-app-release" {
+  check stock-twin-tenant-creates-app-release
+}
+
+@test "stock-cozystack-api-rebuilds-release-on-update" {
+  check stock-cozystack-api-rebuilds-release-on-update
+}
+
+@test "stock-cozystack-api-deletes-release" {
+  check stock-cozystack-api-deletes-release
+}
+
+@test "stock-flux-creates-module-release" {
+  check stock-flux-creates-module-release
+}
+
+@test "stock-twin-tenant-creates-module-release" {
+  check stock-twin-tenant-creates-module-release
+}
+
+@test "stock-flux-deletes-module-release" {
+  check stock-flux-deletes-module-release
+}
+
+@test "stock-flux-creates-tenant-namespace" {
+  check stock-flux-creates-tenant-namespace
+}
+
+@test "stock-twin-user-creates-tenant-namespace" {
+  check stock-twin-user-creates-tenant-namespace
+}
+
+@test "stock-flux-moves-inherited-provider" {
+  check stock-flux-moves-inherited-provider
+}
+
+@test "stock-flux-labels-root-gateway" {
+  check stock-flux-labels-root-gateway
+}
+
+@test "stock-flux-creates-backup-bucket" {
+  check stock-flux-creates-backup-bucket
+}
+
+@test "stock-shard-operator-relabels-app-release" {
+  check stock-shard-operator-relabels-app-release
+}
+
+@test "stock-twin-tenant-relabels-app-release" {
+  check stock-twin-tenant-relabels-app-release
+}
+
+@test "stock-shard-operator-records-namespace-shard" {
+  check stock-shard-operator-records-namespace-shard
+}
+
+@test "stock-flux-plunger-suspends-release" {
+  check stock-flux-plunger-suspends-release
+}
+
+@test "stock-controller-forces-chart-and-labels" {
+  check stock-controller-forces-chart-and-labels
+}
+
+@test "stock-controller-attaches-platform-namespace" {
+  check stock-controller-attaches-platform-namespace
+}
+
+@test "stock-twin-tenant-attaches-platform-namespace" {
+  check stock-twin-tenant-attaches-platform-namespace
+}
+
+@test "stock-controller-detaches-platform-namespace" {
+  check stock-controller-detaches-platform-namespace
+}
+
+@test "stock-controller-labels-gateway-tenant" {
+  check stock-controller-labels-gateway-tenant
+}
+
+@test "stock-operator-applies-package-namespace" {
+  check stock-operator-applies-package-namespace
+}
+
+@test "stock-installer-labels-cozy-system" {
+  check stock-installer-labels-cozy-system
+}
+
+@test "stock-migration-backfills-ancestor-labels" {
+  check stock-migration-backfills-ancestor-labels
+}
+
+@test "stock-twin-tenant-backfills-ancestor-labels" {
+  check stock-twin-tenant-backfills-ancestor-labels
+}
+
+@test "stock-migration-backfills-app-labels" {
+  check stock-migration-backfills-app-labels
+}
+
+@test "stock-migration-patches-module-application" {
+  check stock-migration-patches-module-application
+}
+
+@test "stock-twin-tenant-user-patches-module-application" {
+  check stock-twin-tenant-user-patches-module-application
+}
+
+@test "stock-migration-deletes-module-release" {
+  check stock-migration-deletes-module-release
+}
+
+@test "stock-cleanup-job-deletes-module-release" {
+  check stock-cleanup-job-deletes-module-release
+}
+
+@test "stock-twin-tenant-account-deletes-module-release" {
+  check stock-twin-tenant-account-deletes-module-release
+}
+
+@test "stock-backup-controller-suspends-release" {
+  check stock-backup-controller-suspends-release
+}
+
+@test "stock-backup-controller-renames-release" {
+  check stock-backup-controller-renames-release
+}
+
+@test "stock-backup-controller-patches-postgres-application" {
+  check stock-backup-controller-patches-postgres-application
+}
+
+@test "stock-velero-restores-release" {
+  check stock-velero-restores-release
+}
+
+@test "stock-twin-tenant-restores-release" {
+  check stock-twin-tenant-restores-release
+}
+
+@test "stock-namespace-controller-deletes-release" {
+  check stock-namespace-controller-deletes-release
+}
+
+@test "stock-tenant-account-creates-module" {
+  check stock-tenant-account-creates-module
+}
+
+@test "stock-twin-other-tenant-account-creates-module" {
+  check stock-twin-other-tenant-account-creates-module
+}
+
+@test "stock-root-account-creates-child-tenant" {
+  check stock-root-account-creates-child-tenant
+}
+
+@test "stock-cluster-admin-writes-release" {
+  check stock-cluster-admin-writes-release
 }

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use cozystack_capabilities_policy::cluster::HostCluster;
-use cozystack_resolver::{Cluster, Instance, Snapshot};
+use cozystack_resolver::facts::TENANT_MODULE_LABEL;
+use cozystack_resolver::{Cluster, Instance, InstanceRef, Snapshot};
 use serde_json::{Value, json};
 
 use crate::host::NativeHost;
@@ -27,6 +28,24 @@ fn namespaces(cluster: &crate::cluster::FixtureCluster) -> Vec<cozystack_resolve
             labels: crate::cluster::labels_of(o),
         })
         .collect()
+}
+
+/// A listed instance as the dashboard holds it, marked when the Tenant chart renders it.
+fn instance(cluster: &crate::cluster::FixtureCluster, listed: InstanceRef) -> Instance {
+    let release = cluster.get(
+        "helm.toolkit.fluxcd.io/v2",
+        "HelmRelease",
+        listed.release,
+        Some(listed.namespace),
+    );
+    let label = release.and_then(|r| {
+        r.pointer("/metadata/labels")
+            .and_then(|l| l.get(TENANT_MODULE_LABEL))
+    });
+    Instance {
+        tenant_module: label.and_then(Value::as_str) == Some("true"),
+        ..Instance::from(listed)
+    }
 }
 
 /// One case, or `None` for scenarios the API cannot express (malformed input, invalid
@@ -71,7 +90,7 @@ pub fn case(
             .find(|d| &d.kind == kind)
             .and_then(|d| d.release_prefix.as_deref());
         let list = cluster.instances(kind, prefix).map_err(|e| e.to_string())?;
-        instances.extend(list.iter().map(Instance::from));
+        instances.extend(list.iter().map(|i| instance(&prepared.cluster, i)));
     }
     let facts = Snapshot {
         definitions,
@@ -118,7 +137,7 @@ pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String
         let list = cluster
             .instances(&d.kind, d.release_prefix.as_deref())
             .map_err(|e| e.to_string())?;
-        instances.extend(list.iter().map(Instance::from));
+        instances.extend(list.iter().map(|i| instance(&bundle.cluster, i)));
     }
     let namespaces: Vec<_> = namespaces(&bundle.cluster)
         .into_iter()

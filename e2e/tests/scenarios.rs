@@ -62,7 +62,7 @@ fn the_host_reads_the_metadata_from_the_annotated_module() {
             "v1/Namespace"
         ]
     );
-    assert_eq!(policy.metadata.rules.len(), 3);
+    assert_eq!(policy.metadata.rules.len(), 4);
 }
 
 #[test]

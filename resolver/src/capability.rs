@@ -1,11 +1,13 @@
 //! Providers and consumers: which namespace a class resolves to, and the warning for a
 //! consumer created where its class has no provider yet (Cozystack's `awaiting-*` beacon).
 
+use std::collections::BTreeMap;
+
 use crate::evaluation::Evaluation;
-use crate::rules::{Class, KindRules};
+use crate::rules::{Class, KindRules, Share};
 use crate::settings::Settings;
 use crate::tenant::Labels;
-use crate::verdict::Violation;
+use crate::verdict::{Violation, list_some};
 
 pub const LABEL_PREFIX: &str = "namespace.cozystack.io/";
 pub const CAPABILITY_PREFIX: &str = "namespace.cozystack.io/capability.";
@@ -73,6 +75,96 @@ pub fn is_provider_key(key: &str, settings: &Settings) -> bool {
         || key
             .strip_prefix(LABEL_PREFIX)
             .is_some_and(|class| is_legacy(class, settings))
+}
+
+/// The class a provider label key names, and whether it is a capability key (`true`) or a
+/// legacy one.
+pub fn provider_class(key: &str) -> Option<(&str, bool)> {
+    match key.strip_prefix(CAPABILITY_PREFIX) {
+        Some(class) => Some((class, true)),
+        None => key.strip_prefix(LABEL_PREFIX).map(|class| (class, false)),
+    }
+}
+
+/// A capability label must name what the capability reconciler resolves: the nearest tenant
+/// of the namespace's chain (itself included) with a live provider of the class that serves
+/// it — its own namespace always, descendants only when it shares with children.
+/// Terminating providers are not live. Read on a platform write of `capability.<class>`.
+pub fn check_resolution(
+    eval: &Evaluation,
+    namespace: &str,
+    chain: &[String],
+    key: &str,
+    class: &str,
+    value: &str,
+) -> Result<(), Violation> {
+    let class = Class::parse(class)
+        .map_err(|reason| Violation::rule(format!("Namespace {namespace}: {key}: {reason}")))?;
+    let definitions = eval.definitions()?;
+    let providers = definitions.kinds_where(|r| r.provides(&class));
+    // The live providers in each tenant of the chain: (label, shares with children).
+    let mut live: BTreeMap<&str, Vec<(String, bool)>> = BTreeMap::new();
+    for provider in &providers.kinds {
+        let shares = provider.capability.share == Share::Children;
+        for i in eval.instances(provider)?.iter() {
+            if let Some(tenant) = chain.iter().find(|t| *t == i.namespace)
+                && !i.terminating
+            {
+                let label = format!("{} {}/{}", provider.kind, i.namespace, i.app);
+                live.entry(tenant.as_str())
+                    .or_default()
+                    .push((label, shares));
+            }
+        }
+    }
+    for (kind, err) in &providers.unreadable {
+        let instances = eval.instances_of(kind, None)?;
+        if let Some(i) = instances
+            .iter()
+            .find(|i| !i.terminating && chain.iter().any(|t| t == i.namespace))
+        {
+            return Err(Violation::rule(format!(
+                "{err}; the rules of kind {kind} cannot be read, so the policy cannot tell whether {}/{} provides {class} to {namespace} — fix the ApplicationDefinition",
+                i.namespace, i.app
+            )));
+        }
+    }
+    let serves = |tenant: &str| {
+        live.get(tenant)
+            .is_some_and(|ps| tenant == namespace || ps.iter().any(|(_, shares)| *shares))
+    };
+    let expected = chain.iter().rev().map(String::as_str).find(|t| serves(t));
+    if expected == Some(value) {
+        return Ok(());
+    }
+    let names = |tenant: &str| -> Vec<String> {
+        live.get(tenant)
+            .map(|ps| ps.iter().map(|(label, _)| label.clone()).collect())
+            .unwrap_or_default()
+    };
+    let reason = match live.get(value) {
+        None => format!("{value} has no live {class} provider"),
+        Some(_) if !serves(value) => format!(
+            "{value}'s {class} provider ({}) serves only its own namespace (share: none)",
+            list_some(&names(value), 3)
+        ),
+        Some(_) => format!(
+            "it skips {} (a nearer live {class} provider)",
+            expected.unwrap_or_default()
+        ),
+    };
+    let should = match expected {
+        Some(tenant) => format!(
+            "the nearest live provider is {} in {tenant}, so the label must be {tenant}",
+            list_some(&names(tenant), 3)
+        ),
+        None => format!(
+            "no live {class} provider serves {namespace}, so the label must be empty until one exists"
+        ),
+    };
+    Err(Violation::rule(format!(
+        "Namespace {namespace}: {key}={value} does not resolve: {reason}; {should}"
+    )))
 }
 
 /// Warnings for each consumed class that has no provider in the request's namespace.

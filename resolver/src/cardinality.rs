@@ -19,17 +19,32 @@ use crate::verdict::{Violation, list_some};
 /// How many existing instances a message names before "and N more".
 const SHOWN: usize = 5;
 
-/// The object the request is about, to exclude it from the count.
+/// The instance a request is about. An instance is its HelmRelease: the namespace and the
+/// release name, the same on every path. The release name is known on the HelmRelease path
+/// and, on the Application path, whenever the kind's definition states its release prefix;
+/// only without one is the application name compared.
 pub struct Subject<'s> {
     pub namespace: &'s str,
     pub app: &'s str,
-    pub release: Option<&'s str>,
+    pub release: Option<String>,
 }
 
-impl Subject<'_> {
+impl<'s> Subject<'s> {
+    /// The Application `app` of `rules.kind` in `namespace`.
+    pub fn application(rules: &KindRules, namespace: &'s str, app: &'s str) -> Self {
+        Subject {
+            namespace,
+            app,
+            release: rules.release_prefix.as_ref().map(|p| format!("{p}{app}")),
+        }
+    }
+
     pub fn is(&self, instance: &InstanceRef) -> bool {
         instance.namespace == self.namespace
-            && (instance.app == self.app || Some(instance.release) == self.release)
+            && match &self.release {
+                Some(release) => instance.release == release,
+                None => instance.app == self.app,
+            }
     }
 }
 

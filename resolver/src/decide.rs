@@ -1,14 +1,17 @@
 //! The top-level decision: route a request to the rules of its surface.
 
+use serde_json::Value;
+
 use crate::capability::awaiting_warnings;
 use crate::cardinality::{self, Subject};
 use crate::evaluation::Evaluation;
 use crate::facts::Cluster;
 use crate::namespace;
 use crate::protection;
-use crate::request::{AppIdentity, Operation, Request, Surface};
+use crate::request::{AppIdentity, ObjectState, Operation, Request, Surface};
 use crate::rules::KindRules;
 use crate::settings::Settings;
+use crate::tenant_chart::{self, TENANT_KIND};
 use crate::verdict::{BAD_REQUEST, Verdict, Violation};
 use crate::visibility;
 
@@ -17,23 +20,21 @@ use crate::visibility;
 pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -> Verdict {
     let eval = Evaluation::new(request, settings, cluster);
     let mut warnings = Vec::new();
-    let outcome = if request
-        .subresource
-        .as_deref()
-        .is_some_and(|s| !s.is_empty())
-        || request.operation == Operation::Connect
-    {
-        // Status and other subresources cannot change spec or labels.
-        Ok(())
-    } else {
-        match request.surface {
-            Surface::Application => application(&eval, &mut warnings),
-            Surface::HelmRelease => helm_release(&eval, &mut warnings),
-            Surface::Namespace => match request.operation {
-                Operation::Create | Operation::Update => namespace::check(&eval),
-                _ => Ok(()),
-            },
-        }
+    let subresource = request.subresource.as_deref().filter(|s| !s.is_empty());
+    let labels_of_namespace = |eval: &Evaluation| match request.operation {
+        Operation::Create | Operation::Update => namespace::check(eval),
+        _ => Ok(()),
+    };
+    let outcome = match (request.surface, subresource) {
+        _ if request.operation == Operation::Connect => Ok(()),
+        // The API server's Namespace status and finalize strategies reset only the spec or
+        // the status: labels written through them land, so they are judged like any other.
+        (Surface::Namespace, Some("status" | "finalize")) => labels_of_namespace(&eval),
+        // A custom resource's status subresource ignores every change outside status.
+        (_, Some(_)) => Ok(()),
+        (Surface::Application, None) => application(&eval, &mut warnings),
+        (Surface::HelmRelease, None) => helm_release(&eval, &mut warnings),
+        (Surface::Namespace, None) => labels_of_namespace(&eval),
     };
     match outcome {
         Ok(()) => Verdict::allow_with(warnings),
@@ -44,7 +45,7 @@ pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -
     }
 }
 
-fn rules_of(eval: &Evaluation, kind: &str) -> Result<Option<KindRules>, Violation> {
+pub(crate) fn rules_of(eval: &Evaluation, kind: &str) -> Result<Option<KindRules>, Violation> {
     eval.definitions()?
         .get(kind)
         .map(|rules| rules.cloned())
@@ -54,6 +55,9 @@ fn rules_of(eval: &Evaluation, kind: &str) -> Result<Option<KindRules>, Violatio
             ))
         })
 }
+
+/// Tenant releases are `tenant-<name>` (the Tenant chart refuses any other name).
+const TENANT_RELEASE_PREFIX: &str = "tenant-";
 
 fn teardown_delete(eval: &Evaluation) -> bool {
     eval.request.operation == Operation::Delete && eval.user().is_teardown(eval.settings)
@@ -83,23 +87,58 @@ fn require_object(eval: &Evaluation) -> Result<(), Violation> {
     }
 }
 
+/// What a Tenant write does beyond the Tenant object: a new one names a namespace and its
+/// groups, an update may switch modules on or off.
+fn tenant_effects(
+    eval: &Evaluation,
+    name: &str,
+    old_values: Option<&Value>,
+    new_values: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Result<(), Violation> {
+    let parent = &eval.request.namespace;
+    match (eval.request.operation, old_values, new_values) {
+        (Operation::Create, _, _) => tenant_chart::check_groups(eval, parent, name),
+        (Operation::Update, Some(old), Some(new)) => {
+            tenant_chart::check_switches(eval, parent, name, old, new, warnings)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `apps.cozystack.io` Applications, with the end user's identity.
 fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Violation> {
     let request = eval.request;
     require_object(eval)?;
-    let Some(rules) = rules_of(eval, &request.kind)? else {
-        return Ok(());
-    };
     // A tenant being torn down takes its whole subtree with it: nothing is left to protect.
     if teardown_delete(eval) {
         return Ok(());
     }
-    visibility::check(eval, &rules)?;
-    let subject = Subject {
-        namespace: &request.namespace,
-        app: &request.name,
-        release: None,
+    if request.kind == TENANT_KIND {
+        // An Application's spec is the Helm values.
+        fn spec(state: &Option<ObjectState>) -> Option<&Value> {
+            state.as_ref().map(|s| &s.spec)
+        }
+        tenant_effects(
+            eval,
+            &request.name,
+            spec(&request.old_object),
+            spec(&request.object),
+            warnings,
+        )?;
+    }
+    let Some(rules) = rules_of(eval, &request.kind)? else {
+        return Ok(());
     };
+    visibility::check(eval, &rules, &request.namespace, eval.verb())?;
+    protection::check_admin_only(
+        eval,
+        &rules,
+        request.operation,
+        &request.namespace,
+        &request.name,
+    )?;
+    let subject = Subject::application(&rules, &request.namespace, &request.name);
     match request.operation {
         Operation::Create => {
             if let Err(v) = cardinality::check(eval, &rules, &subject) {
@@ -107,17 +146,16 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
             }
             warnings.extend(awaiting_warnings(eval, &rules)?);
         }
-        Operation::Update => protection::check_edit(eval, &rules)?,
         Operation::Delete => {
             let terminating = request.old_object.as_ref().is_some_and(|o| o.terminating);
-            if !terminating
-                && let Err(v) =
-                    protection::check_removal(eval, &rules, &request.namespace, &request.name)
-            {
-                eval.enforce(v, warnings)?;
+            if !terminating {
+                protection::check_tenant_owned(eval, &rules, &subject)?;
+                if let Err(v) = protection::check_removal(eval, &rules, &subject) {
+                    eval.enforce(v, warnings)?;
+                }
             }
         }
-        Operation::Connect => {}
+        Operation::Update | Operation::Connect => {}
     }
     Ok(())
 }
@@ -145,13 +183,17 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
     }
     if !eval.is_platform() {
         return Err(Violation::rule(format!(
-            "HelmRelease {ns}/{name} is the release of {kind} {ns}/{app}; app HelmReleases are written only by the Cozystack platform, and {user} is not a platform identity; {verb} the {kind} through the apps.cozystack.io API instead",
+            "HelmRelease {ns}/{name} is the release of {kind} {ns}/{app}; app HelmReleases are written only by the Cozystack platform, and {user} is not a platform identity; {remedy}",
             ns = request.namespace,
             name = request.name,
             kind = identity.kind,
             app = identity.app,
             user = request.user.username,
-            verb = eval.verb(),
+            remedy = eval.remedy(&format!(
+                "{} the {} through the apps.cozystack.io API instead",
+                eval.verb(),
+                identity.kind
+            )),
         )));
     }
     let old_terminating = request.old_object.as_ref().is_some_and(|o| o.terminating);
@@ -171,26 +213,52 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
         Operation::Update if !same_kind(&old, &new) => new.as_ref(),
         _ => None,
     };
+    // The instance is the release, whatever its name label says.
+    let subject = |app| Subject {
+        namespace: &request.namespace,
+        app,
+        release: Some(request.name.clone()),
+    };
     if let Some(left) = leaving.filter(|_| !old_terminating)
         && let Some(rules) = rules_of(eval, &left.kind)?
-        && let Err(v) = protection::check_removal(eval, &rules, &request.namespace, &left.app)
+        && let Err(v) = protection::check_removal(eval, &rules, &subject(&left.app))
     {
         eval.enforce(v, warnings)?;
     }
-    if let Some(entered) = entering
-        && let Some(rules) = rules_of(eval, &entered.kind)?
+    if let Some(entered) = entering {
+        if entered.kind == TENANT_KIND
+            && let Some(tenant) = request.name.strip_prefix(TENANT_RELEASE_PREFIX)
+        {
+            tenant_chart::check_groups(eval, &request.namespace, tenant)?;
+        }
+        if let Some(rules) = rules_of(eval, &entered.kind)? {
+            if let Err(v) = cardinality::check(eval, &rules, &subject(&entered.app)) {
+                eval.enforce(v, warnings)?;
+            }
+            if request.operation == Operation::Create {
+                warnings.extend(awaiting_warnings(eval, &rules)?);
+            }
+        }
+    }
+    // A Tenant release that stays one: its values may switch modules.
+    if request.operation == Operation::Update
+        && identity.kind == TENANT_KIND
+        && same_kind(&old, &new)
+        && let Some(tenant) = request.name.strip_prefix(TENANT_RELEASE_PREFIX)
     {
-        let subject = Subject {
-            namespace: &request.namespace,
-            app: &entered.app,
-            release: Some(&request.name),
-        };
-        if let Err(v) = cardinality::check(eval, &rules, &subject) {
-            eval.enforce(v, warnings)?;
+        fn values(state: &Option<ObjectState>) -> Option<&Value> {
+            state.as_ref().and_then(|s| s.spec.get("values"))
         }
-        if request.operation == Operation::Create {
-            warnings.extend(awaiting_warnings(eval, &rules)?);
-        }
+        let (old_values, new_values) = (values(&request.old_object), values(&request.object));
+        let none = Value::Null;
+        tenant_chart::check_switches(
+            eval,
+            &request.namespace,
+            tenant,
+            old_values.unwrap_or(&none),
+            new_values.unwrap_or(&none),
+            warnings,
+        )?;
     }
     Ok(())
 }

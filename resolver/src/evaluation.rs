@@ -95,19 +95,61 @@ impl<'a> Evaluation<'a> {
     }
 
     pub fn instances(&self, rules: &KindRules) -> Result<Rc<Instances>, Violation> {
-        let kind = rules.kind.as_str();
+        self.instances_of(&rules.kind, rules.release_prefix.as_deref())
+    }
+
+    /// The instances of `kind`, also for a kind whose rules cannot be read (prefix unknown).
+    pub fn instances_of(
+        &self,
+        kind: &str,
+        release_prefix: Option<&str>,
+    ) -> Result<Rc<Instances>, Violation> {
         if let Some(list) = self.instances.borrow().get(kind) {
             return Ok(list.clone());
         }
         let list = Rc::new(
             self.cluster
-                .instances(kind, rules.release_prefix.as_deref())
+                .instances(kind, release_prefix)
                 .map_err(lookup_failed)?,
         );
         self.instances
             .borrow_mut()
             .insert(kind.to_owned(), list.clone());
         Ok(list)
+    }
+
+    /// The labels of one HelmRelease, `None` when it does not exist.
+    pub fn release_labels(
+        &self,
+        namespace: &str,
+        release: &str,
+    ) -> Result<Option<crate::tenant::Labels>, Violation> {
+        self.cluster
+            .release_labels(namespace, release)
+            .map_err(lookup_failed)
+    }
+
+    /// What the requester can do about a rule only the platform may pass: a person is told
+    /// whom to ask (`person`), a component which setting would make it a platform identity.
+    pub fn remedy(&self, person: &str) -> String {
+        let user = self.user();
+        // A tenant's own workloads are the tenant's: whoever runs them asks like a person.
+        let tenant_workload = user
+            .service_account()
+            .is_some_and(|(ns, _)| crate::tenant::looks_like_tenant(ns));
+        if !user.is_machine() || tenant_workload {
+            return person.to_owned();
+        }
+        match user.service_account() {
+            Some((namespace, _)) => format!(
+                "if {} is a platform component, add {namespace} to platformServiceAccountNamespaces (or the account to platformUsers) in the policy settings",
+                user.username
+            ),
+            None => format!(
+                "if {} is a platform component, add it to platformUsers or its group to platformGroups in the policy settings",
+                user.username
+            ),
+        }
     }
 
     /// Where a namespace sits in the tenant tree (labels fetched and cross-checked).
@@ -139,16 +181,25 @@ impl<'a> Evaluation<'a> {
         violation: Violation,
         warnings: &mut Vec<String>,
     ) -> Result<(), Violation> {
-        if violation.waivable
-            && self.is_platform()
-            && self.settings.platform_writers == PlatformWriters::Warn
-        {
-            warnings.push(format!(
-                "{} (admitted because {} is a platform writer and platformWriters is warn)",
-                violation.message, self.request.user.username
-            ));
-            return Ok(());
+        if !violation.waivable || !self.is_platform() {
+            return Err(violation);
         }
-        Err(violation)
+        let user = &self.request.user.username;
+        match self.settings.platform_writers {
+            PlatformWriters::Warn => {
+                warnings.push(format!(
+                    "{} (admitted because {user} is a platform writer and platformWriters is warn)",
+                    violation.message
+                ));
+                Ok(())
+            }
+            PlatformWriters::Deny => Err(Violation {
+                message: format!(
+                    "{} (refused although {user} is a platform writer, because platformWriters is deny)",
+                    violation.message
+                ),
+                ..violation
+            }),
+        }
     }
 }

@@ -44,7 +44,13 @@ pub struct Instance {
     pub app: String,
     #[serde(default)]
     pub terminating: bool,
+    /// Rendered by the Tenant chart (`internal.cozystack.io/tenantmodule: "true"`).
+    #[serde(default, rename = "tenantModule")]
+    pub tenant_module: bool,
 }
+
+/// The label the Tenant chart puts on the module releases it renders.
+pub const TENANT_MODULE_LABEL: &str = "internal.cozystack.io/tenantmodule";
 
 /// The instances of one kind, their names in one buffer: a list of thousands costs a few
 /// allocations instead of four per instance (in wasm, half the cost of a listed item).
@@ -132,6 +138,7 @@ impl From<InstanceRef<'_>> for Instance {
             release: i.release.to_owned(),
             app: i.app.to_owned(),
             terminating: i.terminating,
+            tenant_module: false,
         }
     }
 }
@@ -150,6 +157,9 @@ pub trait Cluster {
     /// `spec.release.prefix` when its ApplicationDefinition states one.
     fn instances(&self, kind: &str, release_prefix: Option<&str>)
     -> Result<Instances, LookupError>;
+    /// The labels of one HelmRelease; `None` when it does not exist.
+    fn release_labels(&self, namespace: &str, release: &str)
+    -> Result<Option<Labels>, LookupError>;
 }
 
 /// An in-memory cluster: the facts as plain data.
@@ -191,6 +201,30 @@ impl Cluster for Snapshot {
         }
         Ok(list)
     }
+
+    fn release_labels(
+        &self,
+        namespace: &str,
+        release: &str,
+    ) -> Result<Option<Labels>, LookupError> {
+        Ok(self
+            .instances
+            .iter()
+            .find(|i| i.namespace == namespace && i.release == release)
+            .map(|i| {
+                let mut labels = Labels::new();
+                labels.insert(crate::request::KIND_LABEL.into(), i.kind.clone());
+                labels.insert(
+                    crate::request::GROUP_LABEL.into(),
+                    crate::request::APPS_GROUP.into(),
+                );
+                labels.insert(crate::request::NAME_LABEL.into(), i.app.clone());
+                if i.tenant_module {
+                    labels.insert(TENANT_MODULE_LABEL.into(), "true".into());
+                }
+                labels
+            }))
+    }
 }
 
 #[cfg(test)]
@@ -217,6 +251,7 @@ mod tests {
             release: release.into(),
             app: app.into(),
             terminating,
+            tenant_module: false,
         });
         assert_eq!(seen, expected);
         assert_eq!(

@@ -33,17 +33,46 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
     rest.len() >= last.len() && rest.ends_with(last)
 }
 
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+const SERVICE_ACCOUNT_GROUP_PREFIX: &str = "system:serviceaccounts:";
+
 impl User {
-    /// A platform identity: listed username (pattern) or member of a listed group.
+    /// `(namespace, name)` of a ServiceAccount identity.
+    pub fn service_account(&self) -> Option<(&str, &str)> {
+        self.username
+            .strip_prefix(SERVICE_ACCOUNT_PREFIX)?
+            .split_once(':')
+            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains(':'))
+    }
+
+    /// A controller or other component rather than a person (`system:` names are reserved
+    /// for them): its denials name the setting that governs the rule, not someone to ask.
+    pub fn is_machine(&self) -> bool {
+        self.username.starts_with("system:")
+    }
+
+    /// A platform identity: a listed username (pattern), a member of a listed group, or a
+    /// ServiceAccount of a platform namespace. The namespace is read from the username as
+    /// well as from the group the API server derives from it, so the two cannot disagree.
     pub fn is_platform(&self, settings: &Settings) -> bool {
+        let platform_namespace = |ns: &str| {
+            settings
+                .platform_service_account_namespaces
+                .iter()
+                .any(|p| p == ns)
+        };
         settings
             .platform_users
             .iter()
             .any(|p| glob_match(p, &self.username))
+            || self.groups.iter().any(|g| {
+                settings.platform_groups.contains(g)
+                    || g.strip_prefix(SERVICE_ACCOUNT_GROUP_PREFIX)
+                        .is_some_and(platform_namespace)
+            })
             || self
-                .groups
-                .iter()
-                .any(|g| settings.platform_groups.contains(g))
+                .service_account()
+                .is_some_and(|(ns, _)| platform_namespace(ns))
     }
 
     /// An identity that deletes everything of a tenant while the tenant is torn down.
@@ -54,12 +83,19 @@ impl User {
             .any(|p| glob_match(p, &self.username))
     }
 
-    /// The first administrator group of `chain` (a tenant and its ancestors) this user is in.
-    pub fn admin_group_in(&self, chain: &[String], settings: &Settings) -> Option<String> {
-        self.groups
-            .iter()
-            .find(|group| admin_groups(chain, settings).any(|g| &g == *group))
-            .cloned()
+    /// Whether this user administers a tenant of `chain` (a tenant and its ancestors): a
+    /// member of one of its administrator groups, or, as `cozy:tenant` binds it, the tenant's
+    /// own ServiceAccount `system:serviceaccount:<ns>:<ns>`.
+    pub fn administers(&self, chain: &[String], settings: &Settings) -> bool {
+        let own_account = settings.tenant_service_accounts_are_admins
+            && self
+                .service_account()
+                .is_some_and(|(ns, name)| ns == name && chain.iter().any(|t| t == ns));
+        own_account
+            || self
+                .groups
+                .iter()
+                .any(|group| admin_groups(chain, settings).any(|g| &g == group))
     }
 }
 
@@ -113,8 +149,28 @@ mod tests {
             groups: groups.iter().map(|g| g.to_string()).collect(),
         };
         assert!(user("system:serviceaccount:cozy-fluxcd:flux", &[]).is_platform(&settings));
+        assert!(
+            user(
+                "system:serviceaccount:cozy-system:cozystack-migration-hook",
+                &[
+                    "system:serviceaccounts",
+                    "system:serviceaccounts:cozy-system"
+                ]
+            )
+            .is_platform(&settings)
+        );
+        assert!(user("robot", &["system:serviceaccounts:cozy-velero"]).is_platform(&settings));
         assert!(user("bob", &["cozystack-cluster-admin"]).is_platform(&settings));
         assert!(!user("bob", &["tenant-a-admin"]).is_platform(&settings));
+        assert!(
+            !user(
+                "system:serviceaccount:tenant-a:tenant-a",
+                &["system:serviceaccounts", "system:serviceaccounts:tenant-a"]
+            )
+            .is_platform(&settings)
+        );
+        assert!(!user("system:serviceaccount:cozy-systemx:x", &[]).is_platform(&settings));
+        assert!(!user("system:serviceaccount:cozy-system", &[]).is_platform(&settings));
         assert!(
             user(
                 "system:serviceaccount:kube-system:namespace-controller",
@@ -123,13 +179,26 @@ mod tests {
             .is_teardown(&settings)
         );
         let chain = vec!["tenant-root".to_string(), "tenant-a".to_string()];
-        assert_eq!(
-            user("bob", &["x", "tenant-root-super-admin"]).admin_group_in(&chain, &settings),
-            Some("tenant-root-super-admin".into())
+        assert!(user("bob", &["x", "tenant-root-super-admin"]).administers(&chain, &settings));
+        assert!(!user("bob", &["tenant-a-use"]).administers(&chain, &settings));
+        let own = user("system:serviceaccount:tenant-root:tenant-root", &[]);
+        assert!(own.administers(&chain, &settings));
+        assert!(!own.administers(
+            &chain,
+            &Settings {
+                tenant_service_accounts_are_admins: false,
+                ..Settings::default()
+            }
+        ));
+        let child = user("system:serviceaccount:tenant-a-b:tenant-a-b", &[]);
+        assert!(
+            !child.administers(&chain, &settings),
+            "a child administers no ancestor"
         );
-        assert_eq!(
-            user("bob", &["tenant-a-use"]).admin_group_in(&chain, &settings),
-            None
+        let other = user("system:serviceaccount:tenant-a:builder", &[]);
+        assert!(
+            !other.administers(&chain, &settings),
+            "only the tenant's own account"
         );
     }
 }

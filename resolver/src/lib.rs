@@ -7,7 +7,7 @@
 pub mod capability;
 pub mod cardinality;
 pub mod catalog;
-mod decide;
+pub(crate) mod decide;
 pub mod error;
 mod evaluation;
 pub mod facts;
@@ -20,6 +20,7 @@ pub mod request;
 pub mod rules;
 pub mod settings;
 pub mod tenant;
+pub mod tenant_chart;
 pub mod verdict;
 pub mod visibility;
 

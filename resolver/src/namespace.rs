@@ -1,10 +1,12 @@
 //! Label integrity on Namespaces: provider labels and tenant ancestor labels are the
-//! platform's. Even the platform may only point a provider label up the tenant tree, and the
-//! ancestor labels must match the naming rule, because every other rule trusts them.
+//! platform's. Even the platform may only point a provider label up the tenant tree (or, on a
+//! namespace outside the tree, attach it to a tenant's provider of an attachable class), must
+//! write ancestor labels that match the naming rule, and must point a capability label at the
+//! provider nearest-ancestor resolution gives, because every other rule trusts them.
 
 use std::collections::BTreeSet;
 
-use crate::capability::is_provider_key;
+use crate::capability::{self, is_provider_key, provider_class};
 use crate::evaluation::Evaluation;
 use crate::tenant::{self, ANCESTOR_PREFIX, Labels};
 use crate::verdict::{BAD_REQUEST, Violation, list_some};
@@ -35,9 +37,10 @@ pub fn check(eval: &Evaluation) -> Result<(), Violation> {
     if !eval.is_platform() {
         let keys: Vec<String> = changed.iter().map(|k| k.to_string()).collect();
         return Err(Violation::rule(format!(
-            "Namespace {name}: labels {} are managed by the Cozystack platform and {} may not set, change or remove them; ask a platform administrator",
+            "Namespace {name}: labels {} are managed by the Cozystack platform and {} may not set, change or remove them; {}",
             list_some(&keys, 5),
-            request.user.username
+            request.user.username,
+            eval.remedy("ask a platform administrator")
         )));
     }
     let placement = tenant::place(name, &new.labels).map_err(|err| {
@@ -46,19 +49,53 @@ pub fn check(eval: &Evaluation) -> Result<(), Violation> {
         ))
     })?;
     for key in changed.iter().filter(|k| !k.starts_with(ANCESTOR_PREFIX)) {
-        let Some(value) = new.labels.get(*key) else {
+        let Some(value) = new.labels.get(*key).filter(|v| !v.is_empty()) else {
             continue;
         };
-        if value.is_empty() || value == name || placement.is_within(value) {
+        // `is_provider_key` accepted the key, so it names a class.
+        let Some((class, is_capability)) = provider_class(key) else {
             continue;
-        }
-        let ancestors = if placement.chain.is_empty() {
-            "it has none".to_owned()
+        };
+        if placement.chain.is_empty() {
+            attach(eval, name, key, class, value)?;
+        } else if value == name || placement.is_within(value) {
+            if is_capability {
+                capability::check_resolution(eval, name, &placement.chain, key, class, value)?;
+            }
         } else {
-            placement.chain.join(", ")
-        };
+            return Err(Violation::rule(format!(
+                "Namespace {name}: {key}={value} names neither this namespace nor one of its tenant ancestors ({}); a provider label may only point up the tenant tree",
+                placement.chain.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A namespace outside the tenant tree has no ancestors to point at; the platform may attach
+/// it to a tenant's provider of an attachable class (the tenant gateway attaches `cozy-*` and
+/// `default`), and nothing else.
+fn attach(
+    eval: &Evaluation,
+    name: &str,
+    key: &str,
+    class: &str,
+    value: &str,
+) -> Result<(), Violation> {
+    let attachable = &eval.settings.attachable_classes;
+    if !attachable.iter().any(|c| c == class) {
         return Err(Violation::rule(format!(
-            "Namespace {name}: {key}={value} names neither this namespace nor one of its tenant ancestors ({ancestors}); a provider label may only point up the tenant tree"
+            "Namespace {name}: {key}={value} on a namespace outside the tenant tree; only the classes in attachableClasses ({}) may attach such a namespace to a tenant's provider — add {class} there if a platform component attaches it",
+            if attachable.is_empty() {
+                "none".to_owned()
+            } else {
+                attachable.join(", ")
+            }
+        )));
+    }
+    if !tenant::is_tenant_name(value) {
+        return Err(Violation::rule(format!(
+            "Namespace {name}: {key}={value} does not name a tenant namespace; a namespace outside the tenant tree may only be attached to a tenant's {class} provider"
         )));
     }
     Ok(())

@@ -1,111 +1,137 @@
-//! `protection`: deletion of a provider while consumers depend on it, and admin-only edits.
+//! `protection`: deletion of a provider while consumers depend on it, admin-only kinds, and
+//! module instances the Tenant chart owns.
 //!
 //! A provider instance in namespace X is referenced by class C when a namespace of X's
 //! subtree (X itself, plus descendants when the kind shares with children) resolves C to X
 //! through `namespace.cozystack.io/capability.<C>` or the legacy `namespace.cozystack.io/<C>`,
 //! and hosts an instance of a kind that consumes C. Another live provider of C in X keeps the
-//! class served, so deleting one of two is not blocked.
+//! class served: for the whole subtree when it shares with children, for X alone otherwise.
 
 use std::collections::BTreeSet;
 
 use crate::capability::ProviderKeys;
+use crate::cardinality::Subject;
 use crate::evaluation::Evaluation;
-use crate::facts::InstanceRef;
+use crate::facts::{InstanceRef, Instances, TENANT_MODULE_LABEL};
+use crate::request::Operation;
 use crate::rules::{Class, Deletion, Edit, KindRules, Share};
-use crate::tenant::ANCESTOR_PREFIX;
+use crate::tenant::{self, ANCESTOR_PREFIX};
 use crate::verdict::{Violation, list_head};
 
 const SHOWN: usize = 5;
 
-/// Denies removing the instance `app` of `rules.kind` in `namespace` while it is referenced.
+/// One class the removal would leave unserved somewhere, and who might be stranded.
+struct AtStake<'d> {
+    class: &'d Class,
+    keys: ProviderKeys,
+    /// Another provider stays in the namespace itself, so only descendants are at stake.
+    namespace_still_served: bool,
+    consumers: Vec<(&'d KindRules, std::rc::Rc<Instances>)>,
+    /// Kinds whose rules cannot be read and that have instances: they might consume the class.
+    unreadable: Vec<(&'d str, crate::error::RuleError, std::rc::Rc<Instances>)>,
+}
+
+/// Denies removing `subject` (an instance of `rules.kind`) while it is referenced.
 pub fn check_removal(
     eval: &Evaluation,
     rules: &KindRules,
-    namespace: &str,
-    app: &str,
+    subject: &Subject,
 ) -> Result<(), Violation> {
     if rules.deletion != Deletion::Protect || rules.capability.provides.is_empty() {
         return Ok(());
     }
+    let namespace = subject.namespace;
     let definitions = eval.definitions()?;
-    let definitions_error = |err: crate::error::RuleError| {
-        Violation::rule(format!(
-            "{err}; cannot tell which kinds consume what {kind} provides — fix the ApplicationDefinition",
-            kind = rules.kind
-        ))
-    };
-    // Only these labels decide: subtree membership and the provider labels of each class.
-    let subtree_key = format!("{ANCESTOR_PREFIX}{namespace}");
-    let in_subtree = |ns: &crate::facts::Namespace| {
-        ns.name == namespace
-            || (rules.capability.share == Share::Children && ns.labels.contains_key(&subtree_key))
-    };
-    let classes: Vec<(&Class, ProviderKeys)> = rules
-        .capability
-        .provides
-        .iter()
-        .map(|class| (class, ProviderKeys::new(class, eval.settings)))
-        .collect();
-    let is_self = |consumer: &KindRules, instance: &InstanceRef| {
-        consumer.kind == rules.kind && instance.namespace == namespace && instance.app == app
-    };
+    let is_self = |kind: &str, instance: &InstanceRef| kind == rules.kind && subject.is(instance);
     // Per class still at stake, the instances of its consumer kinds. The release lists come
     // first: they are small, and without a consumer the namespace list is not needed at all.
     let mut at_stake = Vec::new();
-    for (class, keys) in &classes {
-        // Another live provider of the class in the same namespace keeps it served.
-        let mut still_served = false;
-        for provider in definitions
-            .kinds_where(|r| r.provides(class))
-            .map_err(definitions_error)?
-        {
-            still_served |= eval
-                .instances(provider)?
-                .iter()
-                .any(|i| i.namespace == namespace && !i.terminating && !is_self(provider, &i));
-        }
-        if still_served {
-            continue;
-        }
-        let mut lists = Vec::new();
-        for consumer in definitions
-            .kinds_where(|r| r.consumes(class))
-            .map_err(definitions_error)?
-        {
-            let instances = eval.instances(consumer)?;
-            if instances.iter().any(|i| !is_self(consumer, &i)) {
-                lists.push((consumer, instances));
+    for class in &rules.capability.provides {
+        let providers = definitions.kinds_where(|r| r.provides(class));
+        let (mut serves_namespace, mut serves_children) = (false, false);
+        for provider in &providers.kinds {
+            let shares = provider.capability.share == Share::Children;
+            for i in eval.instances(provider)?.iter() {
+                if i.namespace == namespace && !i.terminating && !is_self(&provider.kind, &i) {
+                    serves_namespace = true;
+                    serves_children |= shares;
+                }
             }
         }
-        if !lists.is_empty() {
-            at_stake.push((class, keys, lists));
+        let shared = rules.capability.share == Share::Children;
+        if serves_children || (serves_namespace && !shared) {
+            continue;
+        }
+        let mut stake = AtStake {
+            class,
+            keys: ProviderKeys::new(class, eval.settings),
+            namespace_still_served: serves_namespace,
+            consumers: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        for consumer in definitions.kinds_where(|r| r.consumes(class)).kinds {
+            let instances = eval.instances(consumer)?;
+            if instances.iter().any(|i| !is_self(&consumer.kind, &i)) {
+                stake.consumers.push((consumer, instances));
+            }
+        }
+        // A kind defined twice, or whose fields do not decode, may consume the class too; it
+        // matters only when one of its instances sits where the class resolves here.
+        for (kind, err) in providers.unreadable {
+            let instances = eval.instances_of(kind, None)?;
+            if instances.iter().next().is_some() {
+                stake.unreadable.push((kind, err, instances));
+            }
+        }
+        if !stake.consumers.is_empty() || !stake.unreadable.is_empty() {
+            at_stake.push(stake);
         }
     }
     if at_stake.is_empty() {
         return Ok(());
     }
+    // Only these labels decide: subtree membership and the provider labels of each class.
+    let subtree_key = format!("{ANCESTOR_PREFIX}{namespace}");
     let keep: BTreeSet<String> = at_stake
         .iter()
-        .flat_map(|(_, keys, _)| keys.keys().map(str::to_owned))
+        .flat_map(|s| s.keys.keys().map(str::to_owned))
         .chain([subtree_key.clone()])
         .collect();
     let all = eval.namespaces_with(&keep)?;
+    let shared = rules.capability.share == Share::Children;
     // Consumers are gathered borrowed and sorted; only the few shown are formatted.
     let mut consumers: Vec<[&str; 4]> = Vec::new();
     let mut served = Vec::new();
-    for (class, keys, lists) in &at_stake {
-        // The namespaces that resolve the class here.
+    for stake in &at_stake {
+        // The namespaces that resolve the class here and are not served by what remains.
         let referencing: BTreeSet<&str> = all
             .iter()
-            .filter(|ns| in_subtree(ns) && keys.points_to(&ns.labels, namespace))
+            .filter(|ns| {
+                let own = ns.name == namespace;
+                let descendant = !own && shared && ns.labels.contains_key(&subtree_key);
+                ((own && !stake.namespace_still_served) || descendant)
+                    && stake.keys.points_to(&ns.labels, namespace)
+            })
             .map(|ns| ns.name.as_str())
             .collect();
+        if let Some((kind, err, instances)) = stake.unreadable.iter().find_map(|(k, e, list)| {
+            list.iter()
+                .find(|i| referencing.contains(i.namespace))
+                .map(|i| (k, e, i.label_from("")))
+        }) {
+            return Err(Violation::rule(format!(
+                "{err}; the rules of kind {kind} cannot be read, so the policy cannot tell whether {instances} consumes the {class} that {rkind} {namespace}/{app} provides — fix the ApplicationDefinition",
+                class = stake.class,
+                rkind = rules.kind,
+                app = subject.app,
+            )));
+        }
         let before = consumers.len();
-        for (consumer, instances) in lists {
+        for (consumer, instances) in &stake.consumers {
             consumers.extend(
                 instances
                     .iter()
-                    .filter(|i| referencing.contains(i.namespace) && !is_self(consumer, i))
+                    .filter(|i| referencing.contains(i.namespace) && !is_self(&consumer.kind, i))
                     .map(|i| {
                         let mark = if i.terminating { " terminating" } else { "" };
                         [i.namespace, i.app, consumer.kind.as_str(), mark]
@@ -113,7 +139,7 @@ pub fn check_removal(
             );
         }
         if consumers.len() > before {
-            served.push(class.as_str());
+            served.push(stake.class.as_str());
         }
     }
     if consumers.is_empty() {
@@ -136,6 +162,7 @@ pub fn check_removal(
     Err(Violation::waivable(format!(
         "{kind} {namespace}/{app} is protected while it provides {classes} to consumers: {list}; delete or move those consumers first, or give their tenants another {classes} provider (protection.deletion: protect)",
         kind = rules.kind,
+        app = subject.app,
         classes = served.join(", "),
     )))
 }
@@ -148,23 +175,68 @@ fn text<'a>([ns, app, kind, mark]: &[&'a str; 4]) -> impl Iterator<Item = u8> + 
         .flat_map(str::bytes)
 }
 
-/// Denies a spec change of an `adminOnly` kind by anyone but the platform.
-pub fn check_edit(eval: &Evaluation, rules: &KindRules) -> Result<(), Violation> {
+/// Denies every write of an `adminOnly` kind by anyone but the platform: creating, deleting,
+/// and changing the spec. Metadata-only updates are no edit. A kind whose instance anyone
+/// could delete and create anew with their own spec would not be admin-only at all.
+pub fn check_admin_only(
+    eval: &Evaluation,
+    rules: &KindRules,
+    operation: Operation,
+    namespace: &str,
+    app: &str,
+) -> Result<(), Violation> {
     if rules.edit != Edit::AdminOnly || eval.is_platform() {
         return Ok(());
     }
     let request = eval.request;
-    let (Some(new), Some(old)) = (&request.object, &request.old_object) else {
-        return Ok(());
+    let verb = match operation {
+        Operation::Create => "create it",
+        Operation::Delete => "delete it",
+        Operation::Update => match (&request.object, &request.old_object) {
+            (Some(new), Some(old)) if new.spec != old.spec => "change its spec",
+            _ => return Ok(()),
+        },
+        Operation::Connect => return Ok(()),
     };
-    if new.spec == old.spec {
+    Err(Violation::rule(format!(
+        "{kind} {namespace}/{app}: only the platform may {verb} (protection.edit: adminOnly), and {user} is not a platform identity; {remedy}",
+        kind = rules.kind,
+        user = request.user.username,
+        remedy = eval.remedy("ask a platform administrator to make the change"),
+    )))
+}
+
+/// Denies deleting, through the API, a protected module instance the Tenant chart renders:
+/// the chart owns it and the Tenant's values are where it is switched off.
+pub fn check_tenant_owned(
+    eval: &Evaluation,
+    rules: &KindRules,
+    subject: &Subject,
+) -> Result<(), Violation> {
+    if rules.deletion != Deletion::Protect || eval.is_platform() {
         return Ok(());
     }
+    let Some(release) = &subject.release else {
+        return Ok(());
+    };
+    let owned = eval
+        .release_labels(subject.namespace, release)?
+        .is_some_and(|labels| labels.get(TENANT_MODULE_LABEL).map(String::as_str) == Some("true"));
+    if !owned {
+        return Ok(());
+    }
+    let tenant = match tenant::tenant_application(subject.namespace) {
+        Some((parent, name)) => format!("Tenant {parent}/{name}"),
+        None => "the Tenant".to_owned(),
+    };
+    let switch = match eval.settings.tenant_module_key(&rules.kind) {
+        Some(key) => format!("turn {key} off in {tenant}"),
+        None => format!("turn it off in {tenant}'s values"),
+    };
     Err(Violation::rule(format!(
-        "{kind} {namespace}/{name}: only the platform may change its spec (protection.edit: adminOnly), and {user} is not a platform identity; ask a platform administrator to make the change",
+        "{kind} {namespace}/{app} is rendered by {tenant} ({TENANT_MODULE_LABEL}), which would create it again; {switch} instead of deleting it (protection.deletion: protect)",
         kind = rules.kind,
-        namespace = request.namespace,
-        name = request.name,
-        user = request.user.username,
+        namespace = subject.namespace,
+        app = subject.app,
     )))
 }

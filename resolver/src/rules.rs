@@ -355,16 +355,7 @@ impl Definition {
                 }
             }
         }
-        // Only the two keys the policy reads; `category`, `icon`, ... are not ours to judge.
-        let dashboard = match &self.dashboard {
-            Some(serde_json::Value::Object(map)) => Some(serde_json::Value::Object(
-                map.iter()
-                    .filter(|(key, _)| matches!(key.as_str(), "visibility" | "module"))
-                    .map(|(key, value)| (key.clone(), value.clone()))
-                    .collect(),
-            )),
-            other => other.clone(),
-        };
+        let dashboard = self.dashboard_fields();
         let fields = RuleFields {
             dashboard: field(&self.name, "spec.dashboard", &dashboard)?,
             cardinality: field(&self.name, "spec.cardinality", &self.cardinality)?,
@@ -379,6 +370,32 @@ impl Definition {
                 reason: err.reason().to_owned(),
             })?;
         Ok(fields)
+    }
+}
+
+impl Definition {
+    /// `spec.dashboard` with only the two keys the policy reads; `category`, `icon`, ... are
+    /// not ours to judge.
+    fn dashboard_fields(&self) -> Option<serde_json::Value> {
+        match &self.dashboard {
+            Some(serde_json::Value::Object(map)) => Some(serde_json::Value::Object(
+                map.iter()
+                    .filter(|(key, _)| matches!(key.as_str(), "visibility" | "module"))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect(),
+            )),
+            other => other.clone(),
+        }
+    }
+
+    /// Whether two definitions state the same rules: every field the policy reads is equal,
+    /// so a second definition of a kind that agrees with the first is no ambiguity.
+    fn same_rules(&self, other: &Definition) -> bool {
+        self.dashboard_fields() == other.dashboard_fields()
+            && self.cardinality == other.cardinality
+            && self.protection == other.protection
+            && self.capability == other.capability
+            && self.release_prefix == other.release_prefix
     }
 }
 
@@ -436,7 +453,8 @@ impl DefinitionSet {
             let sources = kinds.entry(definition.kind.clone()).or_default();
             match &sources.definition {
                 None => sources.definition = Some(Ok(definition)),
-                // Two definitions for one kind: no way to tell which rules apply.
+                Some(Ok(first)) if first.same_rules(&definition) => {}
+                // Two definitions for one kind that disagree: no way to tell which rules apply.
                 Some(Ok(first)) => {
                     let err = RuleError::Definition {
                         path: "spec.application.kind".into(),
@@ -467,20 +485,25 @@ impl DefinitionSet {
         }
     }
 
-    /// Every kind whose rules satisfy `pred`. Fails when any definition is invalid, because
-    /// the invalid one might have matched: a question about all kinds cannot be answered.
-    pub fn kinds_where(
-        &self,
-        pred: impl Fn(&KindRules) -> bool,
-    ) -> Result<Vec<&KindRules>, RuleError> {
-        let mut matching = Vec::new();
+    /// Every kind whose rules satisfy `pred`, and the kinds whose rules cannot be read (an
+    /// invalid or ambiguous definition) with their errors: those might have matched, and the
+    /// caller decides whether any of their instances is at stake.
+    pub fn kinds_where(&self, pred: impl Fn(&KindRules) -> bool) -> Matching<'_> {
+        let mut matching = Matching::default();
         for kind in self.kinds.keys() {
-            if let Some(rules) = self.get(kind)?
-                && pred(rules)
-            {
-                matching.push(rules);
+            match self.get(kind) {
+                Ok(Some(rules)) if pred(rules) => matching.kinds.push(rules),
+                Ok(_) => {}
+                Err(err) => matching.unreadable.push((kind.as_str(), err)),
             }
         }
-        Ok(matching)
+        matching
     }
+}
+
+/// The answer of [`DefinitionSet::kinds_where`].
+#[derive(Debug, Default)]
+pub struct Matching<'a> {
+    pub kinds: Vec<&'a KindRules>,
+    pub unreadable: Vec<(&'a str, RuleError)>,
 }

@@ -29,12 +29,26 @@ pub struct Settings {
     pub platform_users: Vec<String>,
     /// Groups whose members are platform identities.
     pub platform_groups: Vec<String>,
+    /// Namespaces whose every ServiceAccount is a platform identity (the API server puts
+    /// each in `system:serviceaccounts:<ns>`): only cluster administrators can create a
+    /// ServiceAccount, a token or a Pod there.
+    pub platform_service_account_namespaces: Vec<String>,
     /// Usernames (patterns) whose DELETEs tear a tenant down and are never blocked.
     pub teardown_users: Vec<String>,
     /// Suffixes of tenant administrator groups: `<prefix><tenant-namespace><suffix>`.
     pub tenant_admin_group_suffixes: Vec<String>,
     /// Prefix the OIDC provider puts in front of group names (empty in stock Cozystack).
     pub tenant_group_prefix: String,
+    /// Whether a tenant's own ServiceAccount (`system:serviceaccount:<ns>:<ns>`) administers
+    /// its tenant and every descendant, as Cozystack's `cozy:tenant` role binds it. Turn off on
+    /// OIDC-only installs that do not hand out these tokens.
+    pub tenant_service_accounts_are_admins: bool,
+    /// Provider classes a platform writer may point a namespace outside the tenant tree at
+    /// (the tenant gateway attaches `cozy-*` and `default` to a tenant's gateway).
+    pub attachable_classes: Vec<String>,
+    /// The Tenant chart's module switches: a Tenant values key that renders the instance of
+    /// a kind, named after the key, in the tenant's namespace.
+    pub tenant_modules: BTreeMap<String, String>,
     /// Whether platform identities get a warning (`warn`) or a denial (`deny`) when they would
     /// exceed a cardinality or delete a referenced provider.
     pub platform_writers: PlatformWriters,
@@ -51,13 +65,18 @@ fn strings(items: &[&str]) -> Vec<String> {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            platform_users: strings(&[
-                "system:serviceaccount:cozy-system:cozystack-api",
-                "system:serviceaccount:cozy-fluxcd:flux",
-                "system:serviceaccount:cozy-system:cozystack-controller",
-                "system:serviceaccount:cozy-system:tenant-*-cleanup",
-            ]),
+            platform_users: Vec::new(),
             platform_groups: strings(&["cozystack-cluster-admin", "system:masters"]),
+            // Every writer of a stock install (cozystack-writers inventory): cozystack-api,
+            // cozystack-controller, the migration hook and tenant cleanup jobs; Flux, its shard
+            // operator and plunger; the controller-manager; backup and Velero restores.
+            platform_service_account_namespaces: strings(&[
+                "cozy-system",
+                "cozy-fluxcd",
+                "kube-system",
+                "cozy-backup-controller",
+                "cozy-velero",
+            ]),
             teardown_users: strings(&[
                 "system:serviceaccount:kube-system:namespace-controller",
                 "system:serviceaccount:kube-system:generic-garbage-collector",
@@ -65,6 +84,19 @@ impl Default for Settings {
             ]),
             tenant_admin_group_suffixes: strings(&["-admin", "-super-admin"]),
             tenant_group_prefix: String::new(),
+            tenant_service_accounts_are_admins: true,
+            attachable_classes: strings(&["gateway"]),
+            tenant_modules: [
+                ("monitoring", "Monitoring"),
+                ("etcd", "Etcd"),
+                ("ingress", "Ingress"),
+                ("seaweedfs", "SeaweedFS"),
+                ("gateway", "Gateway"),
+                ("computeplane", "ComputePlane"),
+            ]
+            .into_iter()
+            .map(|(key, kind)| (key.to_owned(), kind.to_owned()))
+            .collect(),
             platform_writers: PlatformWriters::Warn,
             legacy_provider_classes: strings(&[
                 "etcd",
@@ -129,30 +161,78 @@ impl Settings {
                 });
             }
         }
-        for (index, class) in self.legacy_provider_classes.iter().enumerate() {
-            crate::rules::Class::parse(class).map_err(|reason| RuleError::Invalid {
-                path: format!("legacyProviderClasses[{index}]"),
-                reason,
-            })?;
+        if let Some(index) = self
+            .platform_service_account_namespaces
+            .iter()
+            .position(|ns| !is_dns_label(ns))
+        {
+            return Err(RuleError::Invalid {
+                path: format!("platformServiceAccountNamespaces[{index}]"),
+                reason: "must be a namespace name".into(),
+            });
         }
-        for (kind, fields) in &self.definitions {
-            // Kinds end up in label selectors: a PascalCase identifier, as Kubernetes kinds are.
-            let identifier = kind.len() <= 63 && kind.bytes().all(|b| b.is_ascii_alphanumeric());
-            if !identifier || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+        for (name, classes) in [
+            ("legacyProviderClasses", &self.legacy_provider_classes),
+            ("attachableClasses", &self.attachable_classes),
+        ] {
+            for (index, class) in classes.iter().enumerate() {
+                crate::rules::Class::parse(class).map_err(|reason| RuleError::Invalid {
+                    path: format!("{name}[{index}]"),
+                    reason,
+                })?;
+            }
+        }
+        for (key, kind) in &self.tenant_modules {
+            if !is_dns_label(key) {
                 return Err(RuleError::Invalid {
-                    path: format!("definitions.{kind:?}"),
-                    reason: "the key must be an application kind such as Monitoring".into(),
+                    path: format!("tenantModules.{key:?}"),
+                    reason: "the key must be a Tenant values key that names the module's release, such as monitoring".into(),
                 });
             }
+            check_kind(&format!("tenantModules.{key}"), kind, "the value")?;
+        }
+        for (kind, fields) in &self.definitions {
+            check_kind(&format!("definitions.{kind:?}"), kind, "the key")?;
             fields.validate(&format!("definitions.{kind}."))?;
         }
         Ok(())
+    }
+
+    /// The Tenant values key that switches `kind` on and off, if any.
+    pub fn tenant_module_key(&self, kind: &str) -> Option<&str> {
+        self.tenant_modules
+            .iter()
+            .find(|(_, k)| k.as_str() == kind)
+            .map(|(key, _)| key.as_str())
     }
 
     /// The JSON schema of the settings, as committed in `settings.schema.json`.
     pub fn json_schema() -> serde_json::Value {
         serde_json::to_value(schemars::schema_for!(Settings)).unwrap_or_default()
     }
+}
+
+/// Kinds end up in label selectors: a PascalCase identifier, as Kubernetes kinds are.
+fn check_kind(path: &str, kind: &str, what: &str) -> Result<(), RuleError> {
+    let identifier = kind.len() <= 63 && kind.bytes().all(|b| b.is_ascii_alphanumeric());
+    if !identifier || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return Err(RuleError::Invalid {
+            path: path.to_owned(),
+            reason: format!("{what} must be an application kind such as Monitoring"),
+        });
+    }
+    Ok(())
+}
+
+/// A DNS-1123 label: namespace names and release names.
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
 }
 
 /// serde_path_to_error prints `.` for the root and `?` for a syntax error; say `settings`.
@@ -183,7 +263,7 @@ mod tests {
     fn precise_errors() {
         assert_eq!(
             err(r#"{"platformWriter":"warn"}"#),
-            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `platformWriters`, `legacyProviderClasses`, `definitions`"
+            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `platformServiceAccountNamespaces`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `tenantServiceAccountsAreAdmins`, `attachableClasses`, `tenantModules`, `platformWriters`, `legacyProviderClasses`, `definitions`"
         );
         assert_eq!(
             err(r#"{"platformWriters":"ignore"}"#),
@@ -220,6 +300,18 @@ mod tests {
         assert_eq!(
             err(r#"{"definitions":{"Mon,itoring":{}}}"#),
             "definitions.\"Mon,itoring\": the key must be an application kind such as Monitoring"
+        );
+        assert_eq!(
+            err(r#"{"platformServiceAccountNamespaces":["cozy-system","Cozy"]}"#),
+            "platformServiceAccountNamespaces[1]: must be a namespace name"
+        );
+        assert_eq!(
+            err(r#"{"tenantModules":{"monitoring":"monitoring"}}"#),
+            "tenantModules.monitoring: the value must be an application kind such as Monitoring"
+        );
+        assert_eq!(
+            err(r#"{"attachableClasses":["Gateway"]}"#),
+            "attachableClasses[0]: class name \"Gateway\" must be lower-case letters, digits and inner dashes"
         );
         assert_eq!(err("[]"), "settings: must be an object");
         assert_eq!(err("{"), "settings: EOF while parsing an object");

@@ -72,6 +72,38 @@ pub fn chain_from_name(name: &str) -> Option<Vec<String>> {
     Some(chain)
 }
 
+/// The namespace a Tenant application named `name` in `parent` creates, as cozystack-api
+/// computes it: `tenant-<name>` under the root, `<parent>-<name>` deeper; the root Tenant
+/// (`root` in `tenant-root`) is the root namespace itself. `None` for no valid tenant name.
+pub fn tenant_namespace(parent: &str, name: &str) -> Option<String> {
+    if parent == ROOT && name == "root" {
+        return Some(ROOT.to_owned());
+    }
+    // Tenant names are one word (cozystack-api: `^[a-z][a-z0-9]*$`).
+    if !is_tenant_name(parent) || name.contains('-') {
+        return None;
+    }
+    let child = if parent == ROOT {
+        format!("{TENANT_NS_PREFIX}{name}")
+    } else {
+        format!("{parent}-{name}")
+    };
+    is_tenant_name(&child).then_some(child)
+}
+
+/// The Tenant application that creates a tenant namespace: its parent namespace and name.
+pub fn tenant_application(namespace: &str) -> Option<(String, String)> {
+    let chain = chain_from_name(namespace)?;
+    let Some(parent) = chain.len().checked_sub(2).map(|i| chain[i].clone()) else {
+        return Some((ROOT.to_owned(), "root".to_owned()));
+    };
+    let name = match parent.as_str() {
+        ROOT => &namespace[TENANT_NS_PREFIX.len()..],
+        _ => &namespace[parent.len() + 1..],
+    };
+    Some((parent.clone(), name.to_owned()))
+}
+
 /// True for names that claim to be tenant namespaces (`tenant-…`), valid or not.
 pub fn looks_like_tenant(name: &str) -> bool {
     name.starts_with(TENANT_NS_PREFIX)
@@ -281,6 +313,25 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn tenant_applications_and_their_namespaces() {
+        for (parent, name, namespace) in [
+            ("tenant-root", "root", "tenant-root"),
+            ("tenant-root", "ktj", "tenant-ktj"),
+            ("tenant-ktj", "htdev", "tenant-ktj-htdev"),
+        ] {
+            assert_eq!(tenant_namespace(parent, name).as_deref(), Some(namespace));
+            assert_eq!(
+                tenant_application(namespace),
+                Some((parent.to_owned(), name.to_owned()))
+            );
+        }
+        assert_eq!(tenant_namespace("tenant-root", "bad-name"), None);
+        assert_eq!(tenant_namespace("cozy-system", "a"), None);
+        assert_eq!(tenant_namespace("tenant-a", "B"), None);
+        assert_eq!(tenant_application("cozy-system"), None);
     }
 
     #[test]

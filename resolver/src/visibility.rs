@@ -6,26 +6,28 @@ use crate::identity::admin_groups;
 use crate::rules::{KindRules, Visibility};
 use crate::verdict::{Violation, list_some};
 
-pub fn check(eval: &Evaluation, rules: &KindRules) -> Result<(), Violation> {
+/// Whether the requester may `verb` (create, change, delete) an instance of `rules.kind` in
+/// `namespace`.
+pub fn check(
+    eval: &Evaluation,
+    rules: &KindRules,
+    namespace: &str,
+    verb: &str,
+) -> Result<(), Violation> {
     if rules.visibility == Visibility::Catalog || eval.is_platform() {
         return Ok(());
     }
     let kind = &rules.kind;
     let user = &eval.user().username;
-    let verb = eval.verb();
-    let namespace = &eval.request.namespace;
     match rules.visibility {
         Visibility::Catalog => Ok(()),
         Visibility::Hidden => Err(Violation::rule(format!(
-            "{kind} is a hidden kind: only the Cozystack platform may {verb} it, and {user} is not a platform identity; it is managed by the platform, so ask a platform administrator"
+            "{kind} is a hidden kind: only the Cozystack platform may {verb} it, and {user} is not a platform identity; {}",
+            eval.remedy("it is managed by the platform, so ask a platform administrator")
         ))),
         Visibility::Module => {
             let placement = eval.placement(namespace)?;
-            if eval
-                .user()
-                .admin_group_in(&placement.chain, eval.settings)
-                .is_some()
-            {
+            if eval.user().administers(&placement.chain, eval.settings) {
                 return Ok(());
             }
             let own: Vec<String> = admin_groups(
@@ -42,7 +44,10 @@ pub fn check(eval: &Evaluation, rules: &KindRules) -> Result<(), Violation> {
                 )
             };
             Err(Violation::rule(format!(
-                "{kind} is a tenant module: only tenant administrators ({admins}) and the platform may {verb} it in {namespace}, and {user} is neither; ask a tenant administrator to {verb} it from Administration → Modules"
+                "{kind} is a tenant module: only tenant administrators ({admins}) and the platform may {verb} it in {namespace}, and {user} is neither; {}",
+                eval.remedy(&format!(
+                    "ask a tenant administrator to {verb} it from Administration → Modules"
+                ))
             )))
         }
     }

@@ -84,7 +84,13 @@ fn platform_writers_get_a_warning_by_default_and_a_denial_in_deny_mode() {
     );
     let settings = deny_writers();
     let deny = cozystack_resolver::evaluate(&request, &settings, &cluster());
-    assert_denied(&deny, 403, message);
+    assert_denied(
+        &deny,
+        403,
+        &format!(
+            "{message} (refused although {FLUX} is a platform writer, because platformWriters is deny)"
+        ),
+    );
 }
 
 #[test]

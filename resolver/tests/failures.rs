@@ -111,7 +111,8 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
         &decide(&app(Create, "Redis", "tenant-c", "r", user("u", &[])), &c),
         &[],
     );
-    // Protection must know every consumer kind: a broken definition blocks that question.
+    // Protection must know every consumer kind: a broken definition blocks the removal when
+    // one of its instances sits where the provider's class resolves to it.
     let verdict = decide(
         &app(
             Delete,
@@ -125,7 +126,23 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
     assert_denied(
         &verdict,
         403,
-        "ApplicationDefinition monitoring: spec.cardinality.max: invalid type: string \"one\", expected u32; cannot tell which kinds consume what Etcd provides — fix the ApplicationDefinition",
+        "ApplicationDefinition monitoring: spec.cardinality.max: invalid type: string \"one\", expected u32; the rules of kind Monitoring cannot be read, so the policy cannot tell whether tenant-root/monitoring consumes the etcd that Etcd tenant-root/etcd provides — fix the ApplicationDefinition",
+    );
+    // ... and not when none of its instances is at stake.
+    c.instances.retain(|i| i.kind != "Monitoring");
+    c.instances.retain(|i| i.kind != "Kubernetes");
+    assert_allowed(
+        &decide(
+            &app(
+                Delete,
+                "Etcd",
+                "tenant-root",
+                "etcd",
+                user("root", &["tenant-root-admin"]),
+            ),
+            &c,
+        ),
+        &[],
     );
 }
 

@@ -59,26 +59,110 @@ fn even_the_platform_may_only_point_providers_up_the_tree() {
         403,
         "Namespace tenant-a-b: namespace.cozystack.io/monitoring=tenant-c names neither this namespace nor one of its tenant ancestors (tenant-root, tenant-a, tenant-a-b); a provider label may only point up the tenant tree",
     );
-    for value in ["", "tenant-a-b", "tenant-a", "tenant-root"] {
-        let mut new = old.clone();
-        new.insert(
-            "namespace.cozystack.io/capability.monitoring".into(),
-            value.into(),
-        );
-        let verdict = decide(
+}
+
+const CONTROLLER: &str = "system:serviceaccount:cozy-system:cozystack-controller";
+
+/// The capability reconciler setting `capability.monitoring=<value>` on `namespace`.
+fn capability_write(
+    namespace: &str,
+    value: &str,
+    cluster: &cozystack_resolver::Snapshot,
+) -> cozystack_resolver::Verdict {
+    let old = ns_labels(namespace, &[]);
+    let mut new = old.clone();
+    new.insert(
+        "namespace.cozystack.io/capability.monitoring".into(),
+        value.into(),
+    );
+    decide(
+        &namespace_update(
+            namespace,
+            old,
+            new,
+            user(CONTROLLER, &["system:serviceaccounts:cozy-system"]),
+        ),
+        cluster,
+    )
+}
+
+#[test]
+fn capability_labels_name_the_nearest_live_provider() {
+    let c = cluster();
+    assert_allowed(&capability_write("tenant-a-b", "tenant-a", &c), &[]);
+    assert_allowed(&capability_write("tenant-a-b", "", &c), &[]);
+    assert_denied(
+        &capability_write("tenant-a-b", "tenant-root", &c),
+        403,
+        "Namespace tenant-a-b: namespace.cozystack.io/capability.monitoring=tenant-root does not resolve: it skips tenant-a (a nearer live monitoring provider); the nearest live provider is Monitoring tenant-a/monitoring in tenant-a, so the label must be tenant-a",
+    );
+    assert_denied(
+        &capability_write("tenant-a-b", "tenant-a-b", &c),
+        403,
+        "Namespace tenant-a-b: namespace.cozystack.io/capability.monitoring=tenant-a-b does not resolve: tenant-a-b has no live monitoring provider; the nearest live provider is Monitoring tenant-a/monitoring in tenant-a, so the label must be tenant-a",
+    );
+}
+
+#[test]
+fn terminating_and_unshared_providers_do_not_serve_descendants() {
+    // tenant-a's Monitoring is being deleted: the root's is the nearest live one.
+    let mut c = cluster();
+    c.instances[1].terminating = true;
+    assert_allowed(&capability_write("tenant-a-b", "tenant-root", &c), &[]);
+    assert_denied(
+        &capability_write("tenant-a-b", "tenant-a", &c),
+        403,
+        "Namespace tenant-a-b: namespace.cozystack.io/capability.monitoring=tenant-a does not resolve: tenant-a has no live monitoring provider; the nearest live provider is Monitoring tenant-root/monitoring in tenant-root, so the label must be tenant-root",
+    );
+    // A provider that shares with no one serves its own namespace and nothing below it.
+    let mut c = cluster();
+    c.definitions[0].capability =
+        Some(serde_json::json!({"provides": ["monitoring"], "share": "none"}));
+    assert_allowed(&capability_write("tenant-a", "tenant-a", &c), &[]);
+    assert_denied(
+        &capability_write("tenant-a-b", "tenant-a", &c),
+        403,
+        "Namespace tenant-a-b: namespace.cozystack.io/capability.monitoring=tenant-a does not resolve: tenant-a's monitoring provider (Monitoring tenant-a/monitoring) serves only its own namespace (share: none); no live monitoring provider serves tenant-a-b, so the label must be empty until one exists",
+    );
+}
+
+#[test]
+fn namespaces_outside_the_tree_attach_only_attachable_classes() {
+    let gateway = |key: &str, value: &str| {
+        let mut new = labels(&[]);
+        new.insert(key.into(), value.into());
+        decide(
+            &namespace_update("cozy-system", labels(&[]), new, user(CONTROLLER, &[])),
+            &cluster(),
+        )
+    };
+    assert_allowed(&gateway("namespace.cozystack.io/gateway", "tenant-a"), &[]);
+    assert_denied(
+        &gateway("namespace.cozystack.io/monitoring", "tenant-a"),
+        403,
+        "Namespace cozy-system: namespace.cozystack.io/monitoring=tenant-a on a namespace outside the tenant tree; only the classes in attachableClasses (gateway) may attach such a namespace to a tenant's provider — add monitoring there if a platform component attaches it",
+    );
+    assert_denied(
+        &gateway("namespace.cozystack.io/gateway", "cozy-dashboard"),
+        403,
+        "Namespace cozy-system: namespace.cozystack.io/gateway=cozy-dashboard does not name a tenant namespace; a namespace outside the tenant tree may only be attached to a tenant's gateway provider",
+    );
+    // Tenants may not attach anything, anywhere.
+    let mut new = labels(&[]);
+    new.insert("namespace.cozystack.io/gateway".into(), "tenant-a".into());
+    assert_denied(
+        &decide(
             &namespace_update(
-                "tenant-a-b",
-                old.clone(),
+                "cozy-system",
+                labels(&[]),
                 new,
-                user(
-                    "system:serviceaccount:cozy-system:cozystack-controller",
-                    &[],
-                ),
+                user("alice", &["tenant-a-admin"]),
             ),
             &cluster(),
-        );
-        assert_allowed(&verdict, &[]);
-    }
+        ),
+        403,
+        "Namespace cozy-system: labels namespace.cozystack.io/gateway are managed by the Cozystack platform and alice may not set, change or remove them; ask a platform administrator",
+    );
 }
 
 #[test]

@@ -135,7 +135,9 @@ fn platform_writer_deletes_warn_or_deny() {
     assert_denied(
         &cozystack_resolver::evaluate(&request, &settings, &cluster()),
         403,
-        message,
+        &format!(
+            "{message} (refused although {FLUX} is a platform writer, because platformWriters is deny)"
+        ),
     );
 }
 

@@ -76,7 +76,9 @@ fn tenant_chart_singleton_beyond_max_warns_by_default() {
     assert_denied(
         &cozystack_resolver::evaluate(&request, &settings, &cluster()),
         403,
-        message,
+        &format!(
+            "{message} (refused although {FLUX} is a platform writer, because platformWriters is deny)"
+        ),
     );
 }
 
@@ -108,7 +110,7 @@ fn relabelling_into_a_counted_kind_is_counted_and_out_of_a_protected_one_is_a_re
     assert_denied(
         &verdict,
         403,
-        "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
+        "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1) (refused although system:serviceaccount:cozy-fluxcd:flux is a platform writer, because platformWriters is deny)",
     );
     // Out: dropping the kind label of a referenced provider would hide it from protection.
     let mut request = release(
@@ -123,7 +125,7 @@ fn relabelling_into_a_counted_kind_is_counted_and_out_of_a_protected_one_is_a_re
     assert_denied(
         &verdict,
         403,
-        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
+        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect) (refused although system:serviceaccount:cozy-fluxcd:flux is a platform writer, because platformWriters is deny)",
     );
 }
 

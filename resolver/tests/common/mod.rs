@@ -60,6 +60,7 @@ pub fn instance(kind: &str, namespace: &str, app: &str) -> Instance {
         release: app.into(),
         app: app.into(),
         terminating: false,
+        tenant_module: false,
     }
 }
 
@@ -287,6 +288,14 @@ impl Cluster for Recording<'_> {
     ) -> Result<cozystack_resolver::Instances, LookupError> {
         self.record(format!("list HelmReleases of kind {kind}"))?;
         self.inner.instances(kind, prefix)
+    }
+    fn release_labels(
+        &self,
+        namespace: &str,
+        release: &str,
+    ) -> Result<Option<Labels>, LookupError> {
+        self.record(format!("get HelmRelease {namespace}/{release}"))?;
+        self.inner.release_labels(namespace, release)
     }
 }
 
