@@ -22,6 +22,18 @@ check() {
     and ((.warnings // []) == $want[0].warnings)' <<<"$output"
 }
 
+# Settings validate_settings refuses: kwctl exits non-zero and prints the settings message.
+check_invalid_settings() {
+  local dir="$BATS_TEST_DIRNAME/$1"
+  run kwctl run --allow-context-aware \
+    --request-path "$dir/request.json" \
+    --settings-path "$dir/settings.json" \
+    --replay-host-capabilities-interactions "$dir/session.yml" \
+    "$POLICY"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"$(jq -r .settingsMessage "$dir/expected.json")"* ]]
+}
+
 @test "cardinality-second-monitoring-in-tenant" {
   check cardinality-second-monitoring-in-tenant
 }
@@ -339,7 +351,7 @@ check() {
 }
 
 @test "settings-invalid-reach-validate-as-400" {
-  check settings-invalid-reach-validate-as-400
+  check_invalid_settings settings-invalid-reach-validate-as-400
 }
 
 @test "failure-namespace-not-found" {
@@ -380,6 +392,10 @@ check() {
 
 @test "failure-unhandled-resource" {
   check failure-unhandled-resource
+}
+
+@test "failure-multi-line-host-error" {
+  check failure-multi-line-host-error
 }
 
 @test "bypass-dry-run-same-verdict" {

@@ -58,19 +58,36 @@ pub fn scenario_files(
         return Ok(None);
     };
     let response = &evaluation.response;
-    let expected = json!({
-        "allowed": response["accepted"],
-        "code": response["code"],
-        "message": response["message"],
-        "warnings": response["warnings"].as_array().cloned().unwrap_or_default(),
-    });
+    // kwctl, like the policy-server, calls validate_settings first and refuses to run the
+    // policy on settings it answers invalid: the 400 of `validate` is not reached there.
+    let settings_valid = outcome.settings_response["valid"]
+        .as_bool()
+        .unwrap_or(false);
+    let expected = if settings_valid {
+        json!({
+            "allowed": response["accepted"],
+            "code": response["code"],
+            "message": response["message"],
+            "warnings": response["warnings"].as_array().cloned().unwrap_or_default(),
+        })
+    } else {
+        json!({
+            "settingsValid": false,
+            "settingsMessage": outcome.settings_response["message"],
+        })
+    };
     let mut files = BTreeMap::new();
     files.insert(
         "request.json".to_owned(),
         pretty(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})),
     );
     files.insert("settings.json".to_owned(), pretty(&prepared.settings));
-    files.insert("session.yml".to_owned(), session(&evaluation.exchanges)?);
+    let exchanges = if settings_valid {
+        &evaluation.exchanges[..]
+    } else {
+        &[]
+    };
+    files.insert("session.yml".to_owned(), session(exchanges)?);
     files.insert("expected.json".to_owned(), pretty(&expected));
     Ok(Some(files))
 }
@@ -98,6 +115,18 @@ check() {
     and ((.status.message // null) == $want[0].message)
     and ((.warnings // []) == $want[0].warnings)' <<<"$output"
 }
+
+# Settings validate_settings refuses: kwctl exits non-zero and prints the settings message.
+check_invalid_settings() {
+  local dir="$BATS_TEST_DIRNAME/$1"
+  run kwctl run --allow-context-aware \
+    --request-path "$dir/request.json" \
+    --settings-path "$dir/settings.json" \
+    --replay-host-capabilities-interactions "$dir/session.yml" \
+    "$POLICY"
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"$(jq -r .settingsMessage "$dir/expected.json")"* ]]
+}
 "#;
 
 /// Every exported file, by path relative to the export directory.
@@ -117,8 +146,12 @@ pub fn export_all(
         for (name, content) in scenario_files {
             files.insert(format!("{}/{name}", scenario.name), content);
         }
+        let check = match outcome.settings_response["valid"].as_bool() {
+            Some(true) => "check",
+            _ => "check_invalid_settings",
+        };
         bats.push_str(&format!(
-            "\n@test \"{0}\" {{\n  check {0}\n}}\n",
+            "\n@test \"{0}\" {{\n  {check} {0}\n}}\n",
             scenario.name
         ));
     }

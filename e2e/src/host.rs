@@ -164,12 +164,19 @@ impl HostState {
             }
             "kubernetes" => {
                 let request = Self::decode(operation, payload)?;
+                // Refused before the callback handler, as the evaluator does: no exchange.
+                self.check_access(&request)?;
                 let response = self.cached_answer(&request);
                 self.exchanges.push(Exchange {
                     request,
                     response: response.clone(),
                 });
-                response.map(|body| body.as_bytes().to_vec())
+                // The evaluator hands the guest a failed callback as
+                // `Callback evaluation failure: {error:?}`; the session keeps the bare error,
+                // which kwctl's replay wraps the same way.
+                response
+                    .map(|body| body.as_bytes().to_vec())
+                    .map_err(|error| format!("Callback evaluation failure: {error}"))
             }
             other => Err(format!("unknown host capability {other}/{operation}")),
         }
@@ -230,7 +237,8 @@ impl HostState {
         response
     }
 
-    fn answer(&self, request: &CallbackRequest) -> Result<String, String> {
+    /// `contextAwareResources` gates every Kubernetes call.
+    fn check_access(&self, request: &CallbackRequest) -> Result<(), String> {
         let (api_version, kind) = request.resource();
         let resource = ContextAwareResource {
             api_version: api_version.to_owned(),
@@ -241,6 +249,11 @@ impl HostState {
                 "Policy has not been granted access to Kubernetes resource {api_version}/{kind}: add it to contextAwareResources"
             ));
         }
+        Ok(())
+    }
+
+    fn answer(&self, request: &CallbackRequest) -> Result<String, String> {
+        let (api_version, kind) = request.resource();
         let operation = match request {
             CallbackRequest::KubernetesGetResource { .. } => "get_resource",
             CallbackRequest::KubernetesListResourceAll { .. } => "list_resources_all",
