@@ -116,52 +116,37 @@ pub fn check_switches(
             message: effect(v.message),
             ..v
         };
-        let mut admitted = Vec::new();
-        if is {
-            switch_on(eval, &rules, &subject, &mut admitted).map_err(context)?;
+        let operation = if is {
+            Operation::Create
         } else {
-            switch_off(eval, &rules, &subject, &mut admitted).map_err(context)?;
-        }
+            Operation::Delete
+        };
+        let mut admitted = Vec::new();
+        switch(eval, &rules, &subject, operation, &mut admitted).map_err(context)?;
         warnings.extend(admitted.into_iter().map(effect));
     }
     Ok(())
 }
 
-fn switch_on(
+/// A module switched on (`Operation::Create`) or off (`Operation::Delete`): the rules a
+/// direct create or delete of the instance meets, by the same requester.
+fn switch(
     eval: &Evaluation,
     rules: &KindRules,
     subject: &Subject,
+    operation: Operation,
     warnings: &mut Vec<String>,
 ) -> Result<(), Violation> {
-    visibility::check(eval, rules, subject.namespace, "create")?;
-    protection::check_admin_only(
-        eval,
-        rules,
-        Operation::Create,
-        subject.namespace,
-        subject.app,
-    )?;
-    if let Err(v) = cardinality::check(eval, rules, subject) {
-        eval.enforce(v, warnings)?;
-    }
-    Ok(())
-}
-
-fn switch_off(
-    eval: &Evaluation,
-    rules: &KindRules,
-    subject: &Subject,
-    warnings: &mut Vec<String>,
-) -> Result<(), Violation> {
-    visibility::check(eval, rules, subject.namespace, "delete")?;
-    protection::check_admin_only(
-        eval,
-        rules,
-        Operation::Delete,
-        subject.namespace,
-        subject.app,
-    )?;
-    if let Err(v) = protection::check_removal(eval, rules, subject) {
+    let creates = operation == Operation::Create;
+    let verb = if creates { "create" } else { "delete" };
+    visibility::check(eval, rules, subject.namespace, verb)?;
+    protection::check_admin_only(eval, rules, operation, subject.namespace, subject.app)?;
+    let outcome = if creates {
+        cardinality::check(eval, rules, subject)
+    } else {
+        protection::check_removal(eval, rules, subject)
+    };
+    if let Err(v) = outcome {
         eval.enforce(v, warnings)?;
     }
     Ok(())
