@@ -33,7 +33,14 @@ pub fn admission(data: &[u8]) {
     let verdict = crate::evaluate(data, &NoHost);
     let decodes = serde_json::from_slice::<crate::admission::Payload>(data)
         .ok()
-        .and_then(|p| crate::admission::decode(p.request).ok());
+        .and_then(|p| {
+            let settings = crate::settings::parse(
+                p.settings
+                    .map_or(b"null".as_slice(), |s| s.get().as_bytes()),
+            )
+            .ok()?;
+            crate::admission::decode(p.request, &settings.audit_scanner_username).ok()
+        });
     if decodes.is_none() {
         assert!(!verdict.allowed, "an undecodable request was allowed");
         assert_eq!(verdict.code, Some(400));

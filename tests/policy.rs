@@ -201,8 +201,10 @@ fn cardinality_through_the_wire_with_exact_host_calls() {
     );
 }
 
+/// A protected removal reads the labels of the few namespaces that host a consumer, one
+/// cached GET each, not the whole namespace list.
 #[test]
-fn protection_lists_namespaces_once() {
+fn protection_reads_only_the_consumers_namespaces() {
     let host = host();
     let out = run(&host, root_deletes_monitoring(), json!({}));
     assert_eq!(
@@ -216,9 +218,10 @@ fn protection_lists_namespaces_once() {
             "get_resource Namespace",
             "list_resources_all HelmRelease",
             "list_resources_all HelmRelease",
-            "list_resources_all Namespace",
+            "get_resource Namespace",
         ]
     );
+    assert_eq!(host.calls.borrow()[4].1["name"], "tenant-a");
     // Postgres states `postgres-`: its releases are listed without labels, and `db` is read
     // from the name `postgres-db`.
     let calls = host.calls.borrow();
@@ -323,7 +326,7 @@ fn undecodable_input_is_rejected_with_400() {
          "unsupported operation \"PATCH\": expected CREATE, UPDATE, DELETE or CONNECT"),
         (serde_json::to_vec(&json!({"request": {"kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE", "userInfo": {"username": "u"}}})).unwrap(),
          "the policy does not handle v1/Pod; match only apps.cozystack.io applications, helm.toolkit.fluxcd.io HelmReleases and core Namespaces"),
-        (serde_json::to_vec(&json!({"request": app_request("CREATE", "tenant-a", "m", "", &[])})).unwrap(), "request.userInfo.username is empty"),
+        (serde_json::to_vec(&json!({"request": app_request("DELETE", "tenant-a", "m", "", &[])})).unwrap(), "request.userInfo.username is empty"),
         (serde_json::to_vec(&json!({"request": {"kind": {"group": "apps.cozystack.io", "version": "v1alpha1", "kind": "Monitoring"},
             "operation": "CREATE", "namespace": "tenant-a", "name": "m", "userInfo": {"username": "u"}, "object": {"metadata": {"labels": "x"}}}})).unwrap(),
          "cannot decode request.object: invalid type: string \"x\", expected a map"),

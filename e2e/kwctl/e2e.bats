@@ -230,6 +230,14 @@ check_invalid_settings() {
   check admin-only-delete-by-platform
 }
 
+@test "protection-many-consumers-refused-from-a-sample" {
+  check protection-many-consumers-refused-from-a-sample
+}
+
+@test "protection-few-consumer-namespaces-counted-exactly" {
+  check protection-few-consumer-namespaces-counted-exactly
+}
+
 @test "helmrelease-app-release-by-tenant-user" {
   check helmrelease-app-release-by-tenant-user
 }
@@ -368,6 +376,10 @@ check_invalid_settings() {
 
 @test "failure-namespace-list" {
   check failure-namespace-list
+}
+
+@test "failure-namespace-get-falls-back-to-the-list" {
+  check failure-namespace-get-falls-back-to-the-list
 }
 
 @test "failure-namespace-get-error" {
@@ -620,4 +632,64 @@ check_invalid_settings() {
 
 @test "stock-cluster-admin-writes-release" {
   check stock-cluster-admin-writes-release
+}
+
+@test "audit-duplicate-monitoring-reported" {
+  check audit-duplicate-monitoring-reported
+}
+
+@test "audit-duplicate-original-also-reported" {
+  check audit-duplicate-original-also-reported
+}
+
+@test "audit-duplicate-under-platform-writers-warn" {
+  check audit-duplicate-under-platform-writers-warn
+}
+
+@test "audit-clean-release-passes" {
+  check audit-clean-release-passes
+}
+
+@test "audit-module-application-not-judged-by-writer" {
+  check audit-module-application-not-judged-by-writer
+}
+
+@test "audit-twin-module-application-by-viewer" {
+  check audit-twin-module-application-by-viewer
+}
+
+@test "audit-twin-release-by-tenant" {
+  check audit-twin-release-by-tenant
+}
+
+@test "audit-drifted-ancestor-chain" {
+  check audit-drifted-ancestor-chain
+}
+
+@test "audit-sideways-provider-label" {
+  check audit-sideways-provider-label
+}
+
+@test "audit-clean-namespace-passes" {
+  check audit-clean-namespace-passes
+}
+
+@test "audit-twin-namespace-labels-by-tenant" {
+  check audit-twin-namespace-labels-by-tenant
+}
+
+@test "audit-identity-only-on-create" {
+  check audit-identity-only-on-create
+}
+
+@test "audit-identity-never-has-groups" {
+  check audit-identity-never-has-groups
+}
+
+@test "audit-named-scanner-identity" {
+  check audit-named-scanner-identity
+}
+
+@test "audit-named-scanner-identity-with-groups-is-a-writer" {
+  check audit-named-scanner-identity-with-groups-is-a-writer
 }

@@ -117,24 +117,39 @@ impl FixtureCluster {
         self.objects.push(object);
     }
 
-    /// Removes objects by `Kind/name` or `Kind/namespace/name`.
-    pub fn remove(&mut self, reference: &str) -> Result<(), String> {
+    /// Does `object` answer to `Kind/name` or `Kind/namespace/name`?
+    fn matcher(reference: &str) -> Result<impl Fn(&Value) -> bool + '_, String> {
         let parts: Vec<&str> = reference.split('/').collect();
         let (kind, namespace, name) = match parts.as_slice() {
             [kind, name] => (*kind, None, *name),
             [kind, namespace, name] => (*kind, Some(*namespace), *name),
             _ => {
                 return Err(format!(
-                    "remove: {reference:?} is not Kind/name or Kind/namespace/name"
+                    "{reference:?} is not Kind/name or Kind/namespace/name"
                 ));
             }
         };
-        let before = self.objects.len();
-        self.objects.retain(|o| {
-            !(str_at(o, &["kind"]) == kind
+        Ok(move |o: &Value| {
+            str_at(o, &["kind"]) == kind
                 && str_at(o, &["metadata", "name"]) == name
-                && namespace.is_none_or(|ns| str_at(o, &["metadata", "namespace"]) == ns))
-        });
+                && namespace.is_none_or(|ns| str_at(o, &["metadata", "namespace"]) == ns)
+        })
+    }
+
+    /// The object named `Kind/name` or `Kind/namespace/name`.
+    pub fn find(&self, reference: &str) -> Result<&Value, String> {
+        let is = Self::matcher(reference)?;
+        self.objects
+            .iter()
+            .find(|o| is(o))
+            .ok_or_else(|| format!("no object {reference}"))
+    }
+
+    /// Removes objects by `Kind/name` or `Kind/namespace/name`.
+    pub fn remove(&mut self, reference: &str) -> Result<(), String> {
+        let is = Self::matcher(reference).map_err(|e| format!("remove: {e}"))?;
+        let before = self.objects.len();
+        self.objects.retain(|o| !is(o));
         if self.objects.len() == before {
             return Err(format!("remove: no object {reference}"));
         }

@@ -1,8 +1,9 @@
 //! The Kubewarden host side of waPC: serves `kubewarden/kubernetes/*` from a fixture cluster
 //! the way the policy-server does, and records every exchange.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -81,9 +82,36 @@ pub struct Exchange {
     pub response: Result<Arc<str>, String>,
 }
 
-/// Answers already computed, by request: what a reflector cache is to the policy-server.
-pub type ResponseCache =
-    std::sync::Mutex<std::collections::HashMap<String, Result<Arc<str>, String>>>;
+/// What a policy-server keeps between evaluations, kept the way policy-evaluator keeps it: one
+/// reflector store per list key (apiVersion, kind, selectors, masks), holding each object
+/// stripped of `managedFields` and `last-applied-configuration` and masked when the watch
+/// delivers it; and `get_resource`'s 5-second cache of whole objects. Every answer is rebuilt
+/// from these and serialised on every call, as the evaluator does: nothing is kept as bytes.
+///
+/// [`HostCache::memoised`] instead keeps every answer as bytes: for the pre-flight, which
+/// replays a dump that never changes and has no host to model.
+#[derive(Debug, Default)]
+pub struct HostCache {
+    reflectors: Mutex<HashMap<String, Arc<Vec<Value>>>>,
+    gets: Mutex<HashMap<String, Fetched>>,
+    answers: Option<Mutex<HashMap<String, Arc<str>>>>,
+}
+
+impl HostCache {
+    /// A cache that serialises each distinct answer once.
+    pub fn memoised() -> HostCache {
+        HostCache {
+            answers: Some(Mutex::default()),
+            ..HostCache::default()
+        }
+    }
+}
+
+/// A GET's answer and when it was fetched (`None`: the object did not exist).
+type Fetched = (Instant, Option<Arc<Value>>);
+
+/// `get_resource`'s cache lifetime (`#[cached(time = 5)]` in policy-evaluator).
+const GET_CACHE: Duration = Duration::from_secs(5);
 
 /// A failure to inject: calls whose operation and kind match get `message` as an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,8 +130,12 @@ pub struct HostState {
     pub failures: Vec<Failure>,
     pub exchanges: Vec<Exchange>,
     pub logs: Vec<String>,
-    /// Reuse answers across evaluations (benchmarks); `None` computes each one.
-    pub cache: Option<Arc<ResponseCache>>,
+    /// The policy-server's reflectors and caches, shared across evaluations (benchmarks,
+    /// pre-flight); `None` reads the fixture afresh on every call.
+    pub cache: Option<Arc<HostCache>>,
+    /// Wall time the guest spent blocked in host calls (the callback, and the thread hop when
+    /// the policy runs with a callback thread).
+    pub host_time: Duration,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +162,23 @@ struct ListRequest {
     field_selector: Option<String>,
     #[serde(default)]
     field_masks: Option<Vec<String>>,
+}
+
+/// The evaluator's error for a GET of an object that does not exist.
+fn not_found(request: &CallbackRequest) -> String {
+    match request {
+        CallbackRequest::KubernetesGetResource {
+            api_version,
+            kind,
+            name,
+            namespace,
+            ..
+        } => format!(
+            "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{}'",
+            namespace.as_deref().unwrap_or("None")
+        ),
+        _ => "not found".into(),
+    }
 }
 
 /// What the reflector store drops from every object.
@@ -225,16 +274,78 @@ impl HostState {
         let Some(cache) = &self.cache else {
             return self.answer(request).map(Arc::from);
         };
+        let Some(answers) = &cache.answers else {
+            return self.answer_from(cache, request).map(Arc::from);
+        };
         let key = serde_json::to_string(request).map_err(|e| e.to_string())?;
-        if let Some(hit) = cache.lock().map_err(|e| e.to_string())?.get(&key) {
-            return hit.clone();
+        if let Some(hit) = answers.lock().map_err(|e| e.to_string())?.get(&key) {
+            return Ok(hit.clone());
         }
-        let response = self.answer(request).map(Arc::from);
-        cache
+        let answer: Arc<str> = Arc::from(self.answer_from(cache, request)?);
+        answers
             .lock()
             .map_err(|e| e.to_string())?
-            .insert(key, response.clone());
-        response
+            .insert(key, answer.clone());
+        Ok(answer)
+    }
+
+    /// The evaluator's path: the stored objects cloned, the list or object built and
+    /// serialised, per call. A list key's store is filled on its first use, as a reflector is.
+    fn answer_from(&self, cache: &HostCache, request: &CallbackRequest) -> Result<String, String> {
+        if self.failure(request).is_some() {
+            return self.answer(request);
+        }
+        match request {
+            CallbackRequest::KubernetesGetResource {
+                api_version,
+                kind,
+                name,
+                namespace,
+                field_masks,
+                ..
+            } => {
+                let key = format!("{api_version}|{kind}|{name}|{namespace:?}");
+                let now = Instant::now();
+                let stored = {
+                    let mut gets = cache.gets.lock().map_err(|e| format!("host cache: {e}"))?;
+                    match gets.get(&key) {
+                        Some((at, object)) if now.duration_since(*at) < GET_CACHE => object.clone(),
+                        _ => {
+                            let object = self
+                                .cluster
+                                .get(api_version, kind, name, namespace.as_deref())
+                                .map(|o| Arc::new(strip_store_fields(o)));
+                            gets.insert(key, (now, object.clone()));
+                            object
+                        }
+                    }
+                };
+                let object = stored.ok_or_else(|| not_found(request))?;
+                serde_json::to_string(&masks::apply(&object, field_masks.as_deref()))
+                    .map_err(|e| e.to_string())
+            }
+            _ => {
+                let key = request.list_key().unwrap_or_default();
+                let items = {
+                    let mut reflectors = cache
+                        .reflectors
+                        .lock()
+                        .map_err(|e| format!("host cache: {e}"))?;
+                    match reflectors.get(&key) {
+                        Some(items) => items.clone(),
+                        None => {
+                            let items = Arc::new(self.listed(request)?);
+                            reflectors.insert(key, items.clone());
+                            items
+                        }
+                    }
+                };
+                let (api_version, kind) = request.resource();
+                let list = json!({"apiVersion": api_version, "kind": format!("{kind}List"),
+                    "metadata": {}, "items": items.as_ref().clone()});
+                serde_json::to_string(&list).map_err(|e| e.to_string())
+            }
+        }
     }
 
     /// `contextAwareResources` gates every Kubernetes call.
@@ -254,18 +365,7 @@ impl HostState {
 
     fn answer(&self, request: &CallbackRequest) -> Result<String, String> {
         let (api_version, kind) = request.resource();
-        let operation = match request {
-            CallbackRequest::KubernetesGetResource { .. } => "get_resource",
-            CallbackRequest::KubernetesListResourceAll { .. } => "list_resources_all",
-            CallbackRequest::KubernetesListResourceNamespace { .. } => {
-                "list_resources_by_namespace"
-            }
-        };
-        if let Some(f) = self
-            .failures
-            .iter()
-            .find(|f| f.operation == operation && f.kind == kind)
-        {
+        if let Some(f) = self.failure(request) {
             return Err(f.message.clone());
         }
         let body = match request {
@@ -278,47 +378,68 @@ impl HostState {
                 let object = self
                     .cluster
                     .get(api_version, kind, name, namespace.as_deref())
-                    .ok_or_else(|| {
-                        format!(
-                            "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{}'",
-                            namespace.as_deref().unwrap_or("None")
-                        )
-                    })?;
+                    .ok_or_else(|| not_found(request))?;
                 masks::apply(&strip_store_fields(object), field_masks.as_deref())
             }
+            _ => {
+                json!({"apiVersion": api_version, "kind": format!("{kind}List"), "metadata": {"resourceVersion": "1"}, "items": self.listed(request)?})
+            }
+        };
+        serde_json::to_string(&body).map_err(|e| e.to_string())
+    }
+
+    /// An injected failure for this call, if any.
+    fn failure(&self, request: &CallbackRequest) -> Option<&Failure> {
+        let operation = match request {
+            CallbackRequest::KubernetesGetResource { .. } => "get_resource",
+            CallbackRequest::KubernetesListResourceAll { .. } => "list_resources_all",
+            CallbackRequest::KubernetesListResourceNamespace { .. } => {
+                "list_resources_by_namespace"
+            }
+        };
+        let (_, kind) = request.resource();
+        self.failures
+            .iter()
+            .find(|f| f.operation == operation && f.kind == kind)
+    }
+
+    /// What a list's reflector holds: the selected objects, stripped and masked.
+    fn listed(&self, request: &CallbackRequest) -> Result<Vec<Value>, String> {
+        let (api_version, kind) = request.resource();
+        let (namespace, label_selector, field_selector, field_masks) = match request {
             CallbackRequest::KubernetesListResourceAll {
                 label_selector,
                 field_selector,
                 field_masks,
                 ..
-            }
-            | CallbackRequest::KubernetesListResourceNamespace {
+            } => (None, label_selector, field_selector, field_masks),
+            CallbackRequest::KubernetesListResourceNamespace {
+                namespace,
                 label_selector,
                 field_selector,
                 field_masks,
                 ..
-            } => {
-                if field_selector.as_deref().is_some_and(|s| !s.is_empty()) {
-                    return Err("field selectors are not served by this harness".into());
-                }
-                let namespace = match request {
-                    CallbackRequest::KubernetesListResourceNamespace { namespace, .. } => {
-                        Some(namespace.as_str())
-                    }
-                    _ => None,
-                };
-                let selector = Selector::parse(label_selector.as_deref().unwrap_or_default())
-                    .map_err(|e| e.to_string())?;
-                let items: Vec<Value> = self
-                    .cluster
-                    .list(api_version, kind, namespace, &selector)
-                    .into_iter()
-                    .map(|o| masks::apply(&strip_store_fields(o), field_masks.as_deref()))
-                    .collect();
-                json!({"apiVersion": api_version, "kind": format!("{kind}List"), "metadata": {"resourceVersion": "1"}, "items": items})
+            } => (
+                Some(namespace.as_str()),
+                label_selector,
+                field_selector,
+                field_masks,
+            ),
+            CallbackRequest::KubernetesGetResource { .. } => {
+                return Err("a get is not a list".into());
             }
         };
-        serde_json::to_string(&body).map_err(|e| e.to_string())
+        if field_selector.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err("field selectors are not served by this harness".into());
+        }
+        let selector = Selector::parse(label_selector.as_deref().unwrap_or_default())
+            .map_err(|e| e.to_string())?;
+        Ok(self
+            .cluster
+            .list(api_version, kind, namespace, &selector)
+            .into_iter()
+            .map(|o| masks::apply(&strip_store_fields(o), field_masks.as_deref()))
+            .collect())
     }
 }
 

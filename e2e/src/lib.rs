@@ -8,6 +8,7 @@ pub mod host;
 pub mod masks;
 pub mod parity;
 pub mod policy;
+pub mod preflight;
 pub mod scenario;
 pub mod selector;
 

@@ -37,6 +37,70 @@ pub struct Policy {
     pre: WasmtimeEngineProviderPre,
     pub metadata: Metadata,
     pub wasm_size: usize,
+    callback_thread: Option<CallbackThread>,
+}
+
+/// One initialised instance and the host state its calls read and record.
+pub struct Instance {
+    host: WapcHost,
+    state: Arc<Mutex<HostState>>,
+}
+
+impl Instance {
+    fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
+        self.host
+            .call(operation, payload)
+            .map_err(|e| format!("{operation} failed: {e}"))
+    }
+
+    /// `validate`: the response and the host calls it made.
+    pub fn validate(self, payload: &[u8]) -> Result<Evaluation, String> {
+        let out = self.call("validate", payload)?;
+        let response =
+            serde_json::from_slice(&out).map_err(|e| format!("undecodable response: {e}"))?;
+        let mut state = self.state.lock().map_err(|e| e.to_string())?;
+        Ok(Evaluation {
+            response,
+            exchanges: std::mem::take(&mut state.exchanges),
+            host_time: state.host_time,
+        })
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The evaluator's callback path: the guest's thread hands each host call to the callback
+/// handler running on another thread (`try_send` over a channel) and blocks until the answer
+/// comes back (`blocking_recv`). The benchmark pays this hop as the policy-server does.
+struct CallbackThread {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl CallbackThread {
+    fn spawn() -> CallbackThread {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::spawn(move || {
+            for job in queue {
+                job();
+            }
+        });
+        CallbackThread { jobs }
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        self.jobs
+            .send(Box::new(move || {
+                let _ = reply.send(work());
+            }))
+            .map_err(|_| "the callback thread has stopped".to_owned())?;
+        answer
+            .recv()
+            .map_err(|_| "the callback thread dropped a call".to_owned())
+    }
 }
 
 pub fn read_module(path: &Path) -> Result<Vec<u8>, String> {
@@ -53,10 +117,12 @@ pub fn read_module(path: &Path) -> Result<Vec<u8>, String> {
 pub struct Evaluation {
     pub response: Value,
     pub exchanges: Vec<Exchange>,
+    /// Wall time the guest was blocked in host calls.
+    pub host_time: std::time::Duration,
 }
 
 impl Evaluation {
-    /// Bytes the host handed back to the guest.
+    /// Bytes the host serialised and handed back to the guest.
     pub fn response_bytes(&self) -> usize {
         self.exchanges
             .iter()
@@ -75,7 +141,14 @@ impl Policy {
             pre,
             metadata,
             wasm_size: wasm.len(),
+            callback_thread: None,
         })
+    }
+
+    /// Serve host calls on a separate thread, as the policy-server's callback handler does.
+    pub fn with_callback_thread(mut self) -> Policy {
+        self.callback_thread = Some(CallbackThread::spawn());
+        self
     }
 
     /// Loads an annotated module; its embedded metadata decides what the host allows.
@@ -84,39 +157,60 @@ impl Policy {
         Policy::load(&bytes, Metadata::from_module(&bytes)?)
     }
 
-    fn call(
-        &self,
-        state: Arc<Mutex<HostState>>,
-        operation: &str,
-        payload: &[u8],
-    ) -> Result<Vec<u8>, String> {
+    /// A fresh instance for one evaluation, rehydrated from the precompiled module and
+    /// initialised, with its host calls served from `state`: what the evaluator prepares before
+    /// it hands the request over.
+    pub fn instantiate(&self, state: HostState) -> Result<Instance, String> {
+        let state = Arc::new(Mutex::new(state));
         let engine = self.pre.rehydrate(None).map_err(|e| e.to_string())?;
         let callback_state = state.clone();
+        let hop = self.callback_thread.as_ref().map(|t| t.jobs.clone());
         let host = WapcHost::new(
             Box::new(engine),
             Some(Box::new(
                 move |_id, binding, namespace, operation, payload| {
-                    let mut state = callback_state.lock().map_err(|e| e.to_string())?;
-                    state
-                        .serve(binding, namespace, operation, payload)
-                        .map_err(Into::into)
+                    let started = std::time::Instant::now();
+                    let serve = {
+                        let state = callback_state.clone();
+                        let (binding, namespace, operation, payload) = (
+                            binding.to_owned(),
+                            namespace.to_owned(),
+                            operation.to_owned(),
+                            payload.to_vec(),
+                        );
+                        move || -> Result<Vec<u8>, String> {
+                            let mut state = state.lock().map_err(|e| e.to_string())?;
+                            state.serve(&binding, &namespace, &operation, &payload)
+                        }
+                    };
+                    let answer = match &hop {
+                        Some(jobs) => CallbackThread { jobs: jobs.clone() }.run(serve)?,
+                        None => serve(),
+                    };
+                    callback_state.lock().map_err(|e| e.to_string())?.host_time +=
+                        started.elapsed();
+                    answer.map_err(Into::into)
                 },
             )),
         )
         .map_err(|e| format!("cannot instantiate the policy: {e}"))?;
-        host.call(operation, payload)
-            .map_err(|e| format!("{operation} failed: {e}"))
+        Ok(Instance { host, state })
+    }
+
+    fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
+        self.instantiate(HostState::default())?
+            .call(operation, payload)
     }
 
     pub fn protocol_version(&self) -> Result<String, String> {
-        let out = self.call(Arc::default(), "protocol_version", b"")?;
+        let out = self.call("protocol_version", b"")?;
         serde_json::from_slice::<String>(&out).map_err(|e| e.to_string())
     }
 
     /// `validate_settings`: `{"valid": bool, "message": …}`.
     pub fn validate_settings(&self, settings: &Value) -> Result<Value, String> {
         let payload = serde_json::to_vec(settings).map_err(|e| e.to_string())?;
-        let out = self.call(Arc::default(), "validate_settings", &payload)?;
+        let out = self.call("validate_settings", &payload)?;
         serde_json::from_slice(&out).map_err(|e| e.to_string())
     }
 
@@ -135,7 +229,7 @@ impl Policy {
         &self,
         cluster: Arc<FixtureCluster>,
         failures: Vec<Failure>,
-        cache: Option<Arc<crate::host::ResponseCache>>,
+        cache: Option<Arc<crate::host::HostCache>>,
     ) -> HostState {
         HostState {
             cluster,
@@ -148,15 +242,7 @@ impl Policy {
 
     /// `validate` against a prepared host state.
     pub fn validate_with(&self, payload: &[u8], state: HostState) -> Result<Evaluation, String> {
-        let state = Arc::new(Mutex::new(state));
-        let out = self.call(state.clone(), "validate", payload)?;
-        let response =
-            serde_json::from_slice(&out).map_err(|e| format!("undecodable response: {e}"))?;
-        let exchanges = std::mem::take(&mut state.lock().map_err(|e| e.to_string())?.exchanges);
-        Ok(Evaluation {
-            response,
-            exchanges,
-        })
+        self.instantiate(state)?.validate(payload)
     }
 
     /// `validate` with the exact payload the policy-server sends.

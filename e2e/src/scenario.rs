@@ -45,9 +45,13 @@ pub struct Scenario {
     /// … or a full AdmissionRequest …
     #[serde(default)]
     pub admission_request: Option<Value>,
-    /// … or raw payload bytes handed to `validate` as they are.
+    /// … or raw payload bytes handed to `validate` as they are …
     #[serde(default)]
     pub raw_payload: Option<String>,
+    /// … or an object of the cluster (`Kind/name`, `Kind/namespace/name`) replayed as
+    /// Kubewarden's audit scanner replays it.
+    #[serde(default)]
+    pub replay: Option<String>,
     pub expect: Expect,
 }
 
@@ -381,13 +385,21 @@ impl Bundle {
         if let Some(patch) = &scenario.settings_patch {
             merge(&mut settings, patch);
         }
-        let request = match (&scenario.request, &scenario.admission_request) {
-            (Some(short), None) => Some(short.expand(&cluster)),
-            (None, Some(full)) => Some(full.clone()),
-            (None, None) => None,
-            (Some(_), Some(_)) => {
+        let request = match (
+            &scenario.request,
+            &scenario.admission_request,
+            &scenario.replay,
+        ) {
+            (Some(short), None, None) => Some(short.expand(&cluster)),
+            (None, Some(full), None) => Some(full.clone()),
+            (None, None, Some(reference)) => {
+                let object = cluster.find(reference)?;
+                Some(crate::preflight::replay_request(object)?)
+            }
+            (None, None, None) => None,
+            _ => {
                 return Err(format!(
-                    "{}: give request or admissionRequest, not both",
+                    "{}: give one of request, admissionRequest and replay",
                     scenario.name
                 ));
             }

@@ -82,8 +82,17 @@ pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<
         return Ok(());
     }
     present.sort();
+    // A background audit replays an instance that exists already: it is one of the surplus.
+    let remedy = if eval.is_audit() {
+        format!("keep {max} and delete the others")
+    } else {
+        format!(
+            "use or edit the existing {} instead of creating another",
+            rules.kind
+        )
+    };
     Err(Violation::waivable(format!(
-        "{kind}: at most {max} per {scope_name}; already present: {list}; use or edit the existing {kind} instead of creating another (cardinality {scope}/{max})",
+        "{kind}: at most {max} per {scope_name}; already present: {list}; {remedy} (cardinality {scope}/{max})",
         kind = rules.kind,
         list = list_some(&present, SHOWN),
     )))

@@ -7,18 +7,23 @@
 //! and hosts an instance of a kind that consumes C. Another live provider of C in X keeps the
 //! class served: for the whole subtree when it shares with children, for X alone otherwise.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use crate::capability::ProviderKeys;
 use crate::cardinality::Subject;
 use crate::evaluation::Evaluation;
-use crate::facts::{InstanceRef, Instances, TENANT_MODULE_LABEL};
+use crate::facts::{InstanceRef, Instances, Namespace, TENANT_MODULE_LABEL};
 use crate::request::Operation;
 use crate::rules::{Class, Deletion, Edit, KindRules, Share};
 use crate::tenant::{self, ANCESTOR_PREFIX};
 use crate::verdict::{Violation, list_head};
 
 const SHOWN: usize = 5;
+/// Namespaces a removal looks up one by one (a cached GET each) before it lists them all.
+const POINT_LOOKUPS: usize = 8;
+/// Namespaces probed, in reading order, to find enough referencing consumers to refuse.
+const PROBES: usize = 24;
 
 /// One class the removal would leave unserved somewhere, and who might be stranded.
 struct AtStake<'d> {
@@ -90,33 +95,68 @@ pub fn check_removal(
     if at_stake.is_empty() {
         return Ok(());
     }
-    // Only these labels decide: subtree membership and the provider labels of each class.
-    let subtree_key = format!("{ANCESTOR_PREFIX}{namespace}");
-    let keep: BTreeSet<String> = at_stake
-        .iter()
-        .flat_map(|s| s.keys.keys().map(str::to_owned))
-        .chain([subtree_key.clone()])
-        .collect();
-    let all = eval.namespaces_with(&keep)?;
     let shared = rules.capability.share == Share::Children;
+    let subtree_key = format!("{ANCESTOR_PREFIX}{namespace}");
+    // Does `ns` resolve the stake's class here, and is it left unserved by what remains?
+    let references = |stake: &AtStake, ns: &Namespace| {
+        let own = ns.name == namespace;
+        let descendant = !own && shared && ns.labels.contains_key(&subtree_key);
+        ((own && !stake.namespace_still_served) || descendant)
+            && stake.keys.points_to(&ns.labels, namespace)
+    };
+    // Only the namespaces that host an instance at stake decide.
+    let hosts: BTreeSet<&str> = at_stake
+        .iter()
+        .flat_map(|stake| {
+            let consumers = stake.consumers.iter().flat_map(|(consumer, instances)| {
+                instances
+                    .iter()
+                    .filter(|i| !is_self(&consumer.kind, i))
+                    .map(|i| i.namespace)
+            });
+            let unreadable = stake
+                .unreadable
+                .iter()
+                .flat_map(|(_, _, instances)| instances.iter().map(|i| i.namespace));
+            consumers.chain(unreadable)
+        })
+        .collect();
+    let few = hosts.len() <= POINT_LOOKUPS;
+    let looked_up = if few {
+        point_lookups(eval, hosts.iter().copied())
+    } else if at_stake.iter().all(|s| s.unreadable.is_empty()) {
+        if let Some(refusal) = sample(eval, rules, subject, &at_stake, &references, &is_self) {
+            return Err(refusal);
+        }
+        None
+    } else {
+        None
+    };
+    let facts: BTreeMap<String, Rc<Namespace>> = match looked_up {
+        Some(facts) => facts,
+        None => {
+            // Only these labels decide: subtree membership and the provider labels of each class.
+            let keep: BTreeSet<String> = at_stake
+                .iter()
+                .flat_map(|s| s.keys.keys().map(str::to_owned))
+                .chain([subtree_key.clone()])
+                .collect();
+            eval.namespaces_with(&keep)?
+                .into_iter()
+                .filter(|ns| hosts.contains(ns.name.as_str()))
+                .map(|ns| (ns.name.clone(), Rc::new(ns)))
+                .collect()
+        }
+    };
+    let referencing =
+        |stake: &AtStake, ns: &str| facts.get(ns).is_some_and(|n| references(stake, n));
     // Consumers are gathered borrowed and sorted; only the few shown are formatted.
     let mut consumers: Vec<[&str; 4]> = Vec::new();
     let mut served = Vec::new();
     for stake in &at_stake {
-        // The namespaces that resolve the class here and are not served by what remains.
-        let referencing: BTreeSet<&str> = all
-            .iter()
-            .filter(|ns| {
-                let own = ns.name == namespace;
-                let descendant = !own && shared && ns.labels.contains_key(&subtree_key);
-                ((own && !stake.namespace_still_served) || descendant)
-                    && stake.keys.points_to(&ns.labels, namespace)
-            })
-            .map(|ns| ns.name.as_str())
-            .collect();
         if let Some((kind, err, instances)) = stake.unreadable.iter().find_map(|(k, e, list)| {
             list.iter()
-                .find(|i| referencing.contains(i.namespace))
+                .find(|i| referencing(stake, i.namespace))
                 .map(|i| (k, e, i.label_from("")))
         }) {
             return Err(Violation::rule(format!(
@@ -131,7 +171,7 @@ pub fn check_removal(
             consumers.extend(
                 instances
                     .iter()
-                    .filter(|i| referencing.contains(i.namespace) && !is_self(&consumer.kind, i))
+                    .filter(|i| referencing(stake, i.namespace) && !is_self(&consumer.kind, i))
                     .map(|i| {
                         let mark = if i.terminating { " terminating" } else { "" };
                         [i.namespace, i.app, consumer.kind.as_str(), mark]
@@ -154,10 +194,7 @@ pub fn check_removal(
     }
     let head = SHOWN.min(consumers.len());
     consumers[..head].sort_unstable_by(by_text);
-    let shown: Vec<String> = consumers[..head]
-        .iter()
-        .map(|c| String::from_utf8_lossy(&text(c).collect::<Vec<u8>>()).into_owned())
-        .collect();
+    let shown: Vec<String> = consumers[..head].iter().map(shown_text).collect();
     let list = list_head(&shown, consumers.len());
     Err(Violation::waivable(format!(
         "{kind} {namespace}/{app} is protected while it provides {classes} to consumers: {list}; delete or move those consumers first, or give their tenants another {classes} provider (protection.deletion: protect)",
@@ -165,6 +202,85 @@ pub fn check_removal(
         app = subject.app,
         classes = served.join(", "),
     )))
+}
+
+/// The labels of `names`, one cached GET each; `None` when one cannot be read (the caller then
+/// lists every namespace, which needs no namespace to exist).
+fn point_lookups<'n>(
+    eval: &Evaluation,
+    names: impl Iterator<Item = &'n str>,
+) -> Option<BTreeMap<String, Rc<Namespace>>> {
+    names
+        .map(|name| eval.namespace(name).ok().map(|ns| (name.to_owned(), ns)))
+        .collect()
+}
+
+/// With many consumer namespaces: probes them in the order the message reads and refuses as
+/// soon as more referencing consumers than it shows are confirmed. `None` when the probes do
+/// not settle it (the caller then decides from the full namespace list).
+fn sample(
+    eval: &Evaluation,
+    rules: &KindRules,
+    subject: &Subject,
+    at_stake: &[AtStake],
+    references: &dyn Fn(&AtStake, &Namespace) -> bool,
+    is_self: &dyn Fn(&str, &InstanceRef) -> bool,
+) -> Option<Violation> {
+    let mut candidates: Vec<([&str; 4], usize)> = Vec::new();
+    for (index, stake) in at_stake.iter().enumerate() {
+        for (consumer, instances) in &stake.consumers {
+            candidates.extend(
+                instances
+                    .iter()
+                    .filter(|i| !is_self(&consumer.kind, i))
+                    .map(|i| {
+                        let mark = if i.terminating { " terminating" } else { "" };
+                        ([i.namespace, i.app, consumer.kind.as_str(), mark], index)
+                    }),
+            );
+        }
+    }
+    candidates.sort_unstable_by(|a, b| text(&a.0).cmp(text(&b.0)).then(a.1.cmp(&b.1)));
+    let mut probed: BTreeMap<&str, Rc<Namespace>> = BTreeMap::new();
+    let mut confirmed: Vec<[&str; 4]> = Vec::new();
+    let mut classes: Vec<&str> = Vec::new();
+    for (consumer, index) in candidates {
+        let stake = &at_stake[index];
+        let ns = match probed.get(consumer[0]) {
+            Some(ns) => ns.clone(),
+            None if probed.len() == PROBES => return None,
+            None => {
+                let ns = eval.namespace(consumer[0]).ok()?;
+                probed.insert(consumer[0], ns.clone());
+                ns
+            }
+        };
+        if !references(stake, &ns) {
+            continue;
+        }
+        if !classes.contains(&stake.class.as_str()) {
+            classes.push(stake.class.as_str());
+        }
+        if confirmed.last() != Some(&consumer) {
+            confirmed.push(consumer);
+        }
+        if confirmed.len() > SHOWN {
+            let shown: Vec<String> = confirmed[..SHOWN].iter().map(shown_text).collect();
+            let classes = classes.join(", ");
+            return Some(Violation::waivable(format!(
+                "{kind} {namespace}/{app} is protected while it provides {classes} to consumers: {list} and more; delete or move those consumers first, or give their tenants another {classes} provider (protection.deletion: protect)",
+                kind = rules.kind,
+                namespace = subject.namespace,
+                app = subject.app,
+                list = shown.join(", "),
+            )));
+        }
+    }
+    None
+}
+
+fn shown_text(consumer: &[&str; 4]) -> String {
+    String::from_utf8_lossy(&text(consumer).collect::<Vec<u8>>()).into_owned()
 }
 
 /// A consumer as shown, `namespace/app (Kind)[ terminating]`, byte by byte: sorting by it

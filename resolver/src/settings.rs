@@ -56,6 +56,11 @@ pub struct Settings {
     pub legacy_provider_classes: Vec<String>,
     /// Rule fields per kind, used where the kind's ApplicationDefinition lacks them.
     pub definitions: BTreeMap<String, RuleFields>,
+    /// The username on Kubewarden's audit-scanner requests (it sends none: empty). A CREATE
+    /// with this username and no groups is a replay of an existing object and gets only the
+    /// rules that depend on state, not on the writer; the API server never sends such a
+    /// request, since every authenticated or anonymous user has a `system:` group.
+    pub audit_scanner_username: String,
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -106,6 +111,7 @@ impl Default for Settings {
                 "seaweedfs",
             ]),
             definitions: BTreeMap::new(),
+            audit_scanner_username: String::new(),
         }
     }
 }
@@ -263,7 +269,7 @@ mod tests {
     fn precise_errors() {
         assert_eq!(
             err(r#"{"platformWriter":"warn"}"#),
-            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `platformServiceAccountNamespaces`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `tenantServiceAccountsAreAdmins`, `attachableClasses`, `tenantModules`, `platformWriters`, `legacyProviderClasses`, `definitions`"
+            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `platformServiceAccountNamespaces`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `tenantServiceAccountsAreAdmins`, `attachableClasses`, `tenantModules`, `platformWriters`, `legacyProviderClasses`, `definitions`, `auditScannerUsername`"
         );
         assert_eq!(
             err(r#"{"platformWriters":"ignore"}"#),

@@ -47,7 +47,7 @@ fn a_failed_lookup_rejects_and_names_the_lookup() {
         ),
     ] {
         let mut recording = Recording::new(&c);
-        recording.fail = Some(fail);
+        recording.fail = vec![fail];
         let request = app(
             Create,
             "Monitoring",
@@ -69,7 +69,8 @@ fn a_failed_lookup_rejects_and_names_the_lookup() {
         );
     }
     let mut recording = Recording::new(&c);
-    recording.fail = Some("list Namespaces");
+    // The consumers' namespaces cannot be read one by one, nor listed.
+    recording.fail = vec!["get Namespace", "list Namespaces"];
     let verdict = cozystack_resolver::evaluate(
         &app(
             Delete,

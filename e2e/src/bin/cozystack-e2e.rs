@@ -1,10 +1,11 @@
-//! `cozystack-e2e run|demo|export`: drives the built policy wasm through the waPC host.
+//! `cozystack-e2e run|demo|export|preflight`: drives the built policy wasm through the waPC
+//! host.
 
 use std::process::ExitCode;
 
 use cozystack_e2e::policy::Policy;
 use cozystack_e2e::scenario::{self, Bundle};
-use cozystack_e2e::{demo, export, policy_path, workspace};
+use cozystack_e2e::{demo, export, policy_path, preflight, workspace};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,6 +31,9 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         )?;
         println!("{}", policy.protocol_version()?);
         return Ok(ExitCode::SUCCESS);
+    }
+    if args.first().map(String::as_str) == Some("preflight") {
+        return preflight(&args[1..]);
     }
     let policy = Policy::load_annotated(&policy_path())?;
     let bundle = Bundle::load(&root.join("e2e/cluster"))?;
@@ -119,7 +123,74 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         _ => Err(
-            "usage: cozystack-e2e run [filter] | demo | export | protocol-version [WASM]".into(),
+            "usage: cozystack-e2e run [filter] | demo | export | protocol-version [WASM] | preflight [--settings FILE] [--output text|policyreport] DUMP...".into(),
         ),
     }
+}
+
+/// `preflight [--settings FILE] [--output text|policyreport] DUMP...`: exit 0 when nothing is
+/// flagged, 1 when something is, 2 when the dump or the settings cannot be used.
+fn preflight(args: &[String]) -> Result<ExitCode, String> {
+    let usage =
+        "usage: cozystack-e2e preflight [--settings FILE] [--output text|policyreport] DUMP...";
+    let (mut settings_path, mut output, mut dumps) = (None, "text".to_owned(), Vec::new());
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--settings" => settings_path = Some(args.next().ok_or(usage)?.clone()),
+            "--output" => output = args.next().ok_or(usage)?.clone(),
+            flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}; {usage}")),
+            path => dumps.push(std::path::PathBuf::from(path)),
+        }
+    }
+    if dumps.is_empty() || !matches!(output.as_str(), "text" | "policyreport") {
+        eprintln!("{usage}");
+        return Ok(ExitCode::from(2));
+    }
+    let fail = |err: String| {
+        eprintln!("error: {err}");
+        Ok(ExitCode::from(2))
+    };
+    let settings = match settings_path.map(|p| preflight::read_settings(std::path::Path::new(&p))) {
+        None => serde_json::json!({}),
+        Some(Ok(settings)) => settings,
+        Some(Err(err)) => return fail(err),
+    };
+    let started = std::time::Instant::now();
+    let cluster = match preflight::read_dump(&dumps) {
+        Ok(cluster) => cluster,
+        Err(err) => return fail(err),
+    };
+    eprintln!(
+        "read {} objects in {:.1} s",
+        cluster.objects.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let progress = |done: usize, total: usize| {
+        eprint!("\rreplayed {done}/{total}");
+        if done == total {
+            eprintln!();
+        }
+    };
+    let policy = match Policy::load_annotated(&policy_path()) {
+        Ok(policy) => policy,
+        Err(err) => return fail(err),
+    };
+    let report = match preflight::run(&policy, std::sync::Arc::new(cluster), &settings, &progress) {
+        Ok(report) => report,
+        Err(err) => return fail(err),
+    };
+    eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());
+    match output.as_str() {
+        "policyreport" => print!(
+            "{}",
+            preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))?
+        ),
+        _ => print!("{}", report.text()),
+    }
+    Ok(if report.findings() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

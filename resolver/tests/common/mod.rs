@@ -238,11 +238,12 @@ pub fn assert_allowed(verdict: &Verdict, warnings: &[&str]) {
     assert_eq!(verdict.warnings, warnings);
 }
 
-/// A cluster that records the lookups made and can fail one kind of them.
+/// A cluster that records the lookups made and can fail some kinds of them.
 pub struct Recording<'a> {
     pub inner: &'a Snapshot,
     pub calls: RefCell<Vec<String>>,
-    pub fail: Option<&'static str>,
+    /// Lookups starting with one of these fail.
+    pub fail: Vec<&'static str>,
 }
 
 impl<'a> Recording<'a> {
@@ -250,18 +251,16 @@ impl<'a> Recording<'a> {
         Recording {
             inner,
             calls: RefCell::default(),
-            fail: None,
+            fail: Vec::new(),
         }
     }
 
     fn record(&self, call: String) -> Result<(), LookupError> {
         self.calls.borrow_mut().push(call.clone());
-        match self.fail {
-            Some(prefix) if call.starts_with(prefix) => {
-                Err(LookupError::new(call, "connection refused"))
-            }
-            _ => Ok(()),
+        if self.fail.iter().any(|prefix| call.starts_with(prefix)) {
+            return Err(LookupError::new(call, "connection refused"));
         }
+        Ok(())
     }
 }
 

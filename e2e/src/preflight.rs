@@ -1,0 +1,370 @@
+//! The offline pre-flight: every Namespace and HelmRelease of a cluster dump replayed through the
+//! policy wasm exactly as Kubewarden's audit scanner replays them, and what the policy flags,
+//! grouped per tenant namespace, as text or as `wgpolicyk8s.io/v1alpha2` reports.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::cluster::FixtureCluster;
+use crate::host::HostCache;
+use crate::policy::Policy;
+
+/// What the policy's rules match among the objects of a dump (ApplicationDefinitions are
+/// context only; apps.cozystack.io Applications are the HelmReleases seen through cozystack-api).
+fn audited(object: &Value) -> bool {
+    matches!(
+        (object["apiVersion"].as_str(), object["kind"].as_str()),
+        (Some("v1"), Some("Namespace")) | (Some("helm.toolkit.fluxcd.io/v2"), Some("HelmRelease"))
+    )
+}
+
+/// The AdmissionRequest the audit scanner builds for an existing object
+/// (`audit-scanner:internal/scanner/admission_review.go`): a CREATE of the whole object, its
+/// uid as the request uid, the kind as the resource, and no userInfo at all.
+pub fn replay_request(object: &Value) -> Result<Value, String> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object.pointer("/metadata/name").and_then(Value::as_str);
+    let Some(name) = name.filter(|n| !kind.is_empty() && !n.is_empty()) else {
+        let text: String = object.to_string().chars().take(160).collect();
+        return Err(format!(
+            "an object without apiVersion, kind or metadata.name: {text}"
+        ));
+    };
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = json!({"group": group, "version": version, "kind": kind});
+    let mut request = json!({
+        "uid": object.pointer("/metadata/uid").cloned().unwrap_or(json!("")),
+        "kind": gvk,
+        "resource": {"group": group, "version": version, "resource": kind},
+        "requestKind": gvk,
+        "name": name,
+        "operation": "CREATE",
+        "userInfo": {},
+        "object": object,
+        "oldObject": null,
+    });
+    if let Some(namespace) = object.pointer("/metadata/namespace") {
+        request["namespace"] = namespace.clone();
+    }
+    Ok(request)
+}
+
+/// A dump: `kubectl get … -o yaml` output (a `List`, or several documents), a file or a
+/// folder of such files.
+pub fn read_dump(paths: &[std::path::PathBuf]) -> Result<FixtureCluster, String> {
+    let mut cluster = FixtureCluster::default();
+    for path in paths {
+        let part = if path.is_dir() {
+            FixtureCluster::load_dir(path)?
+        } else {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            FixtureCluster::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        };
+        cluster.objects.extend(part.objects);
+    }
+    Ok(cluster)
+}
+
+/// The policy's settings: a settings object, or a ClusterAdmissionPolicy (its `spec.settings`).
+pub fn read_settings(path: &std::path::Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: Value =
+        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(match value.pointer("/spec/settings") {
+        Some(settings) if value["kind"] == "ClusterAdmissionPolicy" => settings.clone(),
+        _ if value["kind"] == "ClusterAdmissionPolicy" => json!({}),
+        _ => value,
+    })
+}
+
+/// Documents separated by `---`, as `kubectl apply -f` reads them.
+pub fn to_yaml_stream(documents: &[Value]) -> Result<String, String> {
+    let mut out = String::new();
+    for document in documents {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(document).map_err(|e| e.to_string())?);
+    }
+    Ok(out)
+}
+
+/// One object the policy flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// `fail` (a rule is broken) or `error` (the policy could not judge it).
+    pub result: &'static str,
+    pub message: String,
+}
+
+/// The verdict on one replayed object.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub object: Value,
+    pub finding: Option<Finding>,
+}
+
+impl Judged {
+    /// The tenant namespace the object belongs to: its own name for a Namespace.
+    pub fn namespace(&self) -> &str {
+        let meta = &self.object["metadata"];
+        meta["namespace"]
+            .as_str()
+            .or_else(|| meta["name"].as_str())
+            .unwrap_or_default()
+    }
+
+    fn reference(&self) -> String {
+        let meta = &self.object["metadata"];
+        let name = meta["name"].as_str().unwrap_or_default();
+        match meta["namespace"].as_str() {
+            Some(ns) => format!("{} {ns}/{name}", self.object["kind"].as_str().unwrap_or("")),
+            None => format!("{} {name}", self.object["kind"].as_str().unwrap_or("")),
+        }
+    }
+}
+
+/// Every replayed object and its verdict, in dump order.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub judged: Vec<Judged>,
+}
+
+/// Replays every audited object of `cluster` under `settings`, on all cores; `progress` hears
+/// how many objects are done (from any thread, about every hundred).
+pub fn run(
+    policy: &Policy,
+    cluster: Arc<FixtureCluster>,
+    settings: &Value,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Report, String> {
+    let valid = policy.validate_settings(settings)?;
+    if valid["valid"] != true {
+        return Err(format!(
+            "the settings are invalid: {}",
+            valid["message"].as_str().unwrap_or("no reason given")
+        ));
+    }
+    let objects: Vec<&Value> = cluster.objects.iter().filter(|o| audited(o)).collect();
+    let requests = objects
+        .iter()
+        .map(|o| replay_request(o))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The answers of a dump never change: computed once, shared by every replay and thread.
+    let cache = Arc::new(HostCache::memoised());
+    let done = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = requests.len().div_ceil(workers).max(1);
+    let total = requests.len();
+    let verdicts: Vec<Result<Vec<Option<Finding>>, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = requests
+            .chunks(chunk)
+            .map(|part| {
+                let (cluster, cache, done) = (&cluster, &cache, &done);
+                let part: &[Value] = part;
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|request| {
+                            let payload = serde_json::to_vec(
+                                &json!({"request": request, "settings": settings}),
+                            )
+                            .map_err(|e| e.to_string())?;
+                            let state =
+                                policy.host_state(cluster.clone(), vec![], Some(cache.clone()));
+                            let response = policy.validate_with(&payload, state)?.response;
+                            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                            if n % 100 == 0 || n == total {
+                                progress(n, total);
+                            }
+                            Ok(finding(&response))
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a replay thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut findings = Vec::with_capacity(objects.len());
+    for part in verdicts {
+        findings.extend(part?);
+    }
+    Ok(Report {
+        judged: objects
+            .into_iter()
+            .zip(findings)
+            .map(|(object, finding)| Judged {
+                object: object.clone(),
+                finding,
+            })
+            .collect(),
+    })
+}
+
+/// A 403 is a broken rule; any other rejection means the object could not be judged.
+fn finding(response: &Value) -> Option<Finding> {
+    if response["accepted"] == true {
+        return None;
+    }
+    let message = response["message"]
+        .as_str()
+        .unwrap_or("rejected without a message");
+    Some(Finding {
+        result: if response["code"] == 403 {
+            "fail"
+        } else {
+            "error"
+        },
+        message: message.to_owned(),
+    })
+}
+
+impl Report {
+    pub fn findings(&self) -> usize {
+        self.judged.iter().filter(|j| j.finding.is_some()).count()
+    }
+
+    /// Replayed objects per namespace, in name order.
+    fn by_namespace(&self) -> BTreeMap<&str, Vec<&Judged>> {
+        let mut groups: BTreeMap<&str, Vec<&Judged>> = BTreeMap::new();
+        for judged in &self.judged {
+            groups.entry(judged.namespace()).or_default().push(judged);
+        }
+        groups
+    }
+
+    /// What a person reads: per tenant namespace, each flagged object and the policy's message.
+    pub fn text(&self) -> String {
+        let groups = self.by_namespace();
+        let mut out = format!(
+            "Pre-flight: {} objects replayed as the audit scanner sends them, in {} namespaces\n",
+            self.judged.len(),
+            groups.len()
+        );
+        let mut clean = Vec::new();
+        for (namespace, judged) in &groups {
+            let flagged: Vec<_> = judged.iter().filter(|j| j.finding.is_some()).collect();
+            if flagged.is_empty() {
+                clean.push(*namespace);
+                continue;
+            }
+            let plural = if flagged.len() == 1 { "" } else { "s" };
+            out.push_str(&format!(
+                "\n{namespace}: {} finding{plural}\n",
+                flagged.len()
+            ));
+            for j in flagged {
+                if let Some(f) = &j.finding {
+                    out.push_str(&format!(
+                        "  {} [{}] {}\n",
+                        j.reference(),
+                        f.result,
+                        f.message
+                    ));
+                }
+            }
+        }
+        let findings = self.findings();
+        if findings == 0 {
+            out.push_str("\nNo findings: every namespace is clean.\n");
+        } else {
+            let flagged = groups.len() - clean.len();
+            out.push_str(&format!(
+                "\n{findings} finding{} in {flagged} namespace{}; clean: {}\n",
+                if findings == 1 { "" } else { "s" },
+                if flagged == 1 { "" } else { "s" },
+                if clean.is_empty() {
+                    "none".to_owned()
+                } else {
+                    clean.join(", ")
+                }
+            ));
+        }
+        out
+    }
+
+    /// `wgpolicyk8s.io/v1alpha2` reports, as the audit scanner would file them: a PolicyReport
+    /// per namespace for its HelmReleases, one ClusterPolicyReport for the Namespaces.
+    pub fn policy_reports(&self, policy: &str) -> Vec<Value> {
+        let mut namespaced: BTreeMap<&str, Vec<&Judged>> = BTreeMap::new();
+        let mut cluster_wide = Vec::new();
+        for judged in &self.judged {
+            match judged
+                .object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+            {
+                Some(ns) => namespaced.entry(ns).or_default().push(judged),
+                None => cluster_wide.push(judged),
+            }
+        }
+        let mut reports: Vec<Value> = namespaced
+            .into_iter()
+            .map(|(ns, judged)| {
+                let mut report = report("PolicyReport", policy, &judged);
+                report["metadata"]["namespace"] = json!(ns);
+                report
+            })
+            .collect();
+        if !cluster_wide.is_empty() {
+            reports.push(report("ClusterPolicyReport", policy, &cluster_wide));
+        }
+        reports
+    }
+}
+
+fn report(kind: &str, policy: &str, judged: &[&Judged]) -> Value {
+    let count = |result: &str| {
+        judged
+            .iter()
+            .filter(|j| j.finding.as_ref().map_or("pass", |f| f.result) == result)
+            .count()
+    };
+    let results: Vec<Value> = judged
+        .iter()
+        .map(|j| {
+            let meta = &j.object["metadata"];
+            let mut resource = json!({
+                "apiVersion": j.object["apiVersion"],
+                "kind": j.object["kind"],
+                "name": meta["name"],
+            });
+            for field in ["namespace", "uid"] {
+                if let Some(value) = meta.get(field) {
+                    resource[field] = value.clone();
+                }
+            }
+            let mut result = json!({
+                "source": "kubewarden",
+                "policy": policy,
+                "category": "Multi-tenancy",
+                "severity": "high",
+                "scored": true,
+                "result": j.finding.as_ref().map_or("pass", |f| f.result),
+                "resources": [resource],
+            });
+            if let Some(f) = &j.finding {
+                result["message"] = json!(f.message);
+            }
+            result
+        })
+        .collect();
+    json!({
+        "apiVersion": "wgpolicyk8s.io/v1alpha2",
+        "kind": kind,
+        "metadata": {
+            "name": format!("{policy}-preflight"),
+            "labels": {"app.kubernetes.io/managed-by": "cozystack-preflight"},
+        },
+        "summary": {"pass": count("pass"), "fail": count("fail"), "warn": 0, "error": count("error"), "skip": 0},
+        "results": results,
+    })
+}

@@ -1,0 +1,88 @@
+//! The pre-flight over the fixture dumps in `e2e/preflight`, through the built policy wasm: the
+//! dump with known problems yields exactly the committed report (text and PolicyReports), the
+//! clean dump yields nothing, and the CLI's exit code says which. One test, so the module is
+//! compiled once in process (the CLI compiles it once per dump).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use cozystack_e2e::policy::Policy;
+use cozystack_e2e::preflight;
+use cozystack_e2e::{policy_path, workspace};
+
+fn dir() -> PathBuf {
+    workspace().join("e2e/preflight")
+}
+
+fn committed(name: &str) -> String {
+    std::fs::read_to_string(dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn preflight_reports_exactly_the_known_problems() {
+    let policy = Policy::load_annotated(&policy_path()).unwrap_or_else(|e| panic!("{e}"));
+    let settings_path = workspace().join("deploy/policy-protect.yaml");
+    let settings = preflight::read_settings(&settings_path).unwrap_or_else(|e| panic!("{e}"));
+    let replay = |dump: &str| {
+        let cluster = preflight::read_dump(&[dir().join(dump)]).unwrap_or_else(|e| panic!("{e}"));
+        preflight::run(&policy, Arc::new(cluster), &settings, &|_, _| {})
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+
+    let report = replay("problems.yaml");
+    assert_eq!(report.findings(), 5);
+    let text = report.text();
+    assert_eq!(text, committed("problems.txt"));
+    // Each duplicate is reported, naming the other.
+    for (release, other) in [
+        ("monitoring", "monitoring-2"),
+        ("monitoring-2", "monitoring"),
+    ] {
+        assert!(
+            text.contains(&format!(
+                "HelmRelease tenant-dup/{release} [fail] Monitoring: at most 1 per tenant tenant-dup; already present: {other}; keep 1 and delete the others (cardinality tenant/1)"
+            )),
+            "{text}"
+        );
+    }
+    let reports = preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(reports, committed("problems.policyreport.yaml"));
+
+    let clean = replay("clean.yaml");
+    assert_eq!(clean.findings(), 0);
+    assert_eq!(
+        clean.text(),
+        "Pre-flight: 6 objects replayed as the audit scanner sends them, in 3 namespaces\n\nNo findings: every namespace is clean.\n"
+    );
+    assert!(
+        clean
+            .policy_reports("cozystack-capabilities")
+            .iter()
+            .all(|r| r["summary"]["fail"] == 0 && r["summary"]["error"] == 0)
+    );
+
+    let cli = |dump: &str| {
+        Command::new(env!("CARGO_BIN_EXE_cozystack-e2e"))
+            .args(["preflight", "--settings"])
+            .arg(&settings_path)
+            .arg(dir().join(dump))
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let problems = cli("problems.yaml");
+    assert_eq!(problems.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&problems.stdout),
+        committed("problems.txt")
+    );
+    assert_eq!(cli("clean.yaml").status.code(), Some(0));
+    let missing = cli("no-such-dump.yaml");
+    assert_eq!(missing.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("no-such-dump.yaml: No such file"),
+        "{stderr}"
+    );
+}
