@@ -209,9 +209,33 @@ impl Workload {
     }
 }
 
+/// The bundled settings with `definitionSource: settings`: the configuration for today's CRD,
+/// which prunes the rules from the ApplicationDefinitions.
+fn settings_only(bundle: &Bundle) -> Value {
+    let mut settings = bundle.settings.clone();
+    settings["definitionSource"] = json!("settings");
+    // Each definition's release prefix, as an operator copies them from `kubectl get`.
+    let prefixes: serde_json::Map<String, Value> = bundle
+        .cluster
+        .objects
+        .iter()
+        .filter_map(|d| {
+            let kind = d.pointer("/spec/application/kind")?.as_str()?;
+            Some((kind.to_owned(), d.pointer("/spec/release/prefix")?.clone()))
+        })
+        .collect();
+    settings["releasePrefixes"] = Value::Object(prefixes);
+    settings
+}
+
+/// Marks the workloads that read their rules from the settings alone.
+const SETTINGS_ONLY: &str = ", settings only";
+
 fn workloads(bundle: &Bundle) -> Vec<Workload> {
-    let settings = &bundle.settings;
+    let defaults = &bundle.settings;
+    let only_settings = &settings_only(bundle);
     let mut out = Vec::new();
+    let settings = only_settings;
     for n in [1usize, 100, 4000] {
         let cluster = tree(bundle, n, |ns, objects| {
             objects.push(release(ns, "info", "Info", "info"))
@@ -225,13 +249,14 @@ fn workloads(bundle: &Bundle) -> Vec<Workload> {
             &["tenant-new-admin"],
         );
         out.push(workload(
-            &format!("CREATE counted kind, {n} instance(s)"),
+            &format!("CREATE counted kind, {n} instance(s){SETTINGS_ONLY}"),
             cluster,
             request,
             settings,
             n,
         ));
     }
+    let settings = defaults;
     let request = ShortRequest::new(
         "CREATE",
         "Redis",
@@ -288,6 +313,48 @@ fn workloads(bundle: &Bundle) -> Vec<Workload> {
         )
         .kwctl(807.0, 1230.0),
     );
+    // The same CREATEs with the rules in the settings alone.
+    for (name, kind, namespace, app, group, instances) in [
+        (
+            "CREATE of a kind with no rules",
+            "Redis",
+            "tenant-new",
+            "cache",
+            "tenant-new-use",
+            false,
+        ),
+        (
+            "CREATE catalog consumer",
+            "Postgres",
+            "tenant-new",
+            "db",
+            "tenant-new-use",
+            false,
+        ),
+        (
+            "CREATE second singleton, 100 tenants",
+            "Info",
+            "tenant-t0",
+            "info-2",
+            "tenant-t0-admin",
+            true,
+        ),
+    ] {
+        let cluster = tree(bundle, 100, |ns, objects| {
+            if instances {
+                objects.push(release(ns, "info", "Info", "info"))
+            }
+        });
+        let request = ShortRequest::new("CREATE", kind, namespace, app, "carol", &[group]);
+        let listed = if instances { 100 } else { 0 };
+        out.push(workload(
+            &format!("{name}{SETTINGS_ONLY}"),
+            cluster,
+            request,
+            only_settings,
+            listed,
+        ));
+    }
     let cluster = tree(bundle, 4000, |ns, objects| {
         objects.push(release(ns, "postgres-db", "Postgres", "db"))
     });
@@ -367,23 +434,9 @@ fn main() {
             .unwrap_or(2000),
     );
 
-    // The floor as kwctl measures accept-all: alone, on a Namespace request, no host calls.
-    let floor_payload = workloads(&bundle)
-        .into_iter()
-        .find(|w| w.name.starts_with("Namespace"))
-        .expect("Namespace workload")
-        .payload;
-    let [floor] = measure(
-        budget,
-        [&mut || {
-            let instance = floor_policy
-                .instantiate(floor_policy.host_state(Arc::default(), vec![], None))
-                .expect("instantiate");
-            timed(|| {
-                instance.validate(&floor_payload).expect("floor");
-            })
-        }],
-    );
+    // The floor as kwctl measures accept-all: on the Namespace request, no host calls, in
+    // turns with the same request to this policy (kwctl's table comes from one run too).
+    let mut floor = None;
     println!(
         "| workload | host calls | bytes served | guest µs | host µs | modelled median µs | modelled p99 µs | spread | × floor | native µs | kwctl µs | model ÷ kwctl |"
     );
@@ -416,7 +469,7 @@ fn main() {
             )
             .unwrap_or_else(|e| panic!("{}: {e}", w.name));
         let mut host_samples = Vec::new();
-        let [wasm, native] = measure(
+        let [wasm, native, accept_all] = measure(
             budget,
             [
                 &mut || {
@@ -427,6 +480,14 @@ fn main() {
                     let elapsed = t.elapsed();
                     host_samples.push(evaluation.host_time);
                     elapsed
+                },
+                &mut || {
+                    let instance = floor_policy
+                        .instantiate(floor_policy.host_state(Arc::default(), vec![], None))
+                        .expect("instantiate");
+                    timed(|| {
+                        instance.validate(&w.payload).expect("floor");
+                    })
                 },
                 &mut || {
                     let host = NativeHost(Mutex::new(policy.host_state(
@@ -473,15 +534,19 @@ fn main() {
             micros(model.total),
             micros(wasm.p99() + model.residual()),
             wasm.spread(),
-            model.total.as_secs_f64() / floor.median().as_secs_f64(),
+            model.total.as_secs_f64() / accept_all.median().as_secs_f64(),
             micros(native.median()),
         );
+        if w.name.starts_with("Namespace") {
+            floor = Some(accept_all);
+        }
         rows.push((w, model, probe.response["accepted"].clone()));
     }
     if !only.is_empty() {
         // A filtered run (profiling one workload) has no summary to check.
         return;
     }
+    let floor = floor.expect("the Namespace workload measures the floor");
     println!(
         "| accept-all floor | 0 | 0 | {} | 0 | {} | {} | {:.2} | 1.00 | – | 28–44 | {:.2} |",
         micros(floor.median()),
@@ -546,9 +611,12 @@ fn main() {
     // The policy's own share: the guest's time per listed item (the host's is the model's).
     let slope_ns =
         (counted(4000).1.guest().as_secs_f64() - counted(1).1.guest().as_secs_f64()) / 3999.0 * 1e9;
+    // Today's CRD prunes the rules, so today's configuration reads them from the settings.
     let small_creates: Vec<_> = rows
         .iter()
-        .filter(|r| r.0.name.starts_with("CREATE") && r.0.listed <= 100)
+        .filter(|r| {
+            r.0.name.starts_with("CREATE") && r.0.name.ends_with(SETTINGS_ONLY) && r.0.listed <= 100
+        })
         .collect();
     let most_calls = small_creates.iter().map(|r| r.1.calls).max().unwrap_or(0);
     let slowest = small_creates
@@ -560,13 +628,13 @@ fn main() {
     let checks = [
         (
             format!(
-                "every CREATE at ≤100 instances makes at most 2 host calls: at most {most_calls}"
+                "every CREATE at ≤100 instances makes at most 2 host calls (rules in the settings): at most {most_calls}"
             ),
             most_calls <= 2,
         ),
         (
             format!(
-                "every CREATE at ≤100 instances costs at most 500 µs in the model: worst {} µs ({})",
+                "every CREATE at ≤100 instances costs at most 500 µs in the model (rules in the settings): worst {} µs ({})",
                 micros(slowest.1.total),
                 slowest.0.name
             ),
@@ -605,12 +673,13 @@ fn main() {
         ),
         (
             format!(
-                "pre-flight of 4,000 tenants ({} objects) in seconds: read {:.1} s, replayed {:.1} s",
+                "pre-flight of 4,000 tenants ({} objects, {} flagged) in seconds: read {:.1} s, replayed {:.1} s",
                 preflight.objects,
+                preflight.findings,
                 preflight.read.as_secs_f64(),
                 preflight.replay.as_secs_f64()
             ),
-            preflight.read + preflight.replay < Duration::from_secs(30),
+            preflight.findings == 0 && preflight.read + preflight.replay < Duration::from_secs(30),
         ),
     ];
     println!("\nTargets");
@@ -630,6 +699,8 @@ fn main() {
 
 struct PreflightRun {
     objects: usize,
+    /// Objects flagged in a dump that has no problem (`usize::MAX`: the run failed).
+    findings: usize,
     read: Duration,
     replay: Duration,
 }
@@ -650,12 +721,12 @@ fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
     let read_time = started.elapsed();
     let objects = read.objects.len();
     let started = Instant::now();
-    let report =
+    let findings =
         cozystack_e2e::preflight::run(policy, Arc::new(read), &bundle.settings, &|_, _| {})
-            .expect("pre-flight");
-    assert_eq!(report.findings(), 0, "{}", report.text());
+            .map_or(usize::MAX, |report| report.findings());
     PreflightRun {
         objects,
+        findings,
         read: read_time,
         replay: started.elapsed(),
     }

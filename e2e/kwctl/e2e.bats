@@ -362,6 +362,22 @@ check_invalid_settings() {
   check_invalid_settings settings-invalid-reach-validate-as-400
 }
 
+@test "settings-source-kind-without-rules-costs-no-call" {
+  check settings-source-kind-without-rules-costs-no-call
+}
+
+@test "settings-source-second-singleton" {
+  check settings-source-second-singleton
+}
+
+@test "settings-source-definition-blocks-are-not-read" {
+  check settings-source-definition-blocks-are-not-read
+}
+
+@test "settings-source-default-reads-definition-blocks" {
+  check settings-source-default-reads-definition-blocks
+}
+
 @test "failure-namespace-not-found" {
   check failure-namespace-not-found
 }

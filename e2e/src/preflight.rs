@@ -111,6 +111,9 @@ impl Judged {
     /// The tenant namespace the object belongs to: its own name for a Namespace.
     pub fn namespace(&self) -> &str {
         let meta = &self.object["metadata"];
+        if self.object["kind"] == "ApplicationDefinition" {
+            return "(ApplicationDefinitions)";
+        }
         meta["namespace"]
             .as_str()
             .or_else(|| meta["name"].as_str())
@@ -197,16 +200,69 @@ pub fn run(
     for part in verdicts {
         findings.extend(part?);
     }
-    Ok(Report {
-        judged: objects
-            .into_iter()
-            .zip(findings)
-            .map(|(object, finding)| Judged {
+    let mut judged: Vec<Judged> = objects
+        .into_iter()
+        .zip(findings)
+        .map(|(object, finding)| Judged {
+            object: object.clone(),
+            finding,
+        })
+        .collect();
+    judged.extend(unread_definitions(&cluster, settings)?);
+    Ok(Report { judged })
+}
+
+/// With `definitionSource: settings` the policy never reads an ApplicationDefinition: one that
+/// states rules different from the settings' would be silently ignored, so it is reported.
+fn unread_definitions(cluster: &FixtureCluster, settings: &Value) -> Result<Vec<Judged>, String> {
+    use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, Settings};
+    let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
+    if settings.definition_source != DefinitionSource::Settings {
+        return Ok(Vec::new());
+    }
+    let text = |o: &Value, path: &str| o.pointer(path).and_then(Value::as_str).map(str::to_owned);
+    let mut judged = Vec::new();
+    for object in cluster
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "ApplicationDefinition")
+    {
+        let definition = Definition {
+            name: text(object, "/metadata/name").unwrap_or_default(),
+            kind: text(object, "/spec/application/kind").unwrap_or_default(),
+            dashboard: object.pointer("/spec/dashboard").cloned(),
+            cardinality: object.pointer("/spec/cardinality").cloned(),
+            protection: object.pointer("/spec/protection").cloned(),
+            capability: object.pointer("/spec/capability").cloned(),
+            release_prefix: text(object, "/spec/release/prefix"),
+        };
+        let kind = definition.kind.clone();
+        // The rules a kind gets with these definitions; the prefix is not a rule.
+        let rules = |definitions: Vec<Definition>| {
+            DefinitionSet::build(definitions, &settings.definitions)
+                .get(&kind)
+                .map(|rules| {
+                    rules.cloned().map(|mut rules| {
+                        rules.release_prefix = None;
+                        rules
+                    })
+                })
+        };
+        let (read, unread) = (rules(vec![definition.clone()]), rules(Vec::new()));
+        if read != unread {
+            judged.push(Judged {
                 object: object.clone(),
-                finding,
-            })
-            .collect(),
-    })
+                finding: Some(Finding {
+                    result: "fail",
+                    message: format!(
+                        "ApplicationDefinition {} states rules for {kind} that differ from the settings, and definitionSource is settings, so the policy does not read them; move them into the settings' definitions.{kind}, or set definitionSource: applicationDefinitions",
+                        definition.name
+                    ),
+                }),
+            });
+        }
+    }
+    Ok(judged)
 }
 
 /// A 403 is a broken rule; any other rejection means the object could not be judged.

@@ -63,6 +63,24 @@ fn preflight_reports_exactly_the_known_problems() {
             .all(|r| r["summary"]["fail"] == 0 && r["summary"]["error"] == 0)
     );
 
+    // Rules in the settings alone: stock definitions agree with them and pass; one that
+    // states a different block is reported, since the policy would not read it.
+    let mut dump =
+        preflight::read_dump(&[dir().join("clean.yaml")]).unwrap_or_else(|e| panic!("{e}"));
+    dump.objects.push(serde_json::json!({
+        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
+        "metadata": {"name": "redis"},
+        "spec": {"application": {"kind": "Redis"}, "cardinality": {"scope": "cluster", "max": 1}}
+    }));
+    let mut settings_only = settings.clone();
+    settings_only["definitionSource"] = "settings".into();
+    let report = preflight::run(&policy, Arc::new(dump), &settings_only, &|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.findings(), 1, "{}", report.text());
+    assert!(report.text().contains(
+        "(ApplicationDefinitions): 1 finding\n  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the settings, and definitionSource is settings, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
+    ), "{}", report.text());
+
     let cli = |dump: &str| {
         Command::new(env!("CARGO_BIN_EXE_cozystack-e2e"))
             .args(["preflight", "--settings"])

@@ -9,8 +9,8 @@ use crate::error::LookupError;
 use crate::facts::{Cluster, Instances, Namespace};
 use crate::identity::User;
 use crate::request::{Operation, Request};
-use crate::rules::{DefinitionSet, KindRules};
-use crate::settings::{PlatformWriters, Settings};
+use crate::rules::{Definition, DefinitionSet, KindRules};
+use crate::settings::{DefinitionSource, PlatformWriters, Settings};
 use crate::tenant::{self, Placement};
 use crate::verdict::{LOOKUP_FAILED, Violation};
 
@@ -78,7 +78,26 @@ impl<'a> Evaluation<'a> {
         if let Some(set) = self.definitions.get() {
             return Ok(set.clone());
         }
-        let definitions = self.cluster.definitions().map_err(lookup_failed)?;
+        let definitions = match self.settings.definition_source {
+            DefinitionSource::ApplicationDefinitions => {
+                self.cluster.definitions().map_err(lookup_failed)?
+            }
+            // No definition is read; the prefixes stand in for what theirs would state.
+            DefinitionSource::Settings => self
+                .settings
+                .release_prefixes
+                .iter()
+                .map(|(kind, prefix)| Definition {
+                    name: format!("releasePrefixes.{kind}"),
+                    kind: kind.clone(),
+                    dashboard: None,
+                    cardinality: None,
+                    protection: None,
+                    capability: None,
+                    release_prefix: Some(prefix.clone()),
+                })
+                .collect(),
+        };
         let set = Rc::new(DefinitionSet::build(
             definitions,
             &self.settings.definitions,

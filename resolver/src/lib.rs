@@ -30,5 +30,5 @@ pub use facts::{Cluster, Instance, InstanceRef, Instances, Namespace, Snapshot};
 pub use identity::User;
 pub use request::{ObjectState, Operation, Request, Surface};
 pub use rules::{Definition, DefinitionSet, KindRules};
-pub use settings::{PlatformWriters, Settings};
+pub use settings::{DefinitionSource, PlatformWriters, Settings};
 pub use verdict::Verdict;

@@ -7,7 +7,7 @@
 //! and hosts an instance of a kind that consumes C. Another live provider of C in X keeps the
 //! class served: for the whole subtree when it shares with children, for X alone otherwise.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use crate::capability::ProviderKeys;
@@ -132,7 +132,7 @@ pub fn check_removal(
     } else {
         None
     };
-    let facts: BTreeMap<String, Rc<Namespace>> = match looked_up {
+    let facts: Vec<Rc<Namespace>> = match looked_up {
         Some(facts) => facts,
         None => {
             // Only these labels decide: subtree membership and the provider labels of each class.
@@ -143,20 +143,26 @@ pub fn check_removal(
                 .collect();
             eval.namespaces_with(&keep)?
                 .into_iter()
-                .filter(|ns| hosts.contains(ns.name.as_str()))
-                .map(|ns| (ns.name.clone(), Rc::new(ns)))
+                .map(Rc::new)
                 .collect()
         }
     };
-    let referencing =
-        |stake: &AtStake, ns: &str| facts.get(ns).is_some_and(|n| references(stake, n));
+    // Per class, the namespaces that resolve it here and are not served by what remains.
+    let referencing = |stake: &AtStake| -> BTreeSet<&str> {
+        facts
+            .iter()
+            .filter(|ns| references(stake, ns))
+            .map(|ns| ns.name.as_str())
+            .collect()
+    };
     // Consumers are gathered borrowed and sorted; only the few shown are formatted.
     let mut consumers: Vec<[&str; 4]> = Vec::new();
     let mut served = Vec::new();
     for stake in &at_stake {
+        let referencing = referencing(stake);
         if let Some((kind, err, instances)) = stake.unreadable.iter().find_map(|(k, e, list)| {
             list.iter()
-                .find(|i| referencing(stake, i.namespace))
+                .find(|i| referencing.contains(i.namespace))
                 .map(|i| (k, e, i.label_from("")))
         }) {
             return Err(Violation::rule(format!(
@@ -171,7 +177,7 @@ pub fn check_removal(
             consumers.extend(
                 instances
                     .iter()
-                    .filter(|i| referencing(stake, i.namespace) && !is_self(&consumer.kind, i))
+                    .filter(|i| referencing.contains(i.namespace) && !is_self(&consumer.kind, i))
                     .map(|i| {
                         let mark = if i.terminating { " terminating" } else { "" };
                         [i.namespace, i.app, consumer.kind.as_str(), mark]
@@ -188,7 +194,6 @@ pub fn check_removal(
     consumers.sort_unstable();
     consumers.dedup();
     // The first few in the order the text reads, without sorting all of them by text.
-    let by_text = |a: &[&str; 4], b: &[&str; 4]| text(a).cmp(text(b));
     if consumers.len() > SHOWN {
         consumers.select_nth_unstable_by(SHOWN, by_text);
     }
@@ -209,15 +214,13 @@ pub fn check_removal(
 fn point_lookups<'n>(
     eval: &Evaluation,
     names: impl Iterator<Item = &'n str>,
-) -> Option<BTreeMap<String, Rc<Namespace>>> {
-    names
-        .map(|name| eval.namespace(name).ok().map(|ns| (name.to_owned(), ns)))
-        .collect()
+) -> Option<Vec<Rc<Namespace>>> {
+    names.map(|name| eval.namespace(name).ok()).collect()
 }
 
-/// With many consumer namespaces: probes them in the order the message reads and refuses as
-/// soon as more referencing consumers than it shows are confirmed. `None` when the probes do
-/// not settle it (the caller then decides from the full namespace list).
+/// With many consumer namespaces of one class at stake: probes them in the order the message
+/// reads and refuses as soon as more referencing consumers than it shows are confirmed. `None`
+/// when the probes do not settle it (the caller then decides from the full namespace list).
 fn sample(
     eval: &Evaluation,
     rules: &KindRules,
@@ -226,57 +229,68 @@ fn sample(
     references: &dyn Fn(&AtStake, &Namespace) -> bool,
     is_self: &dyn Fn(&str, &InstanceRef) -> bool,
 ) -> Option<Violation> {
-    let mut candidates: Vec<([&str; 4], usize)> = Vec::new();
-    for (index, stake) in at_stake.iter().enumerate() {
-        for (consumer, instances) in &stake.consumers {
-            candidates.extend(
-                instances
-                    .iter()
-                    .filter(|i| !is_self(&consumer.kind, i))
-                    .map(|i| {
-                        let mark = if i.terminating { " terminating" } else { "" };
-                        ([i.namespace, i.app, consumer.kind.as_str(), mark], index)
-                    }),
-            );
-        }
+    let [stake] = at_stake else {
+        return None;
+    };
+    let mut candidates: Vec<[&str; 4]> = Vec::new();
+    for (consumer, instances) in &stake.consumers {
+        candidates.extend(
+            instances
+                .iter()
+                .filter(|i| !is_self(&consumer.kind, i))
+                .map(|i| {
+                    let mark = if i.terminating { " terminating" } else { "" };
+                    [i.namespace, i.app, consumer.kind.as_str(), mark]
+                }),
+        );
     }
-    candidates.sort_unstable_by(|a, b| text(&a.0).cmp(text(&b.0)).then(a.1.cmp(&b.1)));
-    let mut probed: BTreeMap<&str, Rc<Namespace>> = BTreeMap::new();
-    let mut confirmed: Vec<[&str; 4]> = Vec::new();
-    let mut classes: Vec<&str> = Vec::new();
-    for (consumer, index) in candidates {
-        let stake = &at_stake[index];
-        let ns = match probed.get(consumer[0]) {
-            Some(ns) => ns.clone(),
-            None if probed.len() == PROBES => return None,
-            None => {
-                let ns = eval.namespace(consumer[0]).ok()?;
-                probed.insert(consumer[0], ns.clone());
-                ns
+    let mut probed: Vec<(&str, bool)> = Vec::new();
+    let mut confirmed = 0;
+    let mut shown: Vec<String> = Vec::new();
+    // In chunks, each brought to the front in reading order without sorting the rest.
+    let mut start = 0;
+    while start < candidates.len() {
+        let rest = &mut candidates[start..];
+        let chunk = PROBES.min(rest.len());
+        if chunk < rest.len() {
+            rest.select_nth_unstable_by(chunk, by_text);
+        }
+        rest[..chunk].sort_unstable_by(by_text);
+        for consumer in &rest[..chunk] {
+            let referencing = match probed.iter().find(|(ns, _)| *ns == consumer[0]) {
+                Some((_, referencing)) => *referencing,
+                None if probed.len() == PROBES => return None,
+                None => {
+                    let namespace = eval.namespace(consumer[0]).ok()?;
+                    let referencing = references(stake, &namespace);
+                    probed.push((consumer[0], referencing));
+                    referencing
+                }
+            };
+            if !referencing {
+                continue;
             }
-        };
-        if !references(stake, &ns) {
-            continue;
+            confirmed += 1;
+            if confirmed > SHOWN {
+                return Some(Violation::waivable(format!(
+                    "{kind} {namespace}/{app} is protected while it provides {class} to consumers: {list} and more; delete or move those consumers first, or give their tenants another {class} provider (protection.deletion: protect)",
+                    kind = rules.kind,
+                    namespace = subject.namespace,
+                    app = subject.app,
+                    class = stake.class,
+                    list = shown.join(", "),
+                )));
+            }
+            shown.push(shown_text(consumer));
         }
-        if !classes.contains(&stake.class.as_str()) {
-            classes.push(stake.class.as_str());
-        }
-        if confirmed.last() != Some(&consumer) {
-            confirmed.push(consumer);
-        }
-        if confirmed.len() > SHOWN {
-            let shown: Vec<String> = confirmed[..SHOWN].iter().map(shown_text).collect();
-            let classes = classes.join(", ");
-            return Some(Violation::waivable(format!(
-                "{kind} {namespace}/{app} is protected while it provides {classes} to consumers: {list} and more; delete or move those consumers first, or give their tenants another {classes} provider (protection.deletion: protect)",
-                kind = rules.kind,
-                namespace = subject.namespace,
-                app = subject.app,
-                list = shown.join(", "),
-            )));
-        }
+        start += chunk;
     }
     None
+}
+
+/// Orders consumers as their text reads.
+fn by_text(a: &[&str; 4], b: &[&str; 4]) -> std::cmp::Ordering {
+    text(a).cmp(text(b))
 }
 
 fn shown_text(consumer: &[&str; 4]) -> String {

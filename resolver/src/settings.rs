@@ -22,6 +22,19 @@ pub enum PlatformWriters {
     Deny,
 }
 
+/// Where the rules of a kind come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum DefinitionSource {
+    /// The ApplicationDefinitions, listed on every request that needs a kind's rules; a block
+    /// a definition states wins over the settings' one.
+    #[default]
+    ApplicationDefinitions,
+    /// The settings alone, for an ApplicationDefinition CRD that prunes the policy's fields
+    /// (Cozystack before the design's fields land): no request lists the definitions.
+    Settings,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Settings {
@@ -56,6 +69,13 @@ pub struct Settings {
     pub legacy_provider_classes: Vec<String>,
     /// Rule fields per kind, used where the kind's ApplicationDefinition lacks them.
     pub definitions: BTreeMap<String, RuleFields>,
+    /// Whether the rules are read from the ApplicationDefinitions (and `definitions` fills the
+    /// gaps) or from `definitions` alone.
+    pub definition_source: DefinitionSource,
+    /// With `definitionSource: settings`, each kind's `spec.release.prefix` (the release of app
+    /// `a` is `<prefix>a`): release names then identify instances, and release lists leave out
+    /// the labels, as when the definitions are read.
+    pub release_prefixes: BTreeMap<String, String>,
     /// The username on Kubewarden's audit-scanner requests (it sends none: empty). A CREATE
     /// with this username and no groups is a replay of an existing object and gets only the
     /// rules that depend on state, not on the writer; the API server never sends such a
@@ -111,6 +131,8 @@ impl Default for Settings {
                 "seaweedfs",
             ]),
             definitions: BTreeMap::new(),
+            definition_source: DefinitionSource::ApplicationDefinitions,
+            release_prefixes: BTreeMap::new(),
             audit_scanner_username: String::new(),
         }
     }
@@ -197,6 +219,9 @@ impl Settings {
             }
             check_kind(&format!("tenantModules.{key}"), kind, "the value")?;
         }
+        for kind in self.release_prefixes.keys() {
+            check_kind(&format!("releasePrefixes.{kind:?}"), kind, "the key")?;
+        }
         for (kind, fields) in &self.definitions {
             check_kind(&format!("definitions.{kind:?}"), kind, "the key")?;
             fields.validate(&format!("definitions.{kind}."))?;
@@ -269,7 +294,7 @@ mod tests {
     fn precise_errors() {
         assert_eq!(
             err(r#"{"platformWriter":"warn"}"#),
-            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `platformServiceAccountNamespaces`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `tenantServiceAccountsAreAdmins`, `attachableClasses`, `tenantModules`, `platformWriters`, `legacyProviderClasses`, `definitions`, `auditScannerUsername`"
+            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `platformServiceAccountNamespaces`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `tenantServiceAccountsAreAdmins`, `attachableClasses`, `tenantModules`, `platformWriters`, `legacyProviderClasses`, `definitions`, `definitionSource`, `releasePrefixes`, `auditScannerUsername`"
         );
         assert_eq!(
             err(r#"{"platformWriters":"ignore"}"#),
