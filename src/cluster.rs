@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
+use cozystack_resolver::facts::ByPrefix;
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::{Cluster, Definition, Instances, LookupError, Namespace};
 use kubewarden_policy_sdk::host_capabilities::kubernetes::{
@@ -55,7 +56,24 @@ fn masks(paths: &[&str]) -> Option<BTreeSet<String>> {
 
 /// The label selector that lists the app HelmReleases of one kind.
 pub fn release_selector(kind: &str) -> Result<String, LookupError> {
-    // A label value cannot contain selector syntax; refuse rather than build a wrong query.
+    check_kind_label(kind)?;
+    Ok(format!("{KIND_LABEL}={kind},{GROUP_LABEL}={APPS_GROUP}"))
+}
+
+/// The label selector that lists the app HelmReleases of several kinds (in the order given,
+/// which the resolver keeps sorted, so one set of kinds is one list key).
+pub fn releases_selector(kinds: &[&str]) -> Result<String, LookupError> {
+    for kind in kinds {
+        check_kind_label(kind)?;
+    }
+    Ok(format!(
+        "{KIND_LABEL} in ({}),{GROUP_LABEL}={APPS_GROUP}",
+        kinds.join(",")
+    ))
+}
+
+/// A label value cannot contain selector syntax; refuse rather than build a wrong query.
+fn check_kind_label(kind: &str) -> Result<(), LookupError> {
     let valid = !kind.is_empty()
         && kind.len() <= 63
         && kind
@@ -67,7 +85,36 @@ pub fn release_selector(kind: &str) -> Result<String, LookupError> {
             "the kind is not a valid label value",
         ));
     }
-    Ok(format!("{KIND_LABEL}={kind},{GROUP_LABEL}={APPS_GROUP}"))
+    Ok(())
+}
+
+/// Reads what the policy needs of a listed HelmRelease's metadata.
+fn release_metadata<'a>(item: &mut scan::Reader<'a>) -> Result<ListedRelease<'a>, scan::ScanError> {
+    scan::metadata(item, |meta: &mut ListedRelease, r, key| {
+        if key.is("name") {
+            meta.name = scan::optional_text(r)?;
+        } else if key.is("namespace") {
+            meta.namespace = scan::optional_text(r)?;
+        } else if key.is("deletionTimestamp") {
+            meta.terminating = !r.null()?;
+            if meta.terminating {
+                r.skip()?;
+            }
+        } else if key.is("labels") {
+            meta.app = None;
+            // Only the application name; the other labels are skipped unread.
+            scan::fields(r, |r, key| {
+                let wanted = key.is(NAME_LABEL);
+                if wanted {
+                    meta.app = scan::optional_text(r)?;
+                }
+                Ok(wanted)
+            })?;
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    })
 }
 
 #[derive(Deserialize)]
@@ -326,6 +373,32 @@ impl Cluster for HostCluster<'_> {
         Ok(Some(object.metadata.labels.unwrap_or_default()))
     }
 
+    fn instances_of_kinds(
+        &self,
+        kinds: &[(&str, &str)],
+    ) -> Result<Option<Vec<Instances>>, LookupError> {
+        let names: Vec<&str> = kinds.iter().map(|(kind, _)| *kind).collect();
+        let what = format!("list HelmReleases of kinds {}", names.join(", "));
+        let request = list_request(
+            RELEASE_API,
+            RELEASE_KIND,
+            Some(releases_selector(&names)?),
+            RELEASE_MASKS,
+        );
+        self.scan_list(&what, &request, |bytes| {
+            let items = scan::list_items(bytes, release_metadata)?;
+            let mut sorted = ByPrefix::new(kinds);
+            for meta in &items {
+                let release = meta.name.as_deref().unwrap_or_default();
+                let namespace = meta.namespace.as_deref().unwrap_or_default();
+                if !sorted.push(namespace, release, meta.terminating) {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(sorted.into_lists()))
+        })
+    }
+
     fn instances(
         &self,
         kind: &str,
@@ -342,33 +415,7 @@ impl Cluster for HostCluster<'_> {
             },
         );
         self.scan_list(&what, &request, |bytes| {
-            let items = scan::list_items(bytes, |item| {
-                scan::metadata(item, |meta: &mut ListedRelease, r, key| {
-                    if key.is("name") {
-                        meta.name = scan::optional_text(r)?;
-                    } else if key.is("namespace") {
-                        meta.namespace = scan::optional_text(r)?;
-                    } else if key.is("deletionTimestamp") {
-                        meta.terminating = !r.null()?;
-                        if meta.terminating {
-                            r.skip()?;
-                        }
-                    } else if key.is("labels") {
-                        meta.app = None;
-                        // Only the application name; the other labels are skipped unread.
-                        scan::fields(r, |r, key| {
-                            let wanted = key.is(NAME_LABEL);
-                            if wanted {
-                                meta.app = scan::optional_text(r)?;
-                            }
-                            Ok(wanted)
-                        })?;
-                    } else {
-                        return Ok(false);
-                    }
-                    Ok(true)
-                })
-            })?;
+            let items = scan::list_items(bytes, release_metadata)?;
             let mut instances = Instances::new(kind);
             for meta in &items {
                 let release = meta.name.as_deref().unwrap_or_default();

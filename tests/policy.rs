@@ -243,8 +243,8 @@ fn protection_reads_only_the_consumers_namespaces() {
     );
 }
 
-/// Without a consumer anywhere, deleting a provider needs no namespace list: the releases
-/// are read first because they are the small lists.
+/// Without a consumer anywhere, deleting a provider needs no namespace and not even the
+/// providers' releases: the consumers' releases are read first.
 #[test]
 fn an_unconsumed_provider_goes_without_listing_namespaces() {
     let mut host = host();
@@ -259,8 +259,14 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
             "list_resources_all ApplicationDefinition",
             "get_resource Namespace",
             "list_resources_all HelmRelease",
-            "list_resources_all HelmRelease",
         ]
+    );
+    assert!(
+        host.calls.borrow()[2].1["label_selector"]
+            .as_str()
+            .is_some_and(|s| s.contains("=Postgres")),
+        "{:?}",
+        host.calls.borrow()[2]
     );
 }
 

@@ -149,6 +149,45 @@ impl<'a> Evaluation<'a> {
         Ok(list)
     }
 
+    /// Lists the instances of `kinds` at once when their release prefixes tell them apart (the
+    /// consumers of a class, say), so that finding none costs one call, not one per kind. Kinds
+    /// already known, or that cannot share a list, are left to [`Evaluation::instances`].
+    pub fn preload_instances(&self, kinds: &[&KindRules]) -> Result<(), Violation> {
+        let unknown: Vec<&KindRules> = {
+            let known = self.instances.borrow();
+            kinds
+                .iter()
+                .copied()
+                .filter(|rules| !known.contains_key(&rules.kind))
+                .collect()
+        };
+        let wanted: Vec<(&str, &str)> = unknown
+            .iter()
+            .filter_map(|rules| Some((rules.kind.as_str(), rules.release_prefix.as_deref()?)))
+            .collect();
+        let distinct = wanted.iter().all(|(kind, prefix)| {
+            !prefix.is_empty()
+                && wanted
+                    .iter()
+                    .all(|(other, p)| other == kind || !p.starts_with(prefix))
+        });
+        if wanted.len() < 2 || wanted.len() < unknown.len() || !distinct {
+            return Ok(());
+        }
+        let Some(lists) = self
+            .cluster
+            .instances_of_kinds(&wanted)
+            .map_err(lookup_failed)?
+        else {
+            return Ok(());
+        };
+        let mut known = self.instances.borrow_mut();
+        for ((kind, _), list) in wanted.iter().zip(lists) {
+            known.insert((*kind).to_owned(), Rc::new(list));
+        }
+        Ok(())
+    }
+
     /// The labels of one HelmRelease, `None` when it does not exist.
     pub fn release_labels(
         &self,

@@ -160,6 +160,46 @@ pub trait Cluster {
     /// The labels of one HelmRelease; `None` when it does not exist.
     fn release_labels(&self, namespace: &str, release: &str)
     -> Result<Option<Labels>, LookupError>;
+    /// The instances of several kinds from one list, each release's kind told by its name
+    /// (`<prefix><app>`); `kinds` pairs each kind with a prefix that no other one starts with.
+    /// `None` when a release fits none of the prefixes: the caller then lists kind by kind.
+    fn instances_of_kinds(
+        &self,
+        kinds: &[(&str, &str)],
+    ) -> Result<Option<Vec<Instances>>, LookupError>;
+}
+
+/// Sorts releases listed for several kinds into one [`Instances`] per kind by their names.
+pub struct ByPrefix<'k> {
+    kinds: &'k [(&'k str, &'k str)],
+    lists: Vec<Instances>,
+}
+
+impl<'k> ByPrefix<'k> {
+    pub fn new(kinds: &'k [(&'k str, &'k str)]) -> Self {
+        ByPrefix {
+            kinds,
+            lists: kinds.iter().map(|(kind, _)| Instances::new(kind)).collect(),
+        }
+    }
+
+    /// Files a release under the kind whose prefix it starts with; false when none fits.
+    pub fn push(&mut self, namespace: &str, release: &str, terminating: bool) -> bool {
+        let Some(at) = self
+            .kinds
+            .iter()
+            .position(|(_, prefix)| release.starts_with(prefix))
+        else {
+            return false;
+        };
+        let app = &release[self.kinds[at].1.len()..];
+        self.lists[at].push(namespace, release, app, terminating);
+        true
+    }
+
+    pub fn into_lists(self) -> Vec<Instances> {
+        self.lists
+    }
 }
 
 /// An in-memory cluster: the facts as plain data.
@@ -200,6 +240,21 @@ impl Cluster for Snapshot {
             list.push(&i.namespace, &i.release, &i.app, i.terminating);
         }
         Ok(list)
+    }
+
+    fn instances_of_kinds(
+        &self,
+        kinds: &[(&str, &str)],
+    ) -> Result<Option<Vec<Instances>>, LookupError> {
+        let mut sorted = ByPrefix::new(kinds);
+        for i in &self.instances {
+            if kinds.iter().any(|(kind, _)| *kind == i.kind)
+                && !sorted.push(&i.namespace, &i.release, i.terminating)
+            {
+                return Ok(None);
+            }
+        }
+        Ok(Some(sorted.into_lists()))
     }
 
     fn release_labels(

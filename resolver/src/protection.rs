@@ -49,9 +49,32 @@ pub fn check_removal(
     let definitions = eval.definitions()?;
     let is_self = |kind: &str, instance: &InstanceRef| kind == rules.kind && subject.is(instance);
     // Per class still at stake, the instances of its consumer kinds. The release lists come
-    // first: they are small, and without a consumer the namespace list is not needed at all.
+    // first: they are small, and without a consumer no namespace is looked up at all.
     let mut at_stake = Vec::new();
     for class in &rules.capability.provides {
+        // The consumers first, in one list when their prefixes allow: without one, whether
+        // another provider serves the class does not matter.
+        let consumers = definitions.kinds_where(|r| r.consumes(class));
+        eval.preload_instances(&consumers.kinds)?;
+        let mut consuming = Vec::new();
+        for consumer in consumers.kinds {
+            let instances = eval.instances(consumer)?;
+            if instances.iter().any(|i| !is_self(&consumer.kind, &i)) {
+                consuming.push((consumer, instances));
+            }
+        }
+        // A kind defined twice, or whose fields do not decode, may consume the class too; it
+        // matters only when one of its instances sits where the class resolves here.
+        let mut unreadable = Vec::new();
+        for (kind, err) in consumers.unreadable {
+            let instances = eval.instances_of(kind, None)?;
+            if instances.iter().next().is_some() {
+                unreadable.push((kind, err, instances));
+            }
+        }
+        if consuming.is_empty() && unreadable.is_empty() {
+            continue;
+        }
         let providers = definitions.kinds_where(|r| r.provides(class));
         let (mut serves_namespace, mut serves_children) = (false, false);
         for provider in &providers.kinds {
@@ -67,30 +90,13 @@ pub fn check_removal(
         if serves_children || (serves_namespace && !shared) {
             continue;
         }
-        let mut stake = AtStake {
+        at_stake.push(AtStake {
             class,
             keys: ProviderKeys::new(class, eval.settings),
             namespace_still_served: serves_namespace,
-            consumers: Vec::new(),
-            unreadable: Vec::new(),
-        };
-        for consumer in definitions.kinds_where(|r| r.consumes(class)).kinds {
-            let instances = eval.instances(consumer)?;
-            if instances.iter().any(|i| !is_self(&consumer.kind, &i)) {
-                stake.consumers.push((consumer, instances));
-            }
-        }
-        // A kind defined twice, or whose fields do not decode, may consume the class too; it
-        // matters only when one of its instances sits where the class resolves here.
-        for (kind, err) in providers.unreadable {
-            let instances = eval.instances_of(kind, None)?;
-            if instances.iter().next().is_some() {
-                stake.unreadable.push((kind, err, instances));
-            }
-        }
-        if !stake.consumers.is_empty() || !stake.unreadable.is_empty() {
-            at_stake.push(stake);
-        }
+            consumers: consuming,
+            unreadable,
+        });
     }
     if at_stake.is_empty() {
         return Ok(());

@@ -288,6 +288,14 @@ impl Cluster for Recording<'_> {
         self.record(format!("list HelmReleases of kind {kind}"))?;
         self.inner.instances(kind, prefix)
     }
+    fn instances_of_kinds(
+        &self,
+        kinds: &[(&str, &str)],
+    ) -> Result<Option<Vec<cozystack_resolver::Instances>>, LookupError> {
+        let names: Vec<&str> = kinds.iter().map(|(kind, _)| *kind).collect();
+        self.record(format!("list HelmReleases of kinds {}", names.join(", ")))?;
+        self.inner.instances_of_kinds(kinds)
+    }
     fn release_labels(
         &self,
         namespace: &str,
