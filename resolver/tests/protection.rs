@@ -258,3 +258,67 @@ fn consumers_without_a_provider_are_admitted_with_a_warning() {
     );
     assert_allowed(&verdict, &[]);
 }
+
+/// The consumer kinds of a class are read with one list when their release prefixes tell them
+/// apart, and kind by kind when a release fits no prefix; the verdict is the same either way.
+#[test]
+fn a_class_consumer_kinds_share_one_list_when_their_prefixes_allow() {
+    let mut c = cluster();
+    for d in &mut c.definitions {
+        d.release_prefix = match d.kind.as_str() {
+            "Kubernetes" => Some("kubernetes-".into()),
+            "Postgres" => Some("postgres-".into()),
+            _ => None,
+        };
+    }
+    for i in &mut c.instances {
+        if let Some(prefix) = match i.kind.as_str() {
+            "Kubernetes" => Some("kubernetes-"),
+            "Postgres" => Some("postgres-"),
+            _ => None,
+        } {
+            i.release = format!("{prefix}{}", i.app);
+        }
+    }
+    let expected = "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)";
+    let request = app(
+        Delete,
+        "Monitoring",
+        "tenant-a",
+        "monitoring",
+        user("flux", &["cozystack-cluster-admin"]),
+    );
+    let settings = cozystack_resolver::Settings {
+        platform_writers: cozystack_resolver::PlatformWriters::Deny,
+        ..Default::default()
+    };
+    let denied = |recording: &Recording| {
+        let verdict = cozystack_resolver::evaluate(&request, &settings, recording);
+        assert_eq!(verdict.code, Some(403));
+        let message = verdict.message.unwrap_or_default();
+        assert!(message.starts_with(expected), "{message}");
+    };
+    let shared = Recording::new(&c);
+    denied(&shared);
+    assert_eq!(
+        shared.calls.borrow()[..2],
+        [
+            "list ApplicationDefinitions",
+            "list HelmReleases of kinds Kubernetes, Postgres"
+        ]
+    );
+    // A Postgres release named without its prefix: the shared list cannot sort it.
+    c.instances
+        .push(instance("Postgres", "tenant-c", "legacy-name"));
+    let apart = Recording::new(&c);
+    denied(&apart);
+    assert_eq!(
+        apart.calls.borrow()[..4],
+        [
+            "list ApplicationDefinitions",
+            "list HelmReleases of kinds Kubernetes, Postgres",
+            "list HelmReleases of kind Kubernetes",
+            "list HelmReleases of kind Postgres"
+        ]
+    );
+}
