@@ -164,23 +164,6 @@ struct ListRequest {
     field_masks: Option<Vec<String>>,
 }
 
-/// The evaluator's error for a GET of an object that does not exist.
-fn not_found(request: &CallbackRequest) -> String {
-    match request {
-        CallbackRequest::KubernetesGetResource {
-            api_version,
-            kind,
-            name,
-            namespace,
-            ..
-        } => format!(
-            "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{}'",
-            namespace.as_deref().unwrap_or("None")
-        ),
-        _ => "not found".into(),
-    }
-}
-
 /// What the reflector store drops from every object.
 fn strip_store_fields(object: &Value) -> Value {
     let mut object = object.clone();
@@ -271,9 +254,9 @@ impl HostState {
     }
 
     fn cached_answer(&self, request: &CallbackRequest) -> Result<Arc<str>, String> {
-        let Some(cache) = &self.cache else {
-            return self.answer(request).map(Arc::from);
-        };
+        // Without shared caches, a fresh (empty) one: every answer read from the fixture.
+        let fresh = HostCache::default();
+        let cache = self.cache.as_deref().unwrap_or(&fresh);
         let Some(answers) = &cache.answers else {
             return self.answer_from(cache, request).map(Arc::from);
         };
@@ -292,8 +275,8 @@ impl HostState {
     /// The evaluator's path: the stored objects cloned, the list or object built and
     /// serialised, per call. A list key's store is filled on its first use, as a reflector is.
     fn answer_from(&self, cache: &HostCache, request: &CallbackRequest) -> Result<String, String> {
-        if self.failure(request).is_some() {
-            return self.answer(request);
+        if let Some(f) = self.failure(request) {
+            return Err(f.message.clone());
         }
         match request {
             CallbackRequest::KubernetesGetResource {
@@ -320,7 +303,13 @@ impl HostState {
                         }
                     }
                 };
-                let object = stored.ok_or_else(|| not_found(request))?;
+                // The evaluator's error for a GET of an object that does not exist.
+                let object = stored.ok_or_else(|| {
+                    format!(
+                        "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{}'",
+                        namespace.as_deref().unwrap_or("None")
+                    )
+                })?;
                 serde_json::to_string(&masks::apply(&object, field_masks.as_deref()))
                     .map_err(|e| e.to_string())
             }
@@ -342,7 +331,7 @@ impl HostState {
                 };
                 let (api_version, kind) = request.resource();
                 let list = json!({"apiVersion": api_version, "kind": format!("{kind}List"),
-                    "metadata": {}, "items": items.as_ref().clone()});
+                    "metadata": {"resourceVersion": "1"}, "items": items.as_ref().clone()});
                 serde_json::to_string(&list).map_err(|e| e.to_string())
             }
         }
@@ -361,31 +350,6 @@ impl HostState {
             ));
         }
         Ok(())
-    }
-
-    fn answer(&self, request: &CallbackRequest) -> Result<String, String> {
-        let (api_version, kind) = request.resource();
-        if let Some(f) = self.failure(request) {
-            return Err(f.message.clone());
-        }
-        let body = match request {
-            CallbackRequest::KubernetesGetResource {
-                name,
-                namespace,
-                field_masks,
-                ..
-            } => {
-                let object = self
-                    .cluster
-                    .get(api_version, kind, name, namespace.as_deref())
-                    .ok_or_else(|| not_found(request))?;
-                masks::apply(&strip_store_fields(object), field_masks.as_deref())
-            }
-            _ => {
-                json!({"apiVersion": api_version, "kind": format!("{kind}List"), "metadata": {"resourceVersion": "1"}, "items": self.listed(request)?})
-            }
-        };
-        serde_json::to_string(&body).map_err(|e| e.to_string())
     }
 
     /// An injected failure for this call, if any.

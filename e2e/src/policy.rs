@@ -72,6 +72,7 @@ type Job = Box<dyn FnOnce() + Send>;
 /// The evaluator's callback path: the guest's thread hands each host call to the callback
 /// handler running on another thread (`try_send` over a channel) and blocks until the answer
 /// comes back (`blocking_recv`). The benchmark pays this hop as the policy-server does.
+#[derive(Clone)]
 struct CallbackThread {
     jobs: std::sync::mpsc::Sender<Job>,
 }
@@ -164,7 +165,7 @@ impl Policy {
         let state = Arc::new(Mutex::new(state));
         let engine = self.pre.rehydrate(None).map_err(|e| e.to_string())?;
         let callback_state = state.clone();
-        let hop = self.callback_thread.as_ref().map(|t| t.jobs.clone());
+        let hop = self.callback_thread.clone();
         let host = WapcHost::new(
             Box::new(engine),
             Some(Box::new(
@@ -184,7 +185,7 @@ impl Policy {
                         }
                     };
                     let answer = match &hop {
-                        Some(jobs) => CallbackThread { jobs: jobs.clone() }.run(serve)?,
+                        Some(thread) => thread.run(serve)?,
                         None => serve(),
                     };
                     callback_state.lock().map_err(|e| e.to_string())?.host_time +=

@@ -36,6 +36,37 @@ struct AtStake<'d> {
     unreadable: Vec<(&'d str, crate::error::RuleError, std::rc::Rc<Instances>)>,
 }
 
+/// Tells the instance being removed apart from the others of its kind.
+type IsSelf<'a> = dyn Fn(&str, &InstanceRef) -> bool + 'a;
+
+impl AtStake<'_> {
+    /// The consumers at stake but the instance being removed, each as the message shows it:
+    /// `[namespace, app, kind, " terminating" or ""]`.
+    fn consumers<'s>(&'s self, is_self: &'s IsSelf<'s>) -> impl Iterator<Item = [&'s str; 4]> {
+        self.consumers
+            .iter()
+            .flat_map(move |(consumer, instances)| {
+                instances
+                    .iter()
+                    .filter(move |i| !is_self(&consumer.kind, i))
+                    .map(move |i| {
+                        let mark = if i.terminating { " terminating" } else { "" };
+                        [i.namespace, i.app, consumer.kind.as_str(), mark]
+                    })
+            })
+    }
+}
+
+/// The refusal: `classes` are provided to the consumers `list` shows.
+fn protected(rules: &KindRules, subject: &Subject, classes: &str, list: &str) -> Violation {
+    Violation::waivable(format!(
+        "{kind} {namespace}/{app} is protected while it provides {classes} to consumers: {list}; delete or move those consumers first, or give their tenants another {classes} provider (protection.deletion: protect)",
+        kind = rules.kind,
+        namespace = subject.namespace,
+        app = subject.app,
+    ))
+}
+
 /// Denies removing `subject` (an instance of `rules.kind`) while it is referenced.
 pub fn check_removal(
     eval: &Evaluation,
@@ -114,12 +145,7 @@ pub fn check_removal(
     let hosts: BTreeSet<&str> = at_stake
         .iter()
         .flat_map(|stake| {
-            let consumers = stake.consumers.iter().flat_map(|(consumer, instances)| {
-                instances
-                    .iter()
-                    .filter(|i| !is_self(&consumer.kind, i))
-                    .map(|i| i.namespace)
-            });
+            let consumers = stake.consumers(&is_self).map(|[namespace, ..]| namespace);
             let unreadable = stake
                 .unreadable
                 .iter()
@@ -179,17 +205,11 @@ pub fn check_removal(
             )));
         }
         let before = consumers.len();
-        for (consumer, instances) in &stake.consumers {
-            consumers.extend(
-                instances
-                    .iter()
-                    .filter(|i| referencing.contains(i.namespace) && !is_self(&consumer.kind, i))
-                    .map(|i| {
-                        let mark = if i.terminating { " terminating" } else { "" };
-                        [i.namespace, i.app, consumer.kind.as_str(), mark]
-                    }),
-            );
-        }
+        consumers.extend(
+            stake
+                .consumers(&is_self)
+                .filter(|[namespace, ..]| referencing.contains(namespace)),
+        );
         if consumers.len() > before {
             served.push(stake.class.as_str());
         }
@@ -206,13 +226,12 @@ pub fn check_removal(
     let head = SHOWN.min(consumers.len());
     consumers[..head].sort_unstable_by(by_text);
     let shown: Vec<String> = consumers[..head].iter().map(shown_text).collect();
-    let list = list_head(&shown, consumers.len());
-    Err(Violation::waivable(format!(
-        "{kind} {namespace}/{app} is protected while it provides {classes} to consumers: {list}; delete or move those consumers first, or give their tenants another {classes} provider (protection.deletion: protect)",
-        kind = rules.kind,
-        app = subject.app,
-        classes = served.join(", "),
-    )))
+    Err(protected(
+        rules,
+        subject,
+        &served.join(", "),
+        &list_head(&shown, consumers.len()),
+    ))
 }
 
 /// The labels of `names`, one cached GET each; `None` when one cannot be read (the caller then
@@ -233,23 +252,12 @@ fn sample(
     subject: &Subject,
     at_stake: &[AtStake],
     references: &dyn Fn(&AtStake, &Namespace) -> bool,
-    is_self: &dyn Fn(&str, &InstanceRef) -> bool,
+    is_self: &IsSelf,
 ) -> Option<Violation> {
     let [stake] = at_stake else {
         return None;
     };
-    let mut candidates: Vec<[&str; 4]> = Vec::new();
-    for (consumer, instances) in &stake.consumers {
-        candidates.extend(
-            instances
-                .iter()
-                .filter(|i| !is_self(&consumer.kind, i))
-                .map(|i| {
-                    let mark = if i.terminating { " terminating" } else { "" };
-                    [i.namespace, i.app, consumer.kind.as_str(), mark]
-                }),
-        );
-    }
+    let mut candidates: Vec<[&str; 4]> = stake.consumers(is_self).collect();
     let mut probed: Vec<(&str, bool)> = Vec::new();
     let mut confirmed = 0;
     let mut shown: Vec<String> = Vec::new();
@@ -278,14 +286,8 @@ fn sample(
             }
             confirmed += 1;
             if confirmed > SHOWN {
-                return Some(Violation::waivable(format!(
-                    "{kind} {namespace}/{app} is protected while it provides {class} to consumers: {list} and more; delete or move those consumers first, or give their tenants another {class} provider (protection.deletion: protect)",
-                    kind = rules.kind,
-                    namespace = subject.namespace,
-                    app = subject.app,
-                    class = stake.class,
-                    list = shown.join(", "),
-                )));
+                let list = format!("{} and more", shown.join(", "));
+                return Some(protected(rules, subject, stake.class.as_str(), &list));
             }
             shown.push(shown_text(consumer));
         }
