@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use cozystack_resolver::User;
 use cozystack_resolver::error::without_position;
 use cozystack_resolver::request::{ObjectState, Operation, Request, Surface};
+use cozystack_resolver::{Settings, User};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use thiserror::Error;
@@ -132,7 +132,7 @@ fn object(
 }
 
 /// Decodes `request` (the AdmissionRequest JSON) into the resolver's model.
-pub fn decode(raw: &RawValue, audit_username: &str) -> Result<Request, DecodeError> {
+pub fn decode(raw: &RawValue, settings: &Settings) -> Result<Request, DecodeError> {
     let wire: Wire = decode_at("", raw)?;
     let operation = match wire.operation.as_str() {
         "CREATE" => Operation::Create,
@@ -157,12 +157,13 @@ pub fn decode(raw: &RawValue, audit_username: &str) -> Result<Request, DecodeErr
     if wire.kind.kind.is_empty() {
         return Err(DecodeError::Empty("kind.kind"));
     }
-    // The audit scanner's replays carry no userInfo; the resolver recognises them by the
-    // setting. Any other request without a username is malformed.
-    let replay = operation == Operation::Create
-        && wire.user_info.username == audit_username
-        && wire.user_info.groups.as_ref().is_none_or(Vec::is_empty);
-    if wire.user_info.username.is_empty() && !replay {
+    let user = User {
+        username: wire.user_info.username,
+        groups: wire.user_info.groups.unwrap_or_default(),
+    };
+    // The audit scanner's replays carry no userInfo; any other request without a username is
+    // malformed.
+    if user.username.is_empty() && !user.is_audit_replay(operation, settings) {
         return Err(DecodeError::Empty("userInfo.username"));
     }
     let new = object("object", wire.object)?;
@@ -191,10 +192,7 @@ pub fn decode(raw: &RawValue, audit_username: &str) -> Result<Request, DecodeErr
         kind: wire.kind.kind,
         namespace,
         name,
-        user: User {
-            username: wire.user_info.username,
-            groups: wire.user_info.groups.unwrap_or_default(),
-        },
+        user,
         dry_run: wire.dry_run.unwrap_or(false),
         subresource: wire.sub_resource.filter(|s| !s.is_empty()),
         object: new.map(|(state, _)| state),

@@ -65,7 +65,7 @@ pub fn evaluate(payload: &[u8], host: &dyn Host) -> Verdict {
         Ok(settings) => settings,
         Err(err) => return bad(format!("invalid policy settings: {err}")),
     };
-    let request = match admission::decode(payload.request, &settings.audit_scanner_username) {
+    let request = match admission::decode(payload.request, &settings) {
         Ok(request) => request,
         Err(err) => return bad(err.to_string()),
     };

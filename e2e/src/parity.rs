@@ -66,10 +66,11 @@ pub fn case(
     }
     let payload: Value = serde_json::from_slice(&prepared.payload).map_err(|e| e.to_string())?;
     let raw = serde_json::value::to_raw_value(&payload["request"]).map_err(|e| e.to_string())?;
-    let audit_username = prepared.settings["auditScannerUsername"]
-        .as_str()
-        .unwrap_or_default();
-    let Ok(request) = cozystack_capabilities_policy::admission::decode(&raw, audit_username) else {
+    let Ok(settings) = cozystack_resolver::Settings::from_json(&prepared.settings.to_string())
+    else {
+        return Ok(None);
+    };
+    let Ok(request) = cozystack_capabilities_policy::admission::decode(&raw, &settings) else {
         return Ok(None);
     };
     let host = NativeHost(Mutex::new(policy.host_state(

@@ -54,14 +54,11 @@ impl<'a> Evaluation<'a> {
         self.is_audit() || self.request.user.is_platform(self.settings)
     }
 
-    /// A background-audit replay: Kubewarden's audit scanner sends existing objects as
-    /// CREATEs with its fixed username and no groups. Such a request only learns what is wrong
-    /// with the state; the API server never sends one, as every real user has a group.
+    /// A background-audit replay: it only learns what is wrong with the state.
     pub fn is_audit(&self) -> bool {
-        let user = &self.request.user;
-        self.request.operation == Operation::Create
-            && user.groups.is_empty()
-            && user.username == self.settings.audit_scanner_username
+        self.request
+            .user
+            .is_audit_replay(self.request.operation, self.settings)
     }
 
     /// What the request does, as a verb for messages.
