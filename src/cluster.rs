@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use cozystack_resolver::facts::ByPrefix;
+use cozystack_resolver::facts::{ByPrefix, ReleaseMeta};
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::{Cluster, Definition, Instances, LookupError, Namespace};
 use kubewarden_policy_sdk::host_capabilities::kubernetes::{
@@ -130,6 +130,8 @@ struct Meta {
     name: String,
     #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -350,18 +352,14 @@ impl Cluster for HostCluster<'_> {
         })
     }
 
-    fn release_labels(
-        &self,
-        namespace: &str,
-        release: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, LookupError> {
+    fn release(&self, namespace: &str, release: &str) -> Result<Option<ReleaseMeta>, LookupError> {
         let request = GetResourceRequest {
             api_version: RELEASE_API.into(),
             kind: RELEASE_KIND.into(),
             name: release.to_owned(),
             namespace: Some(namespace.to_owned()),
             disable_cache: false,
-            field_masks: masks(&["metadata.labels"]),
+            field_masks: masks(&["metadata.labels", "metadata.annotations"]),
         };
         // A missing release is the host's error: on the paths that ask, the release exists
         // (cozystack-api just read it), so its absence is a failed lookup, not an answer.
@@ -370,7 +368,10 @@ impl Cluster for HostCluster<'_> {
             "get_resource",
             &request,
         )?;
-        Ok(Some(object.metadata.labels.unwrap_or_default()))
+        Ok(Some(ReleaseMeta {
+            labels: object.metadata.labels.unwrap_or_default(),
+            annotations: object.metadata.annotations.unwrap_or_default(),
+        }))
     }
 
     fn instances_of_kinds(

@@ -176,7 +176,7 @@ pub fn lists(data: &[u8]) {
                             meta.get("deletionTimestamp"),
                             None | Some(serde_json::Value::Null)
                         ),
-                        tenant_module: false,
+                        rendered_by: None,
                     })
                 })
                 .collect()
@@ -277,7 +277,7 @@ pub fn evaluation(data: &[u8]) {
                 release: format!("r{i}"),
                 app: format!("app{}", c.next(3)),
                 terminating: c.next(4) == 0,
-                tenant_module: c.next(2) == 0,
+                rendered_by: (c.next(2) == 0).then(|| format!("tenant-root/tenant-{}", c.next(3))),
             }
         })
         .collect();

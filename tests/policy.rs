@@ -95,9 +95,11 @@ fn ns(name: &str, labels: Value) -> Value {
 fn host() -> FakeHost {
     FakeHost {
         namespaces: vec![
+            // cozystack-basics labels tenant-root with no provider label: its apps resolve
+            // every class to tenant-root through its cozystack-values.
             ns(
                 "tenant-root",
-                json!({"namespace.cozystack.io/monitoring": "tenant-root"}),
+                json!({"platform.cozystack.io/no-delete": "true", "namespace.cozystack.io/host": "example.org"}),
             ),
             ns(
                 "tenant-a",
@@ -259,6 +261,7 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
             "list_resources_all ApplicationDefinition",
             "get_resource Namespace",
             "list_resources_all HelmRelease",
+            "get_resource HelmRelease",
         ]
     );
     assert!(
@@ -267,6 +270,18 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
             .is_some_and(|s| s.contains("=Postgres")),
         "{:?}",
         host.calls.borrow()[2]
+    );
+    // Then, with no consumer in the way: is this the Tenant chart's module? Its Helm
+    // ownership annotations tell; the module kind states no release prefix here, so the
+    // chart's release, named after the switch, is the one read.
+    let get = &host.calls.borrow()[3].1;
+    assert_eq!(
+        (&get["name"], &get["namespace"]),
+        (&json!("monitoring"), &json!("tenant-root"))
+    );
+    assert_eq!(
+        get["field_masks"],
+        json!(["metadata.annotations", "metadata.labels"])
     );
 }
 

@@ -158,8 +158,20 @@ check_invalid_settings() {
   check protection-grandchild-consumer-of-root-ingress
 }
 
-@test "protection-unreferenced-provider-may-go" {
-  check protection-unreferenced-provider-may-go
+@test "protection-root-consumer-through-its-values" {
+  check protection-root-consumer-through-its-values
+}
+
+@test "protection-root-without-consumers-may-go" {
+  check protection-root-without-consumers-may-go
+}
+
+@test "protection-backup-bucket-holds-root-seaweedfs" {
+  check protection-backup-bucket-holds-root-seaweedfs
+}
+
+@test "protection-drifted-chain-still-in-subtree" {
+  check protection-drifted-chain-still-in-subtree
 }
 
 @test "protection-capability-label-references-too" {
@@ -196,6 +208,26 @@ check_invalid_settings() {
 
 @test "protection-tenant-rendered-module-delete" {
   check protection-tenant-rendered-module-delete
+}
+
+@test "protection-api-created-module-may-go" {
+  check protection-api-created-module-may-go
+}
+
+@test "protection-tenant-rendered-without-release-prefixes" {
+  check protection-tenant-rendered-without-release-prefixes
+}
+
+@test "protection-api-created-without-release-prefixes" {
+  check protection-api-created-without-release-prefixes
+}
+
+@test "protection-wrong-release-prefix-fails-closed" {
+  check protection-wrong-release-prefix-fails-closed
+}
+
+@test "protection-right-release-prefix" {
+  check protection-right-release-prefix
 }
 
 @test "protection-share-none-provider-does-not-serve-descendants" {
@@ -326,6 +358,10 @@ check_invalid_settings() {
   check namespace-capability-label-names-no-provider
 }
 
+@test "namespace-capability-label-no-provider-anywhere" {
+  check namespace-capability-label-no-provider-anywhere
+}
+
 @test "namespace-capability-label-terminating-provider" {
   check namespace-capability-label-terminating-provider
 }
@@ -342,12 +378,24 @@ check_invalid_settings() {
   check namespace-attach-non-attachable-class
 }
 
-@test "capability-consumer-without-provider-warns" {
-  check capability-consumer-without-provider-warns
+@test "capability-consumer-resolved-to-a-root-without-provider" {
+  check capability-consumer-resolved-to-a-root-without-provider
+}
+
+@test "capability-consumer-in-root-without-provider" {
+  check capability-consumer-in-root-without-provider
+}
+
+@test "capability-consumer-resolved-to-a-root-with-provider" {
+  check capability-consumer-resolved-to-a-root-with-provider
 }
 
 @test "capability-consumer-with-providers" {
   check capability-consumer-with-providers
+}
+
+@test "capability-gateway-read-falls-back-to-ingress" {
+  check capability-gateway-read-falls-back-to-ingress
 }
 
 @test "capability-new-class-label" {
@@ -446,6 +494,14 @@ check_invalid_settings() {
   check tenant-switch-off-protected-module
 }
 
+@test "tenant-switch-off-with-helm-falsy-value" {
+  check tenant-switch-off-with-helm-falsy-value
+}
+
+@test "tenant-root-switch-off-strands-children" {
+  check tenant-root-switch-off-strands-children
+}
+
 @test "tenant-switch-off-through-the-release-warns" {
   check tenant-switch-off-through-the-release-warns
 }
@@ -458,8 +514,32 @@ check_invalid_settings() {
   check tenant-switch-on-second-singleton
 }
 
-@test "tenant-switch-on-hidden-module" {
-  check tenant-switch-on-hidden-module
+@test "tenant-switch-on-second-singleton-through-the-release-warns" {
+  check tenant-switch-on-second-singleton-through-the-release-warns
+}
+
+@test "tenant-create-with-switch-counts-leftovers" {
+  check tenant-create-with-switch-counts-leftovers
+}
+
+@test "tenant-create-with-switches" {
+  check tenant-create-with-switches
+}
+
+@test "tenant-switch-on-gateway-is-the-owners-choice" {
+  check tenant-switch-on-gateway-is-the-owners-choice
+}
+
+@test "tenant-create-with-gateway-is-the-owners-choice" {
+  check tenant-create-with-gateway-is-the-owners-choice
+}
+
+@test "tenant-create-release-with-gateway" {
+  check tenant-create-release-with-gateway
+}
+
+@test "tenant-switch-on-computeplane" {
+  check tenant-switch-on-computeplane
 }
 
 @test "tenant-switch-on-free-module" {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use cozystack_capabilities_policy::cluster::HostCluster;
-use cozystack_resolver::facts::TENANT_MODULE_LABEL;
+use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
 use cozystack_resolver::{Cluster, Instance, InstanceRef, Snapshot};
 use serde_json::{Value, json};
 
@@ -30,7 +30,7 @@ fn namespaces(cluster: &crate::cluster::FixtureCluster) -> Vec<cozystack_resolve
         .collect()
 }
 
-/// A listed instance as the dashboard holds it, marked when the Tenant chart renders it.
+/// A listed instance as the dashboard holds it, with the Helm release that rendered it.
 fn instance(cluster: &crate::cluster::FixtureCluster, listed: InstanceRef) -> Instance {
     let release = cluster.get(
         "helm.toolkit.fluxcd.io/v2",
@@ -38,12 +38,17 @@ fn instance(cluster: &crate::cluster::FixtureCluster, listed: InstanceRef) -> In
         listed.release,
         Some(listed.namespace),
     );
-    let label = release.and_then(|r| {
-        r.pointer("/metadata/labels")
-            .and_then(|l| l.get(TENANT_MODULE_LABEL))
-    });
+    let annotation = |key: &str| {
+        release
+            .and_then(|r| r.pointer("/metadata/annotations"))
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+    };
+    let rendered_by = annotation(HELM_RELEASE_NAMESPACE)
+        .zip(annotation(HELM_RELEASE_NAME))
+        .map(|(namespace, name)| format!("{namespace}/{name}"));
     Instance {
-        tenant_module: label.and_then(Value::as_str) == Some("true"),
+        rendered_by,
         ..Instance::from(listed)
     }
 }

@@ -249,6 +249,13 @@ fn unread_definitions(cluster: &FixtureCluster, settings: &Value) -> Result<Vec<
                 })
         };
         let (read, unread) = (rules(vec![definition.clone()]), rules(Vec::new()));
+        if let Some(finding) = prefix_finding(&settings, &definition, matches!(unread, Ok(Some(_))))
+        {
+            judged.push(Judged {
+                object: object.clone(),
+                finding: Some(finding),
+            });
+        }
         if read != unread {
             judged.push(Judged {
                 object: object.clone(),
@@ -263,6 +270,34 @@ fn unread_definitions(cluster: &FixtureCluster, settings: &Value) -> Result<Vec<
         }
     }
     Ok(judged)
+}
+
+/// With `definitionSource: settings` the release prefix of a kind comes from `releasePrefixes`:
+/// a wrong entry misnames every instance of the kind (the one being removed could pass for
+/// another provider), a missing one for a kind with rules makes its lists carry the labels.
+fn prefix_finding(
+    settings: &cozystack_resolver::Settings,
+    definition: &cozystack_resolver::Definition,
+    has_rules: bool,
+) -> Option<Finding> {
+    let (name, kind) = (&definition.name, &definition.kind);
+    let stated = definition.release_prefix.as_deref()?;
+    match settings.release_prefixes.get(kind) {
+        Some(prefix) if prefix == stated => None,
+        Some(prefix) => Some(Finding {
+            result: "fail",
+            message: format!(
+                "releasePrefixes.{kind} is {prefix:?}, but ApplicationDefinition {name} states spec.release.prefix {stated:?}: the policy would name every {kind} release wrongly; set releasePrefixes.{kind}: {stated:?}"
+            ),
+        }),
+        None if has_rules => Some(Finding {
+            result: "warn",
+            message: format!(
+                "ApplicationDefinition {name} states spec.release.prefix {stated:?} for {kind}, which has rules in the settings, and releasePrefixes has no entry for it: the policy reads {kind}'s release names from their labels, about 4x the bytes per list; set releasePrefixes.{kind}: {stated:?}"
+            ),
+        }),
+        None => None,
+    }
 }
 
 /// A 403 is a broken rule; any other rejection means the object could not be judged.

@@ -72,14 +72,30 @@ fn preflight_reports_exactly_the_known_problems() {
         "metadata": {"name": "redis"},
         "spec": {"application": {"kind": "Redis"}, "cardinality": {"scope": "cluster", "max": 1}}
     }));
+    let dump = Arc::new(dump);
     let mut settings_only = settings.clone();
     settings_only["definitionSource"] = "settings".into();
-    let report = preflight::run(&policy, Arc::new(dump), &settings_only, &|_, _| {})
+    settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "", "Etcd": ""});
+    let report = preflight::run(&policy, dump.clone(), &settings_only, &|_, _| {})
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.findings(), 1, "{}", report.text());
     assert!(report.text().contains(
         "(ApplicationDefinitions): 1 finding\n  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the settings, and definitionSource is settings, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
     ), "{}", report.text());
+
+    // The release prefixes stand in for the definitions' own: a wrong one misnames every
+    // release of its kind, a missing one for a kind with rules makes its lists carry labels.
+    settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "monitoring-"});
+    let report =
+        preflight::run(&policy, dump, &settings_only, &|_, _| {}).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.findings(), 3, "{}", report.text());
+    let text = report.text();
+    for line in [
+        "  ApplicationDefinition monitoring [fail] releasePrefixes.Monitoring is \"monitoring-\", but ApplicationDefinition monitoring states spec.release.prefix \"\": the policy would name every Monitoring release wrongly; set releasePrefixes.Monitoring: \"\"\n",
+        "  ApplicationDefinition etcd [warn] ApplicationDefinition etcd states spec.release.prefix \"\" for Etcd, which has rules in the settings, and releasePrefixes has no entry for it: the policy reads Etcd's release names from their labels, about 4x the bytes per list; set releasePrefixes.Etcd: \"\"\n",
+    ] {
+        assert!(text.contains(line), "{text}");
+    }
 
     let cli = |dump: &str| {
         Command::new(env!("CARGO_BIN_EXE_cozystack-e2e"))

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use crate::evaluation::Evaluation;
+use crate::facts::Namespace;
 use crate::rules::{Class, KindRules, Share};
 use crate::settings::Settings;
-use crate::tenant::Labels;
+use crate::tenant::ROOT;
 use crate::verdict::{Violation, list_some};
 
 pub const LABEL_PREFIX: &str = "namespace.cozystack.io/";
@@ -24,18 +25,30 @@ fn is_legacy(class: &str, settings: &Settings) -> bool {
     settings.legacy_provider_classes.iter().any(|c| c == class)
 }
 
+/// The classes tenant-root resolves to itself without a label: cozystack-basics writes
+/// `_namespace.{etcd,ingress,monitoring,seaweedfs}: tenant-root` unconditionally into
+/// tenant-root's `cozystack-values` (`templates/cozystack-values-secret.yaml`), which its apps
+/// read, while the Namespace carries no provider label for them (`templates/tenant-root.yaml`;
+/// the Tenant chart skips tenant-root's Namespace). `gateway` is written to both only when the
+/// platform gateway is enabled, so the label tells for it.
+pub const ROOT_VALUE_CLASSES: &[&str] = &["etcd", "ingress", "monitoring", "seaweedfs"];
+
 /// The label keys that name the provider of one class: the capability key, and the legacy
 /// key for a legacy class. Built once per class, then read against many namespaces.
 pub struct ProviderKeys {
     capability: String,
     legacy: Option<String>,
+    /// tenant-root resolves the class to itself through its values.
+    root_valued: bool,
 }
 
 impl ProviderKeys {
     pub fn new(class: &Class, settings: &Settings) -> Self {
+        let legacy = is_legacy(class.as_str(), settings);
         ProviderKeys {
             capability: capability_key(class.as_str()),
-            legacy: is_legacy(class.as_str(), settings).then(|| legacy_key(class.as_str())),
+            legacy: legacy.then(|| legacy_key(class.as_str())),
+            root_valued: legacy && ROOT_VALUE_CLASSES.contains(&class.as_str()),
         }
     }
 
@@ -49,24 +62,52 @@ impl ProviderKeys {
         self.legacy.as_deref().unwrap_or(&self.capability)
     }
 
-    /// The provider namespace `labels` resolve the class to: the capability label when set,
-    /// else the legacy label. Empty values mean "no provider".
-    pub fn provider<'l>(&self, labels: &'l Labels) -> Option<&'l str> {
-        self.keys().find_map(|key| {
-            labels
-                .get(key)
-                .map(String::as_str)
-                .filter(|v| !v.is_empty())
-        })
+    /// Where the provider name of `ns` comes from, for messages: the key, or tenant-root's
+    /// values.
+    pub fn source(&self, ns: &Namespace) -> String {
+        if self.root_valued && ns.name == ROOT {
+            let class = self.written().trim_start_matches(LABEL_PREFIX);
+            format!("_namespace.{class} of its cozystack-values")
+        } else {
+            self.written().to_owned()
+        }
     }
 
-    /// True when either key names `tenant`. Deliberately wider than [`Self::provider`]: during
-    /// the migration window both writers exist, and deleting a provider that either of them
-    /// points at strands a consumer.
-    pub fn points_to(&self, labels: &Labels, tenant: &str) -> bool {
-        self.keys()
-            .any(|key| labels.get(key).map(String::as_str) == Some(tenant))
+    /// The provider namespace `ns` resolves the class to: the capability label when set, else
+    /// tenant-root's values, else the legacy label. Empty values mean "no provider".
+    pub fn provider<'n>(&self, ns: &'n Namespace) -> Option<&'n str> {
+        self.capability(ns)
+            .or_else(|| (self.root_valued && ns.name == ROOT).then_some(ROOT))
+            .or_else(|| self.legacy(ns))
     }
+
+    /// What the capability label of `ns` names, if it names anything.
+    pub fn capability<'n>(&self, ns: &'n Namespace) -> Option<&'n str> {
+        label(ns, &self.capability)
+    }
+
+    /// What the legacy label of `ns` names, if it names anything.
+    pub fn legacy<'n>(&self, ns: &'n Namespace) -> Option<&'n str> {
+        label(ns, self.legacy.as_deref()?)
+    }
+
+    /// True when either key, or tenant-root's values, name `tenant`. Deliberately wider than
+    /// [`Self::provider`]: during the migration window both writers exist, and deleting a
+    /// provider that either of them points at strands a consumer.
+    pub fn points_to(&self, ns: &Namespace, tenant: &str) -> bool {
+        (self.root_valued && ns.name == ROOT && tenant == ROOT)
+            || self
+                .keys()
+                .any(|key| ns.labels.get(key).map(String::as_str) == Some(tenant))
+    }
+}
+
+/// A label's value, when not empty (empty means "no provider").
+fn label<'n>(ns: &'n Namespace, key: &str) -> Option<&'n str> {
+    ns.labels
+        .get(key)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
 }
 
 /// True for a label key the platform alone may write on a namespace.
@@ -167,27 +208,89 @@ pub fn check_resolution(
     )))
 }
 
-/// Warnings for each consumed class that has no provider in the request's namespace.
+/// Warnings for each consumed class the request's namespace resolves to no live provider:
+/// to none at all (the chart renders Cozystack's `awaiting-<class>` beacon), or to a
+/// namespace that runs no live provider of the class serving this one. The second is what a
+/// child of tenant-root sees: the Tenant chart copies the parent's `_namespace.<class>` into
+/// the child's labels whether or not the parent runs a provider, and the chart then points
+/// the app at a provider that is not there.
 pub fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<String>, Violation> {
     if rules.capability.consumes.is_empty() {
         return Ok(Vec::new());
     }
     let namespace = &eval.request.namespace;
     let ns = eval.namespace(namespace)?;
-    Ok(rules
-        .capability
-        .consumes
-        .iter()
-        .map(|class| (class, ProviderKeys::new(class, eval.settings)))
-        .filter(|(_, keys)| keys.provider(&ns.labels).is_none())
-        .map(|(class, keys)| {
-            format!(
+    let mut warnings = Vec::new();
+    for class in &rules.capability.consumes {
+        let keys = ProviderKeys::new(class, eval.settings);
+        let kind = &rules.kind;
+        match keys.provider(&ns) {
+            None => warnings.push(format!(
                 "{kind} consumes {class}, but namespace {namespace} has no {class} provider ({key} is empty): the app will wait (awaiting-{class}) until this tenant or an ancestor provides {class}",
-                kind = rules.kind,
                 key = keys.written(),
-            )
-        })
-        .collect())
+            )),
+            Some(provider) if !serves(eval, class, &keys, &ns, provider)? => warnings.push(format!(
+                "{kind} consumes {class}, and namespace {namespace} resolves it to {provider} ({source}), but {provider} runs no live {class} provider that serves {namespace}: the app will not come up until {provider} provides {class} or this tenant gets its own",
+                source = keys.source(&ns),
+            )),
+            Some(_) => {}
+        }
+    }
+    Ok(warnings)
+}
+
+/// Whether `provider`, the namespace `ns` resolves `class` to, runs a live provider of it that
+/// serves `ns`. Labels answer where they can, without a lookup or with a cached GET: a capability
+/// label names only a live provider (the reconciler writes it so, and this policy's Namespace
+/// rule checks it on every write); a tenant's own legacy label names itself only while its
+/// Tenant switch is on, and the chart then renders the provider. tenant-root's values name
+/// tenant-root whatever runs there, so there, and wherever the labels do not tell, the live
+/// instances decide: one that serves `ns` (its own namespace always, a descendant only when it
+/// shares with children). A kind whose rules cannot be read but has an instance there may be
+/// one: no warning is better than a wrong one.
+fn serves(
+    eval: &Evaluation,
+    class: &Class,
+    keys: &ProviderKeys,
+    ns: &Namespace,
+    provider: &str,
+) -> Result<bool, Violation> {
+    if keys.capability(ns).is_some() {
+        return Ok(true);
+    }
+    if provider != ROOT {
+        let own = if provider == ns.name {
+            keys.legacy(ns) == Some(provider)
+        } else {
+            keys.legacy(&*eval.namespace(provider)?) == Some(provider)
+        };
+        if own {
+            return Ok(true);
+        }
+    }
+    let definitions = eval.definitions()?;
+    let providers = definitions.kinds_where(|r| r.provides(class));
+    for kind in &providers.kinds {
+        let shares = provider == ns.name || kind.capability.share == Share::Children;
+        if shares
+            && eval
+                .instances(kind)?
+                .iter()
+                .any(|i| i.namespace == provider && !i.terminating)
+        {
+            return Ok(true);
+        }
+    }
+    for (kind, _) in &providers.unreadable {
+        if eval
+            .instances_of(kind, None)?
+            .iter()
+            .any(|i| i.namespace == provider && !i.terminating)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The tenant whose provider serves `chain` (root first, the namespace's own tenant last):
@@ -204,6 +307,7 @@ pub fn nearest_provider(chain: &[String], provides: impl Fn(&str) -> bool) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tenant::Labels;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -214,27 +318,63 @@ mod tests {
             .collect()
     }
 
+    fn ns(name: &str, pairs: &[(&str, &str)]) -> Namespace {
+        Namespace {
+            name: name.into(),
+            labels: labels(pairs),
+        }
+    }
+
+    #[test]
+    fn tenant_root_resolves_its_value_classes_without_labels() {
+        let settings = Settings::default();
+        let keys = |class: &str| ProviderKeys::new(&Class::parse(class).unwrap(), &settings);
+        let root = ns(ROOT, &[("namespace.cozystack.io/host", "example.org")]);
+        for class in ["etcd", "ingress", "monitoring", "seaweedfs"] {
+            assert_eq!(keys(class).provider(&root), Some(ROOT), "{class}");
+            assert!(keys(class).points_to(&root, ROOT), "{class}");
+        }
+        assert_eq!(
+            keys("etcd").source(&root),
+            "_namespace.etcd of its cozystack-values"
+        );
+        // gateway only when enabled, and then labelled.
+        assert_eq!(keys("gateway").provider(&root), None);
+        let gateway = ns(ROOT, &[("namespace.cozystack.io/gateway", ROOT)]);
+        assert_eq!(keys("gateway").provider(&gateway), Some(ROOT));
+        // Another namespace without labels resolves nothing.
+        let child = ns("tenant-a", &[]);
+        assert_eq!(keys("etcd").provider(&child), None);
+        assert!(!keys("etcd").points_to(&child, ROOT));
+    }
+
     #[test]
     fn capability_label_wins_over_legacy() {
         let settings = Settings::default();
         let monitoring = Class::parse("monitoring").unwrap();
         let keys = ProviderKeys::new(&monitoring, &settings);
-        let l = labels(&[
-            ("namespace.cozystack.io/monitoring", "tenant-root"),
-            ("namespace.cozystack.io/capability.monitoring", "tenant-a"),
-        ]);
+        let l = ns(
+            "tenant-a",
+            &[
+                ("namespace.cozystack.io/monitoring", "tenant-root"),
+                ("namespace.cozystack.io/capability.monitoring", "tenant-a"),
+            ],
+        );
         assert_eq!(keys.provider(&l), Some("tenant-a"));
         assert!(keys.points_to(&l, "tenant-root"));
         assert!(keys.points_to(&l, "tenant-a"));
-        let l = labels(&[("namespace.cozystack.io/monitoring", "")]);
+        let l = ns("tenant-a", &[("namespace.cozystack.io/monitoring", "")]);
         assert_eq!(keys.provider(&l), None);
-        let l = labels(&[
-            ("namespace.cozystack.io/monitoring", "tenant-root"),
-            ("namespace.cozystack.io/capability.monitoring", ""),
-        ]);
+        let l = ns(
+            "tenant-a",
+            &[
+                ("namespace.cozystack.io/monitoring", "tenant-root"),
+                ("namespace.cozystack.io/capability.monitoring", ""),
+            ],
+        );
         assert_eq!(keys.provider(&l), Some("tenant-root"), "empty means unset");
         let custom = ProviderKeys::new(&Class::parse("backup").unwrap(), &settings);
-        let l = labels(&[("namespace.cozystack.io/backup", "tenant-a")]);
+        let l = ns("tenant-a", &[("namespace.cozystack.io/backup", "tenant-a")]);
         assert_eq!(custom.provider(&l), None, "not a legacy class");
         assert!(!custom.points_to(&l, "tenant-a"));
         assert_eq!(custom.written(), "namespace.cozystack.io/capability.backup");

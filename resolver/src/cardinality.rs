@@ -57,8 +57,8 @@ pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<
     let (scope_name, owner) = match scope {
         Scope::Cluster => ("cluster".to_owned(), None),
         Scope::Namespace => (format!("namespace {namespace}"), None),
-        Scope::Tenant => match eval.placement(namespace)?.owner() {
-            Some(owner) => (format!("tenant {owner}"), Some(owner.to_owned())),
+        Scope::Tenant => match eval.owner_of(namespace)? {
+            Some(owner) => (format!("tenant {owner}"), Some(owner)),
             None => (
                 format!("namespace {namespace} (it belongs to no tenant)"),
                 None,

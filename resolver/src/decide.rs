@@ -11,7 +11,7 @@ use crate::protection;
 use crate::request::{AppIdentity, ObjectState, Operation, Request, Surface};
 use crate::rules::KindRules;
 use crate::settings::Settings;
-use crate::tenant_chart::{self, TENANT_KIND};
+use crate::tenant_chart::{self, TENANT_KIND, TENANT_RELEASE_PREFIX};
 use crate::verdict::{BAD_REQUEST, Verdict, Violation};
 use crate::visibility;
 
@@ -56,9 +56,6 @@ pub(crate) fn rules_of(eval: &Evaluation, kind: &str) -> Result<Option<KindRules
         })
 }
 
-/// Tenant releases are `tenant-<name>` (the Tenant chart refuses any other name).
-const TENANT_RELEASE_PREFIX: &str = "tenant-";
-
 fn teardown_delete(eval: &Evaluation) -> bool {
     eval.request.operation == Operation::Delete && eval.user().is_teardown(eval.settings)
 }
@@ -87,23 +84,20 @@ fn require_object(eval: &Evaluation) -> Result<(), Violation> {
     }
 }
 
-/// What a Tenant write does beyond the Tenant object: a new one names a namespace and its
-/// groups, an update may switch modules on or off.
+/// What a Tenant write does beyond the Tenant object: a new Tenant (`old` is `None`) names a
+/// namespace and its groups, and new or changed, its values switch modules on or off.
 fn tenant_effects(
     eval: &Evaluation,
     name: &str,
-    old_values: Option<&Value>,
-    new_values: Option<&Value>,
+    old: Option<&Value>,
+    new: &Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), Violation> {
     let parent = &eval.request.namespace;
-    match (eval.request.operation, old_values, new_values) {
-        (Operation::Create, _, _) => tenant_chart::check_groups(eval, parent, name),
-        (Operation::Update, Some(old), Some(new)) => {
-            tenant_chart::check_switches(eval, parent, name, old, new, warnings)
-        }
-        _ => Ok(()),
+    if old.is_none() {
+        tenant_chart::check_groups(eval, parent, name)?;
     }
+    tenant_chart::check_switches(eval, parent, name, old, Some(new), warnings)
 }
 
 /// `apps.cozystack.io` Applications, with the end user's identity.
@@ -114,18 +108,15 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
     if teardown_delete(eval) {
         return Ok(());
     }
-    if request.kind == TENANT_KIND {
+    if request.kind == TENANT_KIND
+        && let Some(new) = &request.object
+    {
         // An Application's spec is the Helm values.
-        fn spec(state: &Option<ObjectState>) -> Option<&Value> {
-            state.as_ref().map(|s| &s.spec)
-        }
-        tenant_effects(
-            eval,
-            &request.name,
-            spec(&request.old_object),
-            spec(&request.object),
-            warnings,
-        )?;
+        let old = match request.operation {
+            Operation::Update => request.old_object.as_ref().map(|o| &o.spec),
+            _ => None,
+        };
+        tenant_effects(eval, &request.name, old, &new.spec, warnings)?;
     }
     let Some(rules) = rules_of(eval, &request.kind)? else {
         return Ok(());
@@ -149,10 +140,11 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
         Operation::Delete => {
             let terminating = request.old_object.as_ref().is_some_and(|o| o.terminating);
             if !terminating {
-                protection::check_tenant_owned(eval, &rules, &subject)?;
+                // The consumers first: they must go before the module can, whichever way.
                 if let Err(v) = protection::check_removal(eval, &rules, &subject) {
                     eval.enforce(v, warnings)?;
                 }
+                protection::check_tenant_owned(eval, &rules, &subject)?;
             }
         }
         Operation::Update | Operation::Connect => {}
@@ -225,40 +217,34 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
     {
         eval.enforce(v, warnings)?;
     }
-    if let Some(entered) = entering {
-        if entered.kind == TENANT_KIND
-            && let Some(tenant) = request.name.strip_prefix(TENANT_RELEASE_PREFIX)
-        {
-            tenant_chart::check_groups(eval, &request.namespace, tenant)?;
+    if let Some(entered) = entering
+        && let Some(rules) = rules_of(eval, &entered.kind)?
+    {
+        if let Err(v) = cardinality::check(eval, &rules, &subject(&entered.app)) {
+            eval.enforce(v, warnings)?;
         }
-        if let Some(rules) = rules_of(eval, &entered.kind)? {
-            if let Err(v) = cardinality::check(eval, &rules, &subject(&entered.app)) {
-                eval.enforce(v, warnings)?;
-            }
-            if request.operation == Operation::Create {
-                warnings.extend(awaiting_warnings(eval, &rules)?);
-            }
+        if request.operation == Operation::Create {
+            warnings.extend(awaiting_warnings(eval, &rules)?);
         }
     }
-    // A Tenant release that stays one: its values may switch modules.
-    if request.operation == Operation::Update
+    // A Tenant release, new (or relabelled into the kind) or staying one: a new one makes a
+    // namespace, and its values switch modules either way.
+    let stays_tenant = request.operation == Operation::Update
         && identity.kind == TENANT_KIND
-        && same_kind(&old, &new)
-        && let Some(tenant) = request.name.strip_prefix(TENANT_RELEASE_PREFIX)
+        && same_kind(&old, &new);
+    let new_tenant = entering.is_some_and(|i| i.kind == TENANT_KIND);
+    if (new_tenant || stays_tenant)
+        && let Some(name) = request.name.strip_prefix(TENANT_RELEASE_PREFIX)
     {
-        fn values(state: &Option<ObjectState>) -> Option<&Value> {
-            state.as_ref().and_then(|s| s.spec.get("values"))
+        fn values(state: &Option<ObjectState>) -> &Value {
+            static NONE: Value = Value::Null;
+            state
+                .as_ref()
+                .and_then(|s| s.spec.get("values"))
+                .unwrap_or(&NONE)
         }
-        let (old_values, new_values) = (values(&request.old_object), values(&request.object));
-        let none = Value::Null;
-        tenant_chart::check_switches(
-            eval,
-            &request.namespace,
-            tenant,
-            old_values.unwrap_or(&none),
-            new_values.unwrap_or(&none),
-            warnings,
-        )?;
+        let old = (!new_tenant).then(|| values(&request.old_object));
+        tenant_effects(eval, name, old, values(&request.object), warnings)?;
     }
     Ok(())
 }

@@ -185,14 +185,14 @@ impl<'a> Evaluation<'a> {
         Ok(())
     }
 
-    /// The labels of one HelmRelease, `None` when it does not exist.
-    pub fn release_labels(
+    /// The labels and annotations of one HelmRelease, `None` when it does not exist.
+    pub fn release(
         &self,
         namespace: &str,
         release: &str,
-    ) -> Result<Option<crate::tenant::Labels>, Violation> {
+    ) -> Result<Option<crate::facts::ReleaseMeta>, Violation> {
         self.cluster
-            .release_labels(namespace, release)
+            .release(namespace, release)
             .map_err(lookup_failed)
     }
 
@@ -227,6 +227,16 @@ impl<'a> Evaluation<'a> {
                 "{err}; the policy cannot place the request in the tenant tree — ask a platform administrator to repair the namespace labels"
             ))
         })
+    }
+
+    /// The tenant that owns `namespace`: a tenant namespace owns itself, by name (no lookup,
+    /// and nothing needs to exist yet: a Tenant's CREATE counts in the namespace it is about to
+    /// make); another namespace is owned through its labels, cross-checked when read.
+    pub fn owner_of(&self, namespace: &str) -> Result<Option<String>, Violation> {
+        if tenant::is_tenant_name(namespace) {
+            return Ok(Some(namespace.to_owned()));
+        }
+        Ok(self.placement(namespace)?.owner().map(str::to_owned))
     }
 
     /// Whether `tenant` owns `namespace`: a tenant namespace owns itself (by name, without a

@@ -44,13 +44,37 @@ pub struct Instance {
     pub app: String,
     #[serde(default)]
     pub terminating: bool,
-    /// Rendered by the Tenant chart (`internal.cozystack.io/tenantmodule: "true"`).
-    #[serde(default, rename = "tenantModule")]
-    pub tenant_module: bool,
+    /// The Helm release that rendered this HelmRelease, `<namespace>/<name>` as Helm's
+    /// ownership annotations state it; `None` for a release cozystack-api wrote.
+    #[serde(
+        default,
+        rename = "renderedBy",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rendered_by: Option<String>,
 }
 
-/// The label the Tenant chart puts on the module releases it renders.
-pub const TENANT_MODULE_LABEL: &str = "internal.cozystack.io/tenantmodule";
+/// Helm's ownership annotations on every object a chart renders (Helm's `setMetadataVisitor`;
+/// migrations 26 and 31 of Cozystack rewrite exactly these keys). cozystack-api never writes
+/// them, and its UPDATE rebuilds a HelmRelease without them.
+pub const HELM_RELEASE_NAME: &str = "meta.helm.sh/release-name";
+pub const HELM_RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
+
+/// What the policy reads of one HelmRelease it looks up by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseMeta {
+    pub labels: Labels,
+    pub annotations: Labels,
+}
+
+impl ReleaseMeta {
+    /// Whether Helm release `namespace/name` rendered this object (its ownership annotations).
+    pub fn rendered_by(&self, namespace: &str, name: &str) -> bool {
+        let annotation = |key: &str| self.annotations.get(key).map(String::as_str);
+        annotation(HELM_RELEASE_NAME) == Some(name)
+            && annotation(HELM_RELEASE_NAMESPACE) == Some(namespace)
+    }
+}
 
 /// The instances of one kind, their names in one buffer: a list of thousands costs a few
 /// allocations instead of four per instance (in wasm, half the cost of a listed item).
@@ -138,7 +162,7 @@ impl From<InstanceRef<'_>> for Instance {
             release: i.release.to_owned(),
             app: i.app.to_owned(),
             terminating: i.terminating,
-            tenant_module: false,
+            rendered_by: None,
         }
     }
 }
@@ -157,9 +181,8 @@ pub trait Cluster {
     /// `spec.release.prefix` when its ApplicationDefinition states one.
     fn instances(&self, kind: &str, release_prefix: Option<&str>)
     -> Result<Instances, LookupError>;
-    /// The labels of one HelmRelease; `None` when it does not exist.
-    fn release_labels(&self, namespace: &str, release: &str)
-    -> Result<Option<Labels>, LookupError>;
+    /// The labels and annotations of one HelmRelease; `None` when it does not exist.
+    fn release(&self, namespace: &str, release: &str) -> Result<Option<ReleaseMeta>, LookupError>;
     /// The instances of several kinds from one list, each release's kind told by its name
     /// (`<prefix><app>`); `kinds` pairs each kind with a prefix that no other one starts with.
     /// `None` when a release fits none of the prefixes: the caller then lists kind by kind.
@@ -257,27 +280,28 @@ impl Cluster for Snapshot {
         Ok(Some(sorted.into_lists()))
     }
 
-    fn release_labels(
-        &self,
-        namespace: &str,
-        release: &str,
-    ) -> Result<Option<Labels>, LookupError> {
+    fn release(&self, namespace: &str, release: &str) -> Result<Option<ReleaseMeta>, LookupError> {
         Ok(self
             .instances
             .iter()
             .find(|i| i.namespace == namespace && i.release == release)
             .map(|i| {
-                let mut labels = Labels::new();
-                labels.insert(crate::request::KIND_LABEL.into(), i.kind.clone());
-                labels.insert(
+                let mut meta = ReleaseMeta::default();
+                meta.labels
+                    .insert(crate::request::KIND_LABEL.into(), i.kind.clone());
+                meta.labels.insert(
                     crate::request::GROUP_LABEL.into(),
                     crate::request::APPS_GROUP.into(),
                 );
-                labels.insert(crate::request::NAME_LABEL.into(), i.app.clone());
-                if i.tenant_module {
-                    labels.insert(TENANT_MODULE_LABEL.into(), "true".into());
+                meta.labels
+                    .insert(crate::request::NAME_LABEL.into(), i.app.clone());
+                if let Some((ns, name)) = i.rendered_by.as_deref().and_then(|r| r.split_once('/')) {
+                    meta.annotations
+                        .insert(HELM_RELEASE_NAMESPACE.into(), ns.into());
+                    meta.annotations
+                        .insert(HELM_RELEASE_NAME.into(), name.into());
                 }
-                labels
+                meta
             }))
     }
 }
@@ -306,7 +330,7 @@ mod tests {
             release: release.into(),
             app: app.into(),
             terminating,
-            tenant_module: false,
+            rendered_by: None,
         });
         assert_eq!(seen, expected);
         assert_eq!(

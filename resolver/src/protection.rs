@@ -13,10 +13,12 @@ use std::rc::Rc;
 use crate::capability::ProviderKeys;
 use crate::cardinality::Subject;
 use crate::evaluation::Evaluation;
-use crate::facts::{InstanceRef, Instances, Namespace, TENANT_MODULE_LABEL};
+use crate::facts::{InstanceRef, Instances, Namespace};
 use crate::request::Operation;
 use crate::rules::{Class, Deletion, Edit, KindRules, Share};
+use crate::settings::DefinitionSource;
 use crate::tenant::{self, ANCESTOR_PREFIX};
+use crate::tenant_chart;
 use crate::verdict::{Violation, list_head};
 
 const SHOWN: usize = 5;
@@ -108,14 +110,23 @@ pub fn check_removal(
         }
         let providers = definitions.kinds_where(|r| r.provides(class));
         let (mut serves_namespace, mut serves_children) = (false, false);
+        let (mut self_listed, mut kin_serves) = (false, false);
         for provider in &providers.kinds {
             let shares = provider.capability.share == Share::Children;
             for i in eval.instances(provider)?.iter() {
-                if i.namespace == namespace && !i.terminating && !is_self(&provider.kind, &i) {
+                if is_self(&provider.kind, &i) {
+                    self_listed = true;
+                } else if i.namespace == namespace && !i.terminating {
                     serves_namespace = true;
                     serves_children |= shares;
+                    kin_serves |= provider.kind == rules.kind;
                 }
             }
+        }
+        // The instance being removed exists, so it is listed; when it is not, the release name
+        // it was given is wrong, and it may be the "other provider" of its kind seen here.
+        if kin_serves && !self_listed {
+            return Err(unlisted_self(eval, rules, subject));
         }
         let shared = rules.capability.share == Share::Children;
         if serves_children || (serves_namespace && !shared) {
@@ -135,11 +146,12 @@ pub fn check_removal(
     let shared = rules.capability.share == Share::Children;
     let subtree_key = format!("{ANCESTOR_PREFIX}{namespace}");
     // Does `ns` resolve the stake's class here, and is it left unserved by what remains?
+    // Membership in the subtree follows the naming rule, which cannot drift as labels can.
     let references = |stake: &AtStake, ns: &Namespace| {
         let own = ns.name == namespace;
-        let descendant = !own && shared && ns.labels.contains_key(&subtree_key);
+        let descendant = !own && shared && tenant::is_within(&ns.name, &ns.labels, namespace);
         ((own && !stake.namespace_still_served) || descendant)
-            && stake.keys.points_to(&ns.labels, namespace)
+            && stake.keys.points_to(ns, namespace)
     };
     // Only the namespaces that host an instance at stake decide.
     let hosts: BTreeSet<&str> = at_stake
@@ -173,10 +185,21 @@ pub fn check_removal(
                 .flat_map(|s| s.keys.keys().map(str::to_owned))
                 .chain([subtree_key.clone()])
                 .collect();
-            eval.namespaces_with(&keep)?
+            let mut listed: Vec<Rc<Namespace>> = eval
+                .namespaces_with(&keep)?
                 .into_iter()
                 .map(Rc::new)
-                .collect()
+                .collect();
+            // tenant-root resolves its classes through its values, not labels: the list holds
+            // only namespaces carrying one of the keys, and tenant-root, whose provider is the
+            // one removed, exists with none of them.
+            if namespace == tenant::ROOT && listed.iter().all(|ns| ns.name != tenant::ROOT) {
+                listed.push(Rc::new(Namespace {
+                    name: tenant::ROOT.to_owned(),
+                    labels: Default::default(),
+                }));
+            }
+            listed
         }
     };
     // Per class, the namespaces that resolve it here and are not served by what remains.
@@ -231,6 +254,28 @@ pub fn check_removal(
         subject,
         &served.join(", "),
         &list_head(&shown, consumers.len()),
+    ))
+}
+
+/// The refusal when the instance being removed is not among its kind's listed releases: the
+/// release name the policy derives from the Application (`<prefix><name>`) is not the real one.
+fn unlisted_self(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Violation {
+    let release = subject.release.as_deref().unwrap_or(subject.app);
+    let prefix = rules.release_prefix.as_deref().unwrap_or_default();
+    let fix = match eval.settings.definition_source {
+        DefinitionSource::Settings => format!(
+            "check releasePrefixes.{kind} (\"{prefix}\") in the policy settings: it must equal the ApplicationDefinition's spec.release.prefix",
+            kind = rules.kind
+        ),
+        DefinitionSource::ApplicationDefinitions => {
+            "retry: the policy-server's list of releases may not hold it yet".to_owned()
+        }
+    };
+    Violation::rule(format!(
+        "{kind} {namespace}/{app}: its release {namespace}/{release} is not among the listed {kind} releases, so the policy cannot tell it from the other providers in {namespace}; {fix}",
+        kind = rules.kind,
+        namespace = subject.namespace,
+        app = subject.app,
     ))
 }
 
@@ -346,6 +391,12 @@ pub fn check_admin_only(
 
 /// Denies deleting, through the API, a protected module instance the Tenant chart renders:
 /// the chart owns it and the Tenant's values are where it is switched off.
+///
+/// The chart renders only the release named after a switch key (`monitoring`), with that key
+/// as its application name, and Helm stamps it with its ownership annotations naming the
+/// Tenant's release (`meta.helm.sh/release-name: tenant-<name>` in the parent namespace).
+/// `internal.cozystack.io/tenantmodule` does not tell: cozystack-api merges every module
+/// definition's `release.labels`, that label included, into the releases it creates.
 pub fn check_tenant_owned(
     eval: &Evaluation,
     rules: &KindRules,
@@ -354,25 +405,28 @@ pub fn check_tenant_owned(
     if rules.deletion != Deletion::Protect || eval.is_platform() {
         return Ok(());
     }
-    let Some(release) = &subject.release else {
+    let Some(key) = eval.settings.tenant_module_key(&rules.kind) else {
         return Ok(());
     };
-    let owned = eval
-        .release_labels(subject.namespace, release)?
-        .is_some_and(|labels| labels.get(TENANT_MODULE_LABEL).map(String::as_str) == Some("true"));
-    if !owned {
+    // Without a release prefix (`definitionSource: settings` with no `releasePrefixes`
+    // entry) the release is not known, but the chart's can only be the key's.
+    if subject.app != key || subject.release.as_deref().is_some_and(|r| r != key) {
         return Ok(());
     }
-    let tenant = match tenant::tenant_application(subject.namespace) {
-        Some((parent, name)) => format!("Tenant {parent}/{name}"),
-        None => "the Tenant".to_owned(),
+    let Some((parent, release)) = tenant_chart::tenant_release(subject.namespace) else {
+        return Ok(());
     };
-    let switch = match eval.settings.tenant_module_key(&rules.kind) {
-        Some(key) => format!("turn {key} off in {tenant}"),
-        None => format!("turn it off in {tenant}'s values"),
-    };
+    let rendered = eval
+        .release(subject.namespace, key)?
+        .is_some_and(|meta| meta.rendered_by(&parent, &release));
+    if !rendered {
+        return Ok(());
+    }
+    let tenant = release
+        .strip_prefix(tenant_chart::TENANT_RELEASE_PREFIX)
+        .unwrap_or(&release);
     Err(Violation::rule(format!(
-        "{kind} {namespace}/{app} is rendered by {tenant} ({TENANT_MODULE_LABEL}), which would create it again; {switch} instead of deleting it (protection.deletion: protect)",
+        "{kind} {namespace}/{app} is rendered by Tenant {parent}/{tenant} (Helm release {parent}/{release}), which would create it again; turn {key} off in Tenant {parent}/{tenant} instead of deleting it (protection.deletion: protect)",
         kind = rules.kind,
         namespace = subject.namespace,
         app = subject.app,

@@ -104,6 +104,17 @@ pub fn tenant_application(namespace: &str) -> Option<(String, String)> {
     Some((parent.clone(), name.to_owned()))
 }
 
+/// Whether namespace `name` is `tenant` or lies below it. A tenant namespace answers by the
+/// naming rule: its ancestor labels may have drifted (the Tenant chart once wrote chains
+/// without the root; migration 49 backfills them), its name cannot. Any other namespace
+/// belongs to a tenant only through the `tenant.cozystack.io/<tenant>` label.
+pub fn is_within(name: &str, labels: &Labels, tenant: &str) -> bool {
+    match chain_from_name(name) {
+        Some(chain) => chain.iter().any(|t| t == tenant),
+        None => labels.contains_key(&format!("{ANCESTOR_PREFIX}{tenant}")),
+    }
+}
+
 /// True for names that claim to be tenant namespaces (`tenant-…`), valid or not.
 pub fn looks_like_tenant(name: &str) -> bool {
     name.starts_with(TENANT_NS_PREFIX)
@@ -332,6 +343,23 @@ mod tests {
         assert_eq!(tenant_namespace("cozy-system", "a"), None);
         assert_eq!(tenant_namespace("tenant-a", "B"), None);
         assert_eq!(tenant_application("cozy-system"), None);
+    }
+
+    #[test]
+    fn subtree_membership_follows_the_name_of_a_tenant_namespace() {
+        // A drifted chain (no tenant-a label) does not take tenant-a-b out of tenant-a.
+        let drifted = labels(&["tenant-root", "tenant-a-b"]);
+        assert!(is_within("tenant-a-b", &drifted, "tenant-a"));
+        assert!(is_within("tenant-a-b", &drifted, ROOT));
+        assert!(is_within("tenant-a", &Labels::new(), "tenant-a"));
+        assert!(!is_within("tenant-c", &labels(&["tenant-a"]), "tenant-a"));
+        // Other namespaces belong through their labels alone.
+        assert!(is_within(
+            "vm-disks",
+            &labels(&["tenant-root", "tenant-a"]),
+            "tenant-a"
+        ));
+        assert!(!is_within("vm-disks", &Labels::new(), "tenant-a"));
     }
 
     #[test]

@@ -1,19 +1,17 @@
 //! What a Tenant application does beyond its own object: the namespace it creates, the groups
 //! that namespace's tenant is administered by, and the module instances its values switch on
 //! and off (the Tenant chart renders `monitoring: true` as the `monitoring` release of kind
-//! Monitoring in the tenant's namespace). A Tenant write is judged by those effects, so a
-//! module switch meets the same rules as a direct create or delete of the module.
+//! Monitoring in the tenant's namespace). A Tenant write is judged by those effects: a switch
+//! meets the state rules a create or delete of the module meets (cardinality, protection),
+//! while who may author the instance is the chart's business (see [`check_switches`]).
 
 use serde_json::Value;
 
 use crate::cardinality::{self, Subject};
 use crate::evaluation::Evaluation;
 use crate::protection;
-use crate::request::Operation;
-use crate::rules::KindRules;
 use crate::tenant::{self, tenant_namespace};
 use crate::verdict::Violation;
-use crate::visibility;
 
 /// The application kind of tenants (hard-wired in cozystack-api as well).
 pub const TENANT_KIND: &str = "Tenant";
@@ -75,18 +73,51 @@ fn level_words(levels: &[&str]) -> String {
     words.join(", ")
 }
 
-fn switched_on(values: &Value, key: &str) -> bool {
-    values.get(key) == Some(&Value::Bool(true))
+/// The Tenant HelmRelease whose chart renders `namespace`'s modules: its namespace and name.
+/// `tenant-<word>` in the parent namespace; the root's is `tenant-root` in `tenant-root`
+/// (`packages/system/cozystack-basics/templates/tenant-root.yaml`), which is the same rule
+/// with the root Tenant's name, `root`.
+pub fn tenant_release(namespace: &str) -> Option<(String, String)> {
+    let (parent, name) = tenant::tenant_application(namespace)?;
+    Some((parent, format!("{TENANT_RELEASE_PREFIX}{name}")))
 }
 
-/// Judges an UPDATE of Tenant `name` in `parent` by the modules its values switch: off is the
-/// removal of the module's instance in the tenant's namespace, on the creation of one.
+/// Tenant releases are `tenant-<name>` (the Tenant chart's `tenant.name` refuses any other).
+pub const TENANT_RELEASE_PREFIX: &str = "tenant-";
+
+/// Whether the Tenant chart renders `key` for these values: Go templates' truth (`{{ if
+/// .Values.monitoring }}`), under which `false`, `0`, `""`, `null`, `[]` and `{}` are off and
+/// anything else is on. The key absent is off as well (`tenant.gatewayEffective`).
+fn switched_on(values: Option<&Value>, key: &str) -> bool {
+    match values.and_then(|v| v.get(key)) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(on)) => *on,
+        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(Value::Object(map)) => !map.is_empty(),
+    }
+}
+
+/// Judges a Tenant write by the modules its values switch: Tenant `name` in `parent`, with
+/// `old` values (`None` on CREATE: every switch starts off) and `new` ones.
+///
+/// A switch turned on makes the chart render the module's instance, named after the key, in
+/// the tenant's namespace; turned off, the chart uninstalls it. The chart is the platform: it
+/// writes the instance through Flux with values the tenant cannot set (`valuesFrom:
+/// cozystack-values` only), and `packages/apps/tenant/values.yaml` documents every switch —
+/// `gateway` and `computeplane` included — as a value for whoever owns the Tenant. So the
+/// authorship rules of a direct create (visibility, `protection.edit: adminOnly`) do not
+/// apply to a switch; the state rules do: a switch on is one more instance to count
+/// (cardinality), a switch off is the removal of a provider (protection). The same on CREATE
+/// and UPDATE, on the Application and the HelmRelease path; nothing here reads the tenant's
+/// namespace, which a CREATE has not made yet.
 pub fn check_switches(
     eval: &Evaluation,
     parent: &str,
     name: &str,
-    old: &Value,
-    new: &Value,
+    old: Option<&Value>,
+    new: Option<&Value>,
     warnings: &mut Vec<String>,
 ) -> Result<(), Violation> {
     let Some(child) = tenant_namespace(parent, name) else {
@@ -112,42 +143,19 @@ pub fn check_switches(
                 action = if is { "creates" } else { "removes" },
             )
         };
-        let context = |v: Violation| Violation {
-            message: effect(v.message),
-            ..v
-        };
-        let operation = if is {
-            Operation::Create
+        let outcome = if is {
+            cardinality::check(eval, &rules, &subject)
         } else {
-            Operation::Delete
+            protection::check_removal(eval, &rules, &subject)
         };
         let mut admitted = Vec::new();
-        switch(eval, &rules, &subject, operation, &mut admitted).map_err(context)?;
+        if let Err(v) = outcome {
+            eval.enforce(v, &mut admitted).map_err(|v| Violation {
+                message: effect(v.message),
+                ..v
+            })?;
+        }
         warnings.extend(admitted.into_iter().map(effect));
-    }
-    Ok(())
-}
-
-/// A module switched on (`Operation::Create`) or off (`Operation::Delete`): the rules a
-/// direct create or delete of the instance meets, by the same requester.
-fn switch(
-    eval: &Evaluation,
-    rules: &KindRules,
-    subject: &Subject,
-    operation: Operation,
-    warnings: &mut Vec<String>,
-) -> Result<(), Violation> {
-    let creates = operation == Operation::Create;
-    let verb = if creates { "create" } else { "delete" };
-    visibility::check(eval, rules, subject.namespace, verb)?;
-    protection::check_admin_only(eval, rules, operation, subject.namespace, subject.app)?;
-    let outcome = if creates {
-        cardinality::check(eval, rules, subject)
-    } else {
-        protection::check_removal(eval, rules, subject)
-    };
-    if let Err(v) = outcome {
-        eval.enforce(v, warnings)?;
     }
     Ok(())
 }

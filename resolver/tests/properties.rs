@@ -20,7 +20,7 @@ fn instances(max: usize) -> impl Strategy<Value = Vec<Instance>> {
                 release: format!("r{i}"),
                 app: format!("app{app}"),
                 terminating,
-                tenant_module: false,
+                rendered_by: None,
             })
             .collect()
     })

@@ -60,7 +60,7 @@ pub fn instance(kind: &str, namespace: &str, app: &str) -> Instance {
         release: app.into(),
         app: app.into(),
         terminating: false,
-        tenant_module: false,
+        rendered_by: None,
     }
 }
 
@@ -296,13 +296,13 @@ impl Cluster for Recording<'_> {
         self.record(format!("list HelmReleases of kinds {}", names.join(", ")))?;
         self.inner.instances_of_kinds(kinds)
     }
-    fn release_labels(
+    fn release(
         &self,
         namespace: &str,
         release: &str,
-    ) -> Result<Option<Labels>, LookupError> {
+    ) -> Result<Option<cozystack_resolver::facts::ReleaseMeta>, LookupError> {
         self.record(format!("get HelmRelease {namespace}/{release}"))?;
-        self.inner.release_labels(namespace, release)
+        self.inner.release(namespace, release)
     }
 }
 
