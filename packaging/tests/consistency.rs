@@ -278,3 +278,100 @@ mod toml_version {
         }
     }
 }
+
+/// The README's stock rule set, one row per kind, is what `e2e/cluster/settings.yaml` (and so
+/// `deploy/`, checked above) carries: a kind, a block or a class in one and not the other fails.
+#[test]
+fn the_stock_rule_table_is_the_bundled_settings() {
+    use cozystack_resolver::rules::RuleFields;
+    use std::collections::BTreeMap;
+
+    let readme = read("README.md");
+    let section = readme
+        .split("\n### The stock rule set\n")
+        .nth(1)
+        .expect("README has a section \"The stock rule set\"");
+    let rows = section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2);
+    let none = |cell: &str| cell.is_empty() || cell == "—";
+    let list = |cell: &str| -> Vec<String> {
+        if none(cell) {
+            Vec::new()
+        } else {
+            cell.split(',').map(|c| c.trim().to_owned()).collect()
+        }
+    };
+    let mut table: BTreeMap<String, Value> = BTreeMap::new();
+    for row in rows {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let [
+            kind,
+            visibility,
+            cardinality,
+            protection,
+            provides,
+            consumes,
+            share,
+            _read_in,
+        ] = cells[..]
+        else {
+            panic!("a stock rule row has 8 cells: {row}");
+        };
+        let mut fields = serde_json::Map::new();
+        if visibility != "catalog" {
+            fields.insert(
+                "dashboard".into(),
+                serde_json::json!({"visibility": visibility}),
+            );
+        }
+        if let Some((scope, max)) = cardinality.split_once('/') {
+            let max: u32 = max.parse().unwrap_or_else(|e| panic!("{row}: {e}"));
+            fields.insert(
+                "cardinality".into(),
+                serde_json::json!({"scope": scope, "max": max}),
+            );
+        }
+        if !none(protection) {
+            let (key, value) = protection
+                .split_once(": ")
+                .unwrap_or_else(|| panic!("{row}: protection is `deletion: …` or `edit: …`"));
+            fields.insert("protection".into(), serde_json::json!({key: value}));
+        }
+        let (provides, consumes) = (list(provides), list(consumes));
+        if !provides.is_empty() || !consumes.is_empty() || !none(share) {
+            let mut capability = serde_json::Map::new();
+            if !provides.is_empty() {
+                capability.insert("provides".into(), serde_json::json!(provides));
+            }
+            if !consumes.is_empty() {
+                capability.insert("consumes".into(), serde_json::json!(consumes));
+            }
+            if !none(share) {
+                capability.insert("share".into(), share.into());
+            }
+            fields.insert("capability".into(), Value::Object(capability));
+        }
+        table.insert(kind.trim_matches('`').to_owned(), Value::Object(fields));
+    }
+    assert!(table.len() >= 10, "the table was not read: {table:?}");
+    let decode = |value: &Value| -> BTreeMap<String, RuleFields> {
+        serde_json::from_value(value.clone()).unwrap_or_else(|e| panic!("{e}: {value}"))
+    };
+    let bundled: Value = serde_yaml::from_str(&read("e2e/cluster/settings.yaml")).unwrap();
+    let expected = decode(&serde_json::to_value(&table).unwrap());
+    let actual = decode(&bundled["definitions"]);
+    for kind in expected
+        .keys()
+        .chain(actual.keys())
+        .collect::<BTreeSet<_>>()
+    {
+        assert_eq!(
+            expected.get(kind),
+            actual.get(kind),
+            "{kind}: the README's stock rule table and e2e/cluster/settings.yaml disagree"
+        );
+    }
+}

@@ -236,15 +236,15 @@ fn consumer_lists_read_in_text_order() {
 
 #[test]
 fn consumers_without_a_provider_are_admitted_with_a_warning() {
+    let carol = || user("carol", &["tenant-c-use"]);
+    // An empty label: the chart renders the awaiting beacon.
+    let mut empty = cluster();
+    empty.namespaces[3]
+        .labels
+        .insert("namespace.cozystack.io/etcd".into(), String::new());
     let verdict = decide(
-        &app(
-            Create,
-            "Kubernetes",
-            "tenant-c",
-            "k8s",
-            user("carol", &["tenant-c-use"]),
-        ),
-        &cluster(),
+        &app(Create, "Kubernetes", "tenant-c", "k8s", carol()),
+        &empty,
     );
     assert_allowed(
         &verdict,
@@ -252,11 +252,59 @@ fn consumers_without_a_provider_are_admitted_with_a_warning() {
             "Kubernetes consumes etcd, but namespace tenant-c has no etcd provider (namespace.cozystack.io/etcd is empty): the app will wait (awaiting-etcd) until this tenant or an ancestor provides etcd",
         ],
     );
+    // A label naming tenant-root, whose values always say so, while the root runs no Etcd.
+    let mut rootless = cluster();
+    rootless.instances.retain(|i| i.kind != "Etcd");
     let verdict = decide(
-        &app(Create, "Kubernetes", "tenant-a", "k8s", user("a", &[])),
-        &cluster(),
+        &app(Create, "Kubernetes", "tenant-c", "k8s", carol()),
+        &rootless,
     );
+    assert_allowed(
+        &verdict,
+        &[
+            "Kubernetes consumes etcd, and namespace tenant-c resolves it to tenant-root (namespace.cozystack.io/etcd), but tenant-root runs no live etcd provider that serves tenant-c: the app will not come up until tenant-root provides etcd or this tenant gets its own",
+        ],
+    );
+    // tenant-root itself resolves through its values.
+    let verdict = decide(
+        &app(Create, "Kubernetes", "tenant-root", "k8s", carol()),
+        &rootless,
+    );
+    assert_allowed(
+        &verdict,
+        &[
+            "Kubernetes consumes etcd, and namespace tenant-root resolves it to tenant-root (_namespace.etcd of its cozystack-values), but tenant-root runs no live etcd provider that serves tenant-root: the app will not come up until tenant-root provides etcd or this tenant gets its own",
+        ],
+    );
+    // With the root's Etcd there, and tenant-a's own Monitoring, nothing to say.
+    for namespace in ["tenant-c", "tenant-a", "tenant-a-b", "tenant-root"] {
+        let verdict = decide(
+            &app(Create, "Kubernetes", namespace, "k8s", user("a", &[])),
+            &cluster(),
+        );
+        assert_allowed(&verdict, &[]);
+    }
+}
+
+/// A namespace whose own legacy label names itself has its switch on: the chart renders the
+/// provider, so an ancestor's label is trusted from that ancestor's Namespace alone.
+#[test]
+fn an_ancestor_with_its_switch_on_serves_without_listing_instances() {
+    let snapshot = cluster();
+    let recording = Recording::new(&snapshot);
+    let request = app(Create, "Kubernetes", "tenant-a-b", "k8s", user("b", &[]));
+    let verdict = cozystack_resolver::evaluate(&request, &Default::default(), &recording);
     assert_allowed(&verdict, &[]);
+    assert_eq!(
+        *recording.calls.borrow(),
+        [
+            "list ApplicationDefinitions",
+            "get Namespace tenant-a-b",
+            "list HelmReleases of kind Etcd",
+            "get Namespace tenant-a",
+        ],
+        "etcd resolves to the root (listed), monitoring to tenant-a (its own label)"
+    );
 }
 
 /// The consumer kinds of a class are read with one list when their release prefixes tell them
@@ -320,5 +368,97 @@ fn a_class_consumer_kinds_share_one_list_when_their_prefixes_allow() {
             "list HelmReleases of kind Kubernetes",
             "list HelmReleases of kind Postgres"
         ]
+    );
+}
+
+/// tenant-root carries no provider label; its own apps resolve every class to it through its
+/// cozystack-values, so they hold its providers.
+#[test]
+fn tenant_root_consumers_hold_its_providers_through_its_values() {
+    let mut snapshot = cluster();
+    snapshot.instances.retain(|i| i.kind != "Kubernetes");
+    let delete_etcd = || {
+        app(
+            Delete,
+            "Etcd",
+            "tenant-root",
+            "etcd",
+            user("root", &["tenant-root-admin"]),
+        )
+    };
+    // tenant-a-b's cluster is gone; tenant-c's Postgres consumes monitoring only.
+    assert_allowed(&decide(&delete_etcd(), &snapshot), &[]);
+    snapshot
+        .instances
+        .push(instance("Kubernetes", "tenant-root", "ops"));
+    assert_denied(
+        &decide(&delete_etcd(), &snapshot),
+        403,
+        "Etcd tenant-root/etcd is protected while it provides etcd to consumers: tenant-root/ops (Kubernetes); delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect)",
+    );
+}
+
+/// A descendant whose ancestor labels drifted is still below its ancestors by its name.
+#[test]
+fn a_drifted_chain_does_not_take_a_namespace_out_of_the_subtree() {
+    let mut snapshot = cluster();
+    snapshot.namespaces[2]
+        .labels
+        .remove("tenant.cozystack.io/tenant-a");
+    assert_eq!(snapshot.namespaces[2].name, "tenant-a-b");
+    let verdict = decide(
+        &app(
+            Delete,
+            "Monitoring",
+            "tenant-a",
+            "monitoring",
+            user("alice", &["tenant-a-admin"]),
+        ),
+        &snapshot,
+    );
+    assert_denied(
+        &verdict,
+        403,
+        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
+    );
+}
+
+/// With the rules in the settings, a release prefix that is not the definition's would name the
+/// instance being removed wrongly, and the real one would pass for another provider.
+#[test]
+fn a_wrong_release_prefix_fails_closed() {
+    let snapshot = cluster();
+    let mut settings: cozystack_resolver::Settings = serde_json::from_value(json!({
+        "definitionSource": "settings",
+        "definitions": {
+            "Monitoring": {
+                "protection": {"deletion": "protect"},
+                "capability": {"provides": ["monitoring"], "share": "children"}},
+            "Postgres": {"capability": {"consumes": ["monitoring"]}},
+            "Kubernetes": {"capability": {"consumes": ["monitoring"]}}},
+        "releasePrefixes": {"Monitoring": "mon-"}
+    }))
+    .unwrap();
+    let delete = app(
+        Delete,
+        "Monitoring",
+        "tenant-a",
+        "monitoring",
+        user("alice", &["tenant-a-admin"]),
+    );
+    let verdict = cozystack_resolver::evaluate(&delete, &settings, &snapshot);
+    assert_denied(
+        &verdict,
+        403,
+        "Monitoring tenant-a/monitoring: its release tenant-a/mon-monitoring is not among the listed Monitoring releases, so the policy cannot tell it from the other providers in tenant-a; check releasePrefixes.Monitoring (\"mon-\") in the policy settings: it must equal the ApplicationDefinition's spec.release.prefix",
+    );
+    settings
+        .release_prefixes
+        .insert("Monitoring".into(), String::new());
+    let verdict = cozystack_resolver::evaluate(&delete, &settings, &snapshot);
+    assert_denied(
+        &verdict,
+        403,
+        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
     );
 }

@@ -64,7 +64,7 @@ pub fn instance(kind: &str, namespace: &str, app: &str) -> Instance {
     }
 }
 
-/// tenant-root (all providers) → tenant-a (own monitoring) → tenant-a-b; tenant-c (no etcd).
+/// tenant-root (Monitoring, Etcd) → tenant-a (own Monitoring) → tenant-a-b; tenant-c.
 pub fn cluster() -> Snapshot {
     Snapshot {
         definitions: vec![
@@ -115,10 +115,9 @@ pub fn cluster() -> Snapshot {
             definition("redis", "Redis", json!({"dashboard": {"category": "PaaS"}})),
         ],
         namespaces: vec![
-            tenant_ns(
-                "tenant-root",
-                &[("monitoring", "tenant-root"), ("etcd", "tenant-root")],
-            ),
+            // As cozystack-basics writes it: no provider label; tenant-root's apps resolve every
+            // class to tenant-root through its cozystack-values.
+            tenant_ns("tenant-root", &[]),
             tenant_ns(
                 "tenant-a",
                 &[("monitoring", "tenant-a"), ("etcd", "tenant-root")],
@@ -127,7 +126,11 @@ pub fn cluster() -> Snapshot {
                 "tenant-a-b",
                 &[("monitoring", "tenant-a"), ("etcd", "tenant-root")],
             ),
-            tenant_ns("tenant-c", &[("monitoring", "tenant-root"), ("etcd", "")]),
+            // A child of the root carries the root's values: tenant-root for every class.
+            tenant_ns(
+                "tenant-c",
+                &[("monitoring", "tenant-root"), ("etcd", "tenant-root")],
+            ),
             Namespace {
                 name: "cozy-system".into(),
                 labels: Labels::new(),
