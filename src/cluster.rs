@@ -155,13 +155,20 @@ struct DefinitionSpec {
     #[serde(default)]
     capability: Option<serde_json::Value>,
     #[serde(default)]
-    release: Option<ReleaseSpec>,
+    release: Option<ReleasePrefix>,
 }
 
 #[derive(Deserialize, Default)]
-struct ReleaseSpec {
+struct ReleasePrefix {
     #[serde(default)]
     prefix: Option<String>,
+}
+
+/// A HelmRelease's spec as far as the policy reads it: a Tenant's values hold its switches.
+#[derive(Deserialize, Default)]
+struct ReleaseSpec {
+    #[serde(default)]
+    values: serde_json::Value,
 }
 
 #[derive(Deserialize, Default)]
@@ -359,11 +366,11 @@ impl Cluster for HostCluster<'_> {
             name: release.to_owned(),
             namespace: Some(namespace.to_owned()),
             disable_cache: false,
-            field_masks: masks(&["metadata.labels", "metadata.annotations"]),
+            field_masks: masks(&["metadata.labels", "metadata.annotations", "spec.values"]),
         };
         // A missing release is the host's error: on the paths that ask, the release exists
         // (cozystack-api just read it), so its absence is a failed lookup, not an answer.
-        let object: Object<serde::de::IgnoredAny> = self.call(
+        let object: Object<ReleaseSpec> = self.call(
             &format!("get HelmRelease {namespace}/{release}"),
             "get_resource",
             &request,
@@ -371,6 +378,7 @@ impl Cluster for HostCluster<'_> {
         Ok(Some(ReleaseMeta {
             labels: object.metadata.labels.unwrap_or_default(),
             annotations: object.metadata.annotations.unwrap_or_default(),
+            values: object.spec.map(|spec| spec.values).unwrap_or_default(),
         }))
     }
 

@@ -177,6 +177,7 @@ pub fn lists(data: &[u8]) {
                             None | Some(serde_json::Value::Null)
                         ),
                         rendered_by: None,
+                        values: serde_json::Value::Null,
                     })
                 })
                 .collect()
@@ -278,6 +279,7 @@ pub fn evaluation(data: &[u8]) {
                 app: format!("app{}", c.next(3)),
                 terminating: c.next(4) == 0,
                 rendered_by: (c.next(2) == 0).then(|| format!("tenant-root/tenant-{}", c.next(3))),
+                values: serde_json::Value::Null,
             }
         })
         .collect();

@@ -281,7 +281,7 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
     );
     assert_eq!(
         get["field_masks"],
-        json!(["metadata.annotations", "metadata.labels"])
+        json!(["metadata.annotations", "metadata.labels", "spec.values"])
     );
 }
 

@@ -390,6 +390,10 @@ check_invalid_settings() {
   check capability-consumer-resolved-to-a-root-with-provider
 }
 
+@test "capability-root-provider-created-through-the-api" {
+  check capability-root-provider-created-through-the-api
+}
+
 @test "capability-consumer-with-providers" {
   check capability-consumer-with-providers
 }

@@ -47,8 +47,17 @@ fn instance(cluster: &crate::cluster::FixtureCluster, listed: InstanceRef) -> In
     let rendered_by = annotation(HELM_RELEASE_NAMESPACE)
         .zip(annotation(HELM_RELEASE_NAME))
         .map(|(namespace, name)| format!("{namespace}/{name}"));
+    // A Tenant's values hold its module switches, which the policy reads of the root Tenant.
+    let values = match listed.kind {
+        "Tenant" => release
+            .and_then(|r| r.pointer("/spec/values"))
+            .cloned()
+            .unwrap_or_default(),
+        _ => Value::Null,
+    };
     Instance {
         rendered_by,
+        values,
         ..Instance::from(listed)
     }
 }

@@ -8,6 +8,7 @@ use crate::facts::Namespace;
 use crate::rules::{Class, KindRules, Share};
 use crate::settings::Settings;
 use crate::tenant::ROOT;
+use crate::tenant_chart;
 use crate::verdict::{Violation, list_some};
 
 pub const LABEL_PREFIX: &str = "namespace.cozystack.io/";
@@ -240,14 +241,14 @@ pub fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<Str
 }
 
 /// Whether `provider`, the namespace `ns` resolves `class` to, runs a live provider of it that
-/// serves `ns`. Labels answer where they can, without a lookup or with a cached GET: a capability
-/// label names only a live provider (the reconciler writes it so, and this policy's Namespace
-/// rule checks it on every write); a tenant's own legacy label names itself only while its
-/// Tenant switch is on, and the chart then renders the provider. tenant-root's values name
-/// tenant-root whatever runs there, so there, and wherever the labels do not tell, the live
-/// instances decide: one that serves `ns` (its own namespace always, a descendant only when it
-/// shares with children). A kind whose rules cannot be read but has an instance there may be
-/// one: no warning is better than a wrong one.
+/// serves `ns`. What says so without listing instances comes first: a capability label names
+/// only a live provider (the reconciler writes it so, and this policy's Namespace rule checks it
+/// on every write); a tenant's own legacy label names itself only while its Tenant switch is on,
+/// and the chart then renders the provider; tenant-root's values name tenant-root whatever runs
+/// there, so for it the root Tenant's own switches tell (one cached GET of its release). Where
+/// none of these does, the live instances decide: one that serves `ns` (its own namespace
+/// always, a descendant only when it shares with children). A kind whose rules cannot be read
+/// but has an instance there may be one: no warning is better than a wrong one.
 fn serves(
     eval: &Evaluation,
     class: &Class,
@@ -258,6 +259,8 @@ fn serves(
     if keys.capability(ns).is_some() {
         return Ok(true);
     }
+    let definitions = eval.definitions()?;
+    let providers = definitions.kinds_where(|r| r.provides(class));
     if provider != ROOT {
         let own = if provider == ns.name {
             keys.legacy(ns) == Some(provider)
@@ -267,9 +270,9 @@ fn serves(
         if own {
             return Ok(true);
         }
+    } else if root_switch_on(eval, &providers.kinds)? {
+        return Ok(true);
     }
-    let definitions = eval.definitions()?;
-    let providers = definitions.kinds_where(|r| r.provides(class));
     for kind in &providers.kinds {
         let shares = provider == ns.name || kind.capability.share == Share::Children;
         if shares
@@ -291,6 +294,27 @@ fn serves(
         }
     }
     Ok(false)
+}
+
+/// Whether the root Tenant switches on a module of one of `providers` (its release,
+/// `tenant-root/tenant-root`, carries the values `tenants/root` was given): the Tenant chart
+/// then renders that module in tenant-root.
+fn root_switch_on(eval: &Evaluation, providers: &[&KindRules]) -> Result<bool, Violation> {
+    let keys: Vec<&str> = providers
+        .iter()
+        .filter_map(|kind| eval.settings.tenant_module_key(&kind.kind))
+        .collect();
+    if keys.is_empty() {
+        return Ok(false);
+    }
+    let Some((namespace, name)) = tenant_chart::tenant_release(ROOT) else {
+        return Ok(false);
+    };
+    let release = eval.release(&namespace, &name)?;
+    let values = release.as_ref().as_ref().map(|meta| &meta.values);
+    Ok(keys
+        .iter()
+        .any(|key| tenant_chart::switched_on(values, key)))
 }
 
 /// The tenant whose provider serves `chain` (root first, the namespace's own tenant last):

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use crate::error::LookupError;
-use crate::facts::{Cluster, Instances, Namespace};
+use crate::facts::{Cluster, Instances, Namespace, ReleaseMeta};
 use crate::identity::User;
 use crate::request::{Operation, Request};
 use crate::rules::{Definition, DefinitionSet, KindRules};
@@ -21,6 +21,7 @@ pub struct Evaluation<'a> {
     definitions: OnceCell<Rc<DefinitionSet>>,
     namespace: RefCell<BTreeMap<String, Rc<Namespace>>>,
     instances: RefCell<BTreeMap<String, Rc<Instances>>>,
+    releases: RefCell<BTreeMap<(String, String), Rc<Option<ReleaseMeta>>>>,
 }
 
 fn lookup_failed(err: LookupError) -> Violation {
@@ -41,6 +42,7 @@ impl<'a> Evaluation<'a> {
             definitions: OnceCell::new(),
             namespace: RefCell::default(),
             instances: RefCell::default(),
+            releases: RefCell::default(),
         }
     }
 
@@ -185,15 +187,23 @@ impl<'a> Evaluation<'a> {
         Ok(())
     }
 
-    /// The labels and annotations of one HelmRelease, `None` when it does not exist.
+    /// The labels, annotations and values of one HelmRelease, `None` when it does not exist.
     pub fn release(
         &self,
         namespace: &str,
         release: &str,
-    ) -> Result<Option<crate::facts::ReleaseMeta>, Violation> {
-        self.cluster
-            .release(namespace, release)
-            .map_err(lookup_failed)
+    ) -> Result<Rc<Option<ReleaseMeta>>, Violation> {
+        let key = (namespace.to_owned(), release.to_owned());
+        if let Some(meta) = self.releases.borrow().get(&key) {
+            return Ok(meta.clone());
+        }
+        let meta = Rc::new(
+            self.cluster
+                .release(namespace, release)
+                .map_err(lookup_failed)?,
+        );
+        self.releases.borrow_mut().insert(key, meta.clone());
+        Ok(meta)
     }
 
     /// What the requester can do about a rule only the platform may pass: a person is told

@@ -52,6 +52,9 @@ pub struct Instance {
         skip_serializing_if = "Option::is_none"
     )]
     pub rendered_by: Option<String>,
+    /// `spec.values`, where the policy reads them: a Tenant's module switches.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub values: serde_json::Value,
 }
 
 /// Helm's ownership annotations on every object a chart renders (Helm's `setMetadataVisitor`;
@@ -61,10 +64,12 @@ pub const HELM_RELEASE_NAME: &str = "meta.helm.sh/release-name";
 pub const HELM_RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
 
 /// What the policy reads of one HelmRelease it looks up by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReleaseMeta {
     pub labels: Labels,
     pub annotations: Labels,
+    /// `spec.values`: for a Tenant's release, its module switches.
+    pub values: serde_json::Value,
 }
 
 impl ReleaseMeta {
@@ -163,6 +168,7 @@ impl From<InstanceRef<'_>> for Instance {
             app: i.app.to_owned(),
             terminating: i.terminating,
             rendered_by: None,
+            values: serde_json::Value::Null,
         }
     }
 }
@@ -281,28 +287,30 @@ impl Cluster for Snapshot {
     }
 
     fn release(&self, namespace: &str, release: &str) -> Result<Option<ReleaseMeta>, LookupError> {
-        Ok(self
+        let Some(i) = self
             .instances
             .iter()
             .find(|i| i.namespace == namespace && i.release == release)
-            .map(|i| {
-                let mut meta = ReleaseMeta::default();
-                meta.labels
-                    .insert(crate::request::KIND_LABEL.into(), i.kind.clone());
-                meta.labels.insert(
-                    crate::request::GROUP_LABEL.into(),
-                    crate::request::APPS_GROUP.into(),
-                );
-                meta.labels
-                    .insert(crate::request::NAME_LABEL.into(), i.app.clone());
-                if let Some((ns, name)) = i.rendered_by.as_deref().and_then(|r| r.split_once('/')) {
-                    meta.annotations
-                        .insert(HELM_RELEASE_NAMESPACE.into(), ns.into());
-                    meta.annotations
-                        .insert(HELM_RELEASE_NAME.into(), name.into());
-                }
-                meta
-            }))
+        else {
+            return Ok(None);
+        };
+        let labels = [
+            (crate::request::KIND_LABEL, i.kind.as_str()),
+            (crate::request::GROUP_LABEL, crate::request::APPS_GROUP),
+            (crate::request::NAME_LABEL, i.app.as_str()),
+        ];
+        let owner = i.rendered_by.as_deref().and_then(|r| r.split_once('/'));
+        let annotations = owner
+            .into_iter()
+            .flat_map(|(ns, name)| [(HELM_RELEASE_NAMESPACE, ns), (HELM_RELEASE_NAME, name)]);
+        let map = |pairs: &mut dyn Iterator<Item = (&str, &str)>| -> Labels {
+            pairs.map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+        };
+        Ok(Some(ReleaseMeta {
+            labels: map(&mut labels.into_iter()),
+            annotations: map(&mut annotations.into_iter()),
+            values: i.values.clone(),
+        }))
     }
 }
 
@@ -331,6 +339,7 @@ mod tests {
             app: app.into(),
             terminating,
             rendered_by: None,
+            values: serde_json::Value::Null,
         });
         assert_eq!(seen, expected);
         assert_eq!(

@@ -418,6 +418,8 @@ pub fn check_tenant_owned(
     };
     let rendered = eval
         .release(subject.namespace, key)?
+        .as_ref()
+        .as_ref()
         .is_some_and(|meta| meta.rendered_by(&parent, &release));
     if !rendered {
         return Ok(());

@@ -88,7 +88,7 @@ pub const TENANT_RELEASE_PREFIX: &str = "tenant-";
 /// Whether the Tenant chart renders `key` for these values: Go templates' truth (`{{ if
 /// .Values.monitoring }}`), under which `false`, `0`, `""`, `null`, `[]` and `{}` are off and
 /// anything else is on. The key absent is off as well (`tenant.gatewayEffective`).
-fn switched_on(values: Option<&Value>, key: &str) -> bool {
+pub fn switched_on(values: Option<&Value>, key: &str) -> bool {
     match values.and_then(|v| v.get(key)) {
         None | Some(Value::Null) => false,
         Some(Value::Bool(on)) => *on,

@@ -21,6 +21,7 @@ fn instances(max: usize) -> impl Strategy<Value = Vec<Instance>> {
                 app: format!("app{app}"),
                 terminating,
                 rendered_by: None,
+                values: serde_json::Value::Null,
             })
             .collect()
     })

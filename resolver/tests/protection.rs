@@ -255,6 +255,7 @@ fn consumers_without_a_provider_are_admitted_with_a_warning() {
     // A label naming tenant-root, whose values always say so, while the root runs no Etcd.
     let mut rootless = cluster();
     rootless.instances.retain(|i| i.kind != "Etcd");
+    *root_values(&mut rootless) = json!({"monitoring": true});
     let verdict = decide(
         &app(Create, "Kubernetes", "tenant-c", "k8s", carol()),
         &rootless,
@@ -287,7 +288,8 @@ fn consumers_without_a_provider_are_admitted_with_a_warning() {
 }
 
 /// A namespace whose own legacy label names itself has its switch on: the chart renders the
-/// provider, so an ancestor's label is trusted from that ancestor's Namespace alone.
+/// provider, so an ancestor's label is trusted from that ancestor's Namespace alone, and the
+/// root's from the root Tenant's switches.
 #[test]
 fn an_ancestor_with_its_switch_on_serves_without_listing_instances() {
     let snapshot = cluster();
@@ -300,10 +302,22 @@ fn an_ancestor_with_its_switch_on_serves_without_listing_instances() {
         [
             "list ApplicationDefinitions",
             "get Namespace tenant-a-b",
-            "list HelmReleases of kind Etcd",
+            "get HelmRelease tenant-root/tenant-root",
             "get Namespace tenant-a",
         ],
-        "etcd resolves to the root (listed), monitoring to tenant-a (its own label)"
+        "etcd resolves to the root (its Tenant's switch), monitoring to tenant-a (its own label)"
+    );
+    // With the root's switch off the instances decide (an Etcd created through the API).
+    let mut snapshot = cluster();
+    *root_values(&mut snapshot) = json!({"monitoring": true});
+    let recording = Recording::new(&snapshot);
+    let verdict = cozystack_resolver::evaluate(&request, &Default::default(), &recording);
+    assert_allowed(&verdict, &[]);
+    assert!(
+        recording
+            .calls
+            .borrow()
+            .contains(&"list HelmReleases of kind Etcd".to_owned())
     );
 }
 

@@ -61,6 +61,7 @@ pub fn instance(kind: &str, namespace: &str, app: &str) -> Instance {
         app: app.into(),
         terminating: false,
         rendered_by: None,
+        values: serde_json::Value::Null,
     }
 }
 
@@ -143,8 +144,24 @@ pub fn cluster() -> Snapshot {
             instance("Kubernetes", "tenant-a-b", "dev"),
             instance("Postgres", "tenant-a-b", "db"),
             instance("Postgres", "tenant-c", "db"),
+            // The root Tenant, its modules switched on as `kubectl patch tenants/root` does.
+            Instance {
+                release: "tenant-root".into(),
+                values: json!({"monitoring": true, "etcd": true}),
+                ..instance("Tenant", "tenant-root", "root")
+            },
         ],
     }
+}
+
+/// The root Tenant's values: its module switches.
+pub fn root_values(snapshot: &mut Snapshot) -> &mut serde_json::Value {
+    &mut snapshot
+        .instances
+        .iter_mut()
+        .find(|i| i.kind == "Tenant" && i.release == "tenant-root")
+        .expect("the root Tenant")
+        .values
 }
 
 pub fn user(name: &str, groups: &[&str]) -> User {
