@@ -97,7 +97,7 @@ fn tenant_effects(
     if old.is_none() {
         tenant_chart::check_groups(eval, parent, name)?;
     }
-    tenant_chart::check_switches(eval, parent, name, old, Some(new), warnings)
+    tenant_chart::check_switches(eval, parent, name, old, new, warnings)
 }
 
 /// `apps.cozystack.io` Applications, with the end user's identity.

@@ -2,7 +2,7 @@
 //! the cluster through this, so each lookup happens at most once per request.
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use crate::error::LookupError;
@@ -151,6 +151,12 @@ impl<'a> Evaluation<'a> {
     /// Lists the instances of `kinds` at once when their release prefixes tell them apart (the
     /// consumers of a class, say), so that finding none costs one call, not one per kind. Kinds
     /// already known, or that cannot share a list, are left to [`Evaluation::instances`].
+    ///
+    /// One kind may state an empty prefix (a module kind among catalog apps): it takes the
+    /// releases no other prefix fits. Finding none at all still costs one call; when some are
+    /// found, that kind's own list tells its releases from the others' (one named like
+    /// `kubernetes-x` is still its own), and a release it does not hold belongs to no kind of
+    /// the list, so they are listed kind by kind.
     pub fn preload_instances(&self, kinds: &[&KindRules]) -> Result<(), Violation> {
         let unknown: Vec<&KindRules> = {
             let known = self.instances.borrow();
@@ -160,26 +166,50 @@ impl<'a> Evaluation<'a> {
                 .filter(|rules| !known.contains_key(&rules.kind))
                 .collect()
         };
-        let wanted: Vec<(&str, &str)> = unknown
+        let mut wanted: Vec<(&str, &str)> = unknown
             .iter()
             .filter_map(|rules| Some((rules.kind.as_str(), rules.release_prefix.as_deref()?)))
             .collect();
-        let distinct = wanted.iter().all(|(kind, prefix)| {
+        // The empty prefix last, so that it only takes what no other prefix fits.
+        wanted.sort_by_key(|(_, prefix)| prefix.is_empty());
+        let catch_all = wanted
+            .last()
+            .filter(|(_, prefix)| prefix.is_empty())
+            .map(|(kind, _)| *kind);
+        let named = &wanted[..wanted.len() - usize::from(catch_all.is_some())];
+        let distinct = named.iter().all(|(kind, prefix)| {
             !prefix.is_empty()
-                && wanted
+                && named
                     .iter()
                     .all(|(other, p)| other == kind || !p.starts_with(prefix))
         });
         if wanted.len() < 2 || wanted.len() < unknown.len() || !distinct {
             return Ok(());
         }
-        let Some(lists) = self
+        let Some(mut lists) = self
             .cluster
             .instances_of_kinds(&wanted)
             .map_err(lookup_failed)?
         else {
             return Ok(());
         };
+        if let Some(kind) = catch_all
+            && lists.iter().any(|list| list.iter().next().is_some())
+        {
+            let own = self.instances_of(kind, Some(""))?;
+            let owned: BTreeSet<(&str, &str)> =
+                own.iter().map(|i| (i.namespace, i.release)).collect();
+            let filed = lists.pop().unwrap_or_default();
+            if filed
+                .iter()
+                .any(|i| !owned.contains(&(i.namespace, i.release)))
+            {
+                return Ok(());
+            }
+            for list in &mut lists {
+                *list = list.filtered(|i| !owned.contains(&(i.namespace, i.release)));
+            }
+        }
         let mut known = self.instances.borrow_mut();
         for ((kind, _), list) in wanted.iter().zip(lists) {
             known.insert((*kind).to_owned(), Rc::new(list));

@@ -132,6 +132,15 @@ impl Instances {
         self.entries.push(entry);
     }
 
+    /// The instances `keep` holds to.
+    pub fn filtered(&self, keep: impl Fn(&InstanceRef) -> bool) -> Instances {
+        let mut list = Instances::new(&self.kind);
+        for i in self.iter().filter(|i| keep(i)) {
+            list.push(i.namespace, i.release, i.app, i.terminating);
+        }
+        list
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = InstanceRef<'_>> {
         let text = |(start, end): (usize, usize)| &self.text[start..end];
         self.entries.iter().map(move |e| InstanceRef {

@@ -117,14 +117,14 @@ pub fn check_switches(
     parent: &str,
     name: &str,
     old: Option<&Value>,
-    new: Option<&Value>,
+    new: &Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), Violation> {
     let Some(child) = tenant_namespace(parent, name) else {
         return Ok(());
     };
     for (key, kind) in &eval.settings.tenant_modules {
-        let (was, is) = (switched_on(old, key), switched_on(new, key));
+        let (was, is) = (switched_on(old, key), switched_on(Some(new), key));
         if was == is {
             continue;
         }

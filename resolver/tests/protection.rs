@@ -1,6 +1,7 @@
 mod common;
 use common::*;
 use cozystack_resolver::Operation::*;
+use cozystack_resolver::{Instance, Snapshot};
 use serde_json::json;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -474,5 +475,86 @@ fn a_wrong_release_prefix_fails_closed() {
         &verdict,
         403,
         "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
+    );
+}
+
+/// A module kind among the consumers (its prefix is empty) shares their list too: it takes the
+/// releases no other prefix fits, and its own list, read only when the shared one holds
+/// anything, tells its releases from the others'.
+#[test]
+fn a_module_kind_shares_the_consumer_list() {
+    let mut c = cluster();
+    c.definitions.retain(|d| d.kind != "Postgres");
+    c.instances.retain(|i| i.kind != "Postgres");
+    c.definitions.push(definition(
+        "computeplane-consumer",
+        "ComputePlane",
+        json!({"capability": {"consumes": ["monitoring"]}}),
+    ));
+    c.definitions.retain(|d| d.name != "computeplane");
+    for d in &mut c.definitions {
+        d.release_prefix = match d.kind.as_str() {
+            "Kubernetes" => Some("kubernetes-".into()),
+            "ComputePlane" => Some(String::new()),
+            _ => None,
+        };
+    }
+    for i in c.instances.iter_mut().filter(|i| i.kind == "Kubernetes") {
+        i.release = format!("kubernetes-{}", i.app);
+    }
+    let settings = deny_writers();
+    let request = app(
+        Delete,
+        "Monitoring",
+        "tenant-a",
+        "monitoring",
+        user("admin", &["cozystack-cluster-admin"]),
+    );
+    let decide = |c: &Snapshot| {
+        let recording = Recording::new(c);
+        let verdict = cozystack_resolver::evaluate(&request, &settings, &recording);
+        let calls = recording.calls.borrow().clone();
+        (verdict, calls)
+    };
+    // No consumer anywhere: one list finds none of either kind.
+    let mut none = c.clone();
+    none.instances.retain(|i| i.kind != "Kubernetes");
+    let (verdict, calls) = decide(&none);
+    assert_allowed(&verdict, &[]);
+    assert_eq!(
+        calls[..2],
+        [
+            "list ApplicationDefinitions",
+            "list HelmReleases of kinds Kubernetes, ComputePlane"
+        ]
+    );
+    assert!(!calls.iter().any(|c| c.ends_with("of kind ComputePlane")));
+    // A ComputePlane whose name starts like a Kubernetes release is still a ComputePlane.
+    c.instances.push(Instance {
+        release: "kubernetes-lab".into(),
+        ..instance("ComputePlane", "tenant-a-b", "kubernetes-lab")
+    });
+    let (verdict, calls) = decide(&c);
+    assert_denied(
+        &verdict,
+        403,
+        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/dev (Kubernetes), tenant-a-b/kubernetes-lab (ComputePlane); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect) (refused although admin is a platform writer, because platformWriters is deny)",
+    );
+    assert_eq!(
+        calls[..3],
+        [
+            "list ApplicationDefinitions",
+            "list HelmReleases of kinds Kubernetes, ComputePlane",
+            "list HelmReleases of kind ComputePlane"
+        ]
+    );
+    // A Kubernetes release without its prefix is neither kind's by name: kind by kind.
+    c.instances
+        .push(instance("Kubernetes", "tenant-c", "legacy"));
+    let (verdict, calls) = decide(&c);
+    assert_eq!(verdict.code, Some(403));
+    assert!(
+        calls.contains(&"list HelmReleases of kind Kubernetes".to_owned()),
+        "{calls:?}"
     );
 }
