@@ -21,8 +21,11 @@ pub struct Evaluation<'a> {
     definitions: OnceCell<Rc<DefinitionSet>>,
     namespace: RefCell<BTreeMap<String, Rc<Namespace>>>,
     instances: RefCell<BTreeMap<String, Rc<Instances>>>,
-    releases: RefCell<BTreeMap<(String, String), Rc<Option<ReleaseMeta>>>>,
+    releases: RefCell<BTreeMap<ReleaseKey, Rc<Option<ReleaseMeta>>>>,
 }
+
+/// A HelmRelease by namespace and name.
+type ReleaseKey = (String, String);
 
 fn lookup_failed(err: LookupError) -> Violation {
     Violation::failure(
