@@ -174,6 +174,18 @@ check_invalid_settings() {
   check protection-drifted-chain-still-in-subtree
 }
 
+@test "protection-drifted-chain-without-consumers" {
+  check protection-drifted-chain-without-consumers
+}
+
+@test "protection-seaweedfs-without-buckets-may-go" {
+  check protection-seaweedfs-without-buckets-may-go
+}
+
+@test "protection-computeplane-holds-the-etcd-it-wraps" {
+  check protection-computeplane-holds-the-etcd-it-wraps
+}
+
 @test "protection-capability-label-references-too" {
   check protection-capability-label-references-too
 }
