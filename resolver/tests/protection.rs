@@ -19,21 +19,8 @@ fn delete_root_monitoring() -> cozystack_resolver::Request {
 
 #[test]
 fn deleting_a_provider_that_children_consume_is_denied_with_the_consumers() {
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-a",
-            "monitoring",
-            user("alice", &["tenant-a-admin"]),
-        ),
-        &cluster(),
-    );
-    assert_denied(
-        &verdict,
-        403,
-        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
-    );
+    let verdict = decide(&delete_a_monitoring(), &cluster());
+    assert_denied(&verdict, 403, A_MONITORING_HELD);
 }
 
 #[test]
@@ -70,16 +57,7 @@ fn legacy_and_capability_labels_both_reference() {
 fn unreferenced_providers_may_go() {
     let mut c = cluster();
     c.instances.retain(|i| i.namespace != "tenant-a-b");
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-a",
-            "monitoring",
-            user("alice", &["tenant-a-admin"]),
-        ),
-        &c,
-    );
+    let verdict = decide(&delete_a_monitoring(), &c);
     assert_allowed(&verdict, &[]);
 }
 
@@ -88,16 +66,7 @@ fn a_second_live_provider_keeps_the_class_served() {
     let mut c = cluster();
     c.instances
         .push(instance("Monitoring", "tenant-a", "backup"));
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-a",
-            "monitoring",
-            user("alice", &["tenant-a-admin"]),
-        ),
-        &c,
-    );
+    let verdict = decide(&delete_a_monitoring(), &c);
     assert_allowed(&verdict, &[]);
 }
 
@@ -343,7 +312,7 @@ fn a_class_consumer_kinds_share_one_list_when_their_prefixes_allow() {
             i.release = format!("{prefix}{}", i.app);
         }
     }
-    let expected = "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)";
+    let expected = A_MONITORING_HELD;
     let request = app(
         Delete,
         "Monitoring",
@@ -421,21 +390,8 @@ fn a_drifted_chain_does_not_take_a_namespace_out_of_the_subtree() {
         .labels
         .remove("tenant.cozystack.io/tenant-a");
     assert_eq!(snapshot.namespaces[2].name, "tenant-a-b");
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-a",
-            "monitoring",
-            user("alice", &["tenant-a-admin"]),
-        ),
-        &snapshot,
-    );
-    assert_denied(
-        &verdict,
-        403,
-        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
-    );
+    let verdict = decide(&delete_a_monitoring(), &snapshot);
+    assert_denied(&verdict, 403, A_MONITORING_HELD);
 }
 
 /// With the rules in the settings, a release prefix that is not the definition's would name the
@@ -471,11 +427,7 @@ fn a_wrong_release_prefix_fails_closed() {
         .release_prefixes
         .insert("Monitoring".into(), String::new());
     let verdict = cozystack_resolver::evaluate(&delete, &settings, &snapshot);
-    assert_denied(
-        &verdict,
-        403,
-        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
-    );
+    assert_denied(&verdict, 403, A_MONITORING_HELD);
 }
 
 /// A module kind among the consumers (its prefix is empty) shares their list too: it takes the

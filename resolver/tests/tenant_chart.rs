@@ -133,7 +133,9 @@ fn a_switch_on_counts_what_is_there_without_reading_the_new_namespace() {
 #[test]
 fn switches_follow_go_template_truth() {
     let snapshot = stock();
-    let off_message = "Tenant tenant-root/a: turning monitoring off removes Monitoring tenant-a/monitoring: Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)";
+    let off_message = &format!(
+        "Tenant tenant-root/a: turning monitoring off removes Monitoring tenant-a/monitoring: {A_MONITORING_HELD}"
+    );
     for off in [
         json!(false),
         json!(""),
@@ -182,9 +184,9 @@ fn the_release_path_judges_the_same_switches() {
     let verdict = decide(&request, &snapshot);
     assert_allowed(
         &verdict,
-        &[
-            "Tenant tenant-root/a: turning monitoring off removes Monitoring tenant-a/monitoring: Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect) (admitted because system:serviceaccount:cozy-system:cozystack-api is a platform writer and platformWriters is warn)",
-        ],
+        &[&format!(
+            "Tenant tenant-root/a: turning monitoring off removes Monitoring tenant-a/monitoring: {A_MONITORING_HELD} (admitted because system:serviceaccount:cozy-system:cozystack-api is a platform writer and platformWriters is warn)"
+        )],
     );
     // A new Tenant release with a hidden kind switched on: the chart's to render.
     let mut created = release(
@@ -265,19 +267,6 @@ fn consumers_are_named_before_the_switch() {
         "monitoring",
         Some("tenant-root/tenant-a"),
     ));
-    let verdict = decide(
-        &app(
-            Delete,
-            "Monitoring",
-            "tenant-a",
-            "monitoring",
-            user("alice", &["tenant-a-admin"]),
-        ),
-        &snapshot,
-    );
-    assert_denied(
-        &verdict,
-        403,
-        "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
-    );
+    let verdict = decide(&delete_a_monitoring(), &snapshot);
+    assert_denied(&verdict, 403, A_MONITORING_HELD);
 }

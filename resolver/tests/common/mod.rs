@@ -240,6 +240,20 @@ pub fn namespace_update(name: &str, old: Labels, new: Labels, who: User) -> Requ
     }
 }
 
+/// tenant-a's administrator deletes tenant-a's Monitoring, which tenant-a-b's apps consume.
+pub fn delete_a_monitoring() -> Request {
+    app(
+        Operation::Delete,
+        "Monitoring",
+        "tenant-a",
+        "monitoring",
+        user("alice", &["tenant-a-admin"]),
+    )
+}
+
+/// The refusal of [`delete_a_monitoring`] on [`cluster`].
+pub const A_MONITORING_HELD: &str = "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)";
+
 pub fn decide(request: &Request, cluster: &Snapshot) -> Verdict {
     cozystack_resolver::evaluate(request, &Settings::default(), cluster)
 }
