@@ -57,7 +57,7 @@ pub fn evaluate(payload: &[u8], host: &dyn Host) -> Verdict {
         Ok(payload) => payload,
         Err(err) => return bad(format!("cannot decode the validation payload: {err}")),
     };
-    let settings = match settings::parse(
+    let settings = match settings::parse_for_request(
         payload
             .settings
             .map_or(b"null".as_slice(), |s| s.get().as_bytes()),

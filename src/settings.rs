@@ -3,9 +3,18 @@
 
 use cozystack_resolver::Settings;
 
-/// Parses and validates settings JSON; the error names the offending field.
+/// Parses and validates settings JSON, every field of it: `validate_settings`. The error names
+/// the offending field.
 pub fn parse(payload: &[u8]) -> Result<Settings, String> {
-    let text =
-        std::str::from_utf8(payload).map_err(|err| format!("settings are not UTF-8: {err}"))?;
-    Settings::from_json(text).map_err(|err| err.to_string())
+    Settings::from_json(text(payload)?).map_err(|err| err.to_string())
+}
+
+/// Parses settings JSON for one `validate`: each kind's `definitions` block is decoded and
+/// checked when the request needs that kind's rules.
+pub fn parse_for_request(payload: &[u8]) -> Result<Settings, String> {
+    Settings::for_request(text(payload)?).map_err(|err| err.to_string())
+}
+
+fn text(payload: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(payload).map_err(|err| format!("settings are not UTF-8: {err}"))
 }

@@ -99,7 +99,7 @@ pub fn case(
     let kinds: BTreeSet<String> = definitions
         .iter()
         .map(|d| d.kind.clone())
-        .chain(settings.definitions.keys().cloned())
+        .chain(settings.definitions.kinds().map(str::to_owned))
         .collect();
     let mut instances = Vec::new();
     for kind in &kinds {

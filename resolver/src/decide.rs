@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::capability::awaiting_warnings;
 use crate::cardinality::{self, Subject};
+use crate::error::RuleError;
 use crate::evaluation::Evaluation;
 use crate::facts::Cluster;
 use crate::namespace;
@@ -49,10 +50,15 @@ pub(crate) fn rules_of(eval: &Evaluation, kind: &str) -> Result<Option<KindRules
     eval.definitions()?
         .get(kind)
         .map(|rules| rules.cloned())
-        .map_err(|err| {
-            Violation::rule(format!(
+        .map_err(|err| match err {
+            // A settings block is decoded when its kind is first needed; one that does not
+            // decode is what `validate_settings` refuses, malformed input as ever.
+            RuleError::Invalid { .. } => {
+                Violation::failure(BAD_REQUEST, format!("invalid policy settings: {err}"))
+            }
+            RuleError::Definition { .. } => Violation::rule(format!(
                 "{err}; the rules of kind {kind} cannot be read, so the request is rejected — fix the ApplicationDefinition or the policy settings"
-            ))
+            )),
         })
 }
 

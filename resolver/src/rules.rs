@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::RuleError;
+use crate::settings::{KindBlock, KindBlocks};
 
 /// Where the dashboard shows a kind, and therefore who may write it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -399,7 +400,7 @@ impl Definition {
     }
 }
 
-fn join_path(base: &str, rest: &str) -> String {
+pub(crate) fn join_path(base: &str, rest: &str) -> String {
     if rest.is_empty() || rest == "." {
         base.to_owned()
     } else if rest.starts_with('[') {
@@ -421,7 +422,7 @@ pub struct DefinitionSet {
 struct Sources {
     /// The kind's ApplicationDefinition, or the error of a kind defined twice.
     definition: Option<Result<Definition, RuleError>>,
-    settings: Option<RuleFields>,
+    settings: Option<KindBlock>,
     rules: OnceCell<Result<Option<KindRules>, RuleError>>,
 }
 
@@ -436,8 +437,9 @@ impl Sources {
                 ),
                 None => (None, None),
             };
+            let settings = self.settings.as_ref().map(KindBlock::fields).transpose()?;
             Ok(
-                KindRules::merge(kind, fields.as_ref(), self.settings.as_ref()).map(|mut rules| {
+                KindRules::merge(kind, fields.as_ref(), settings).map(|mut rules| {
                     rules.release_prefix = prefix;
                     rules
                 }),
@@ -447,7 +449,7 @@ impl Sources {
 }
 
 impl DefinitionSet {
-    pub fn build(definitions: Vec<Definition>, settings: &BTreeMap<String, RuleFields>) -> Self {
+    pub fn build(definitions: Vec<Definition>, settings: &KindBlocks) -> Self {
         let mut kinds: BTreeMap<String, Sources> = BTreeMap::new();
         for definition in definitions {
             let sources = kinds.entry(definition.kind.clone()).or_default();
@@ -470,8 +472,8 @@ impl DefinitionSet {
                 Some(Err(_)) => {}
             }
         }
-        for (kind, fields) in settings {
-            kinds.entry(kind.clone()).or_default().settings = Some(fields.clone());
+        for (kind, block) in settings.iter() {
+            kinds.entry(kind.to_owned()).or_default().settings = Some(block.clone());
         }
         DefinitionSet { kinds }
     }

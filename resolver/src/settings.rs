@@ -4,6 +4,7 @@
 //! A listed field replaces its default rather than extending it.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -68,7 +69,8 @@ pub struct Settings {
     /// Classes that also have a legacy provider label `namespace.cozystack.io/<class>`.
     pub legacy_provider_classes: Vec<String>,
     /// Rule fields per kind, used where the kind's ApplicationDefinition lacks them.
-    pub definitions: BTreeMap<String, RuleFields>,
+    #[schemars(with = "BTreeMap<String, RuleFields>")]
+    pub definitions: KindBlocks,
     /// Whether the rules are read from the ApplicationDefinitions (and `definitions` fills the
     /// gaps) or from `definitions` alone.
     pub definition_source: DefinitionSource,
@@ -130,7 +132,7 @@ impl Default for Settings {
                 "monitoring",
                 "seaweedfs",
             ]),
-            definitions: BTreeMap::new(),
+            definitions: KindBlocks::default(),
             definition_source: DefinitionSource::ApplicationDefinitions,
             release_prefixes: BTreeMap::new(),
             audit_scanner_username: String::new(),
@@ -138,9 +140,125 @@ impl Default for Settings {
     }
 }
 
+/// The settings' `definitions`: each kind's block kept as written and decoded the first time
+/// its rules are asked for. Every request carries the settings, and most need one kind's block
+/// of a dozen; [`Settings::from_json`] still decodes and checks every block.
+#[derive(Debug, Clone, Default)]
+pub struct KindBlocks(BTreeMap<String, KindBlock>);
+
+/// One kind's block: its JSON text, decoded and checked once.
+#[derive(Debug, Clone)]
+pub struct KindBlock {
+    kind: String,
+    raw: Arc<str>,
+    decoded: OnceLock<Result<RuleFields, RuleError>>,
+}
+
+impl KindBlock {
+    /// The block's fields, or the first problem with its path (`definitions.<Kind>.…`).
+    pub fn fields(&self) -> Result<&RuleFields, RuleError> {
+        self.decoded
+            .get_or_init(|| {
+                let path = format!("definitions.{}", self.kind);
+                // Plainly first; the path is tracked only to word a problem.
+                let fields: RuleFields = match serde_json::from_str(&self.raw) {
+                    Ok(fields) => fields,
+                    Err(_) => {
+                        let deserializer = &mut serde_json::Deserializer::from_str(&self.raw);
+                        serde_path_to_error::deserialize(deserializer).map_err(|err| {
+                            RuleError::Invalid {
+                                path: crate::rules::join_path(&path, &err.path().to_string()),
+                                reason: crate::error::without_position(&err.into_inner()),
+                            }
+                        })?
+                    }
+                };
+                fields.validate(&format!("{path}."))?;
+                Ok(fields)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+impl KindBlocks {
+    /// The block of `kind`, if the settings have one.
+    pub fn get(&self, kind: &str) -> Option<&KindBlock> {
+        self.0.get(kind)
+    }
+
+    pub fn kinds(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &KindBlock)> {
+        self.0.iter().map(|(kind, block)| (kind.as_str(), block))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl PartialEq for KindBlocks {
+    /// The same kinds with the same decoded fields (or the same problem), however written.
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self.iter().zip(other.iter()).all(|((k1, b1), (k2, b2))| {
+                k1 == k2 && b1.fields() == b2.fields()
+            })
+    }
+}
+
+impl Eq for KindBlocks {}
+
+impl Serialize for KindBlocks {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (kind, block) in &self.0 {
+            let raw = serde_json::value::RawValue::from_string(block.raw.to_string())
+                .map_err(S::Error::custom)?;
+            map.serialize_entry(kind, &raw)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for KindBlocks {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let blocks: BTreeMap<String, Box<serde_json::value::RawValue>> =
+            BTreeMap::deserialize(deserializer)?;
+        Ok(KindBlocks(
+            blocks
+                .into_iter()
+                .map(|(kind, raw)| {
+                    let block = KindBlock {
+                        kind: kind.clone(),
+                        raw: Arc::from(raw.get()),
+                        decoded: OnceLock::new(),
+                    };
+                    (kind, block)
+                })
+                .collect(),
+        ))
+    }
+}
+
 impl Settings {
-    /// Decodes settings JSON, naming the exact path of the first problem.
+    /// Decodes settings JSON and checks every field, naming the exact path of the first
+    /// problem: what `validate_settings` answers.
     pub fn from_json(json: &str) -> Result<Settings, RuleError> {
+        let settings = Self::for_request(json)?;
+        for (_, block) in settings.definitions.iter() {
+            block.fields()?;
+        }
+        Ok(settings)
+    }
+
+    /// Decodes settings JSON for one request: every field but the `definitions` blocks, which
+    /// are decoded and checked when a kind's rules are first asked for.
+    pub fn for_request(json: &str) -> Result<Settings, RuleError> {
         let trimmed = json.trim_start();
         if trimmed.trim_end() == "null" {
             return Ok(Settings::default());
@@ -170,7 +288,8 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Checks what serde cannot: empty names, invalid class names.
+    /// Checks what serde cannot: empty names, invalid names of classes and kinds (the blocks
+    /// of `definitions` are checked when decoded).
     pub fn validate(&self) -> Result<(), RuleError> {
         let lists = [
             ("platformUsers", &self.platform_users),
@@ -222,9 +341,8 @@ impl Settings {
         for kind in self.release_prefixes.keys() {
             check_kind(&format!("releasePrefixes.{kind:?}"), kind, "the key")?;
         }
-        for (kind, fields) in &self.definitions {
+        for kind in self.definitions.kinds() {
             check_kind(&format!("definitions.{kind:?}"), kind, "the key")?;
-            fields.validate(&format!("definitions.{kind}."))?;
         }
         Ok(())
     }
