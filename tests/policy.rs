@@ -180,22 +180,18 @@ fn cardinality_through_the_wire_with_exact_host_calls() {
         out["message"],
         "Monitoring: at most 1 per tenant tenant-root; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)"
     );
+    // tenant-root is placed by its name (visibility, tenant scope): no Namespace is read.
     let calls = host.calls.borrow();
-    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[0].0, "list_resources_all");
     assert_eq!(
         calls[0].1,
         json!({"api_version": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition", "label_selector": null, "field_selector": null,
                "field_masks": ["metadata.name", "spec.application.kind", "spec.capability", "spec.cardinality", "spec.dashboard.module", "spec.dashboard.visibility", "spec.protection", "spec.release.prefix"]})
     );
-    assert_eq!(calls[1].0, "get_resource");
-    assert_eq!(
-        calls[1].1,
-        json!({"api_version": "v1", "kind": "Namespace", "name": "tenant-root", "namespace": null, "disable_cache": false, "field_masks": ["metadata.labels", "metadata.name"]})
-    );
     // Monitoring's definition states no release prefix, so app names come from the labels.
     assert_eq!(
-        calls[2].1,
+        calls[1].1,
         json!({"api_version": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
                "label_selector": "apps.cozystack.io/application.kind=Monitoring,apps.cozystack.io/application.group=apps.cozystack.io",
                "field_selector": null,
@@ -217,13 +213,12 @@ fn protection_reads_only_the_consumers_namespaces() {
         host.operations(),
         [
             "list_resources_all ApplicationDefinition",
-            "get_resource Namespace",
             "list_resources_all HelmRelease",
             "list_resources_all HelmRelease",
             "get_resource Namespace",
         ]
     );
-    assert_eq!(host.calls.borrow()[4].1["name"], "tenant-a");
+    assert_eq!(host.calls.borrow()[3].1["name"], "tenant-a");
     // Postgres states `postgres-`: its releases are listed without labels, and `db` is read
     // from the name `postgres-db`.
     let calls = host.calls.borrow();
@@ -259,22 +254,21 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
         host.operations(),
         [
             "list_resources_all ApplicationDefinition",
-            "get_resource Namespace",
             "list_resources_all HelmRelease",
             "get_resource HelmRelease",
         ]
     );
     assert!(
-        host.calls.borrow()[2].1["label_selector"]
+        host.calls.borrow()[1].1["label_selector"]
             .as_str()
             .is_some_and(|s| s.contains("=Postgres")),
         "{:?}",
-        host.calls.borrow()[2]
+        host.calls.borrow()[1]
     );
     // Then, with no consumer in the way: is this the Tenant chart's module? Its Helm
     // ownership annotations tell; the module kind states no release prefix here, so the
     // chart's release, named after the switch, is the one read.
-    let get = &host.calls.borrow()[3].1;
+    let get = &host.calls.borrow()[2].1;
     assert_eq!(
         (&get["name"], &get["namespace"]),
         (&json!("monitoring"), &json!("tenant-root"))
@@ -321,14 +315,15 @@ fn a_host_error_rejects_and_names_the_lookup() {
     );
 }
 
+/// A consumer's CREATE reads its namespace's provider labels, which its name cannot give.
 #[test]
 fn a_missing_namespace_rejects() {
     let host = host();
-    let out = run(
-        &host,
-        app_request("CREATE", "tenant-gone", "m", "u", &["tenant-gone-admin"]),
-        json!({}),
-    );
+    let mut request = app_request("CREATE", "tenant-gone", "m", "u", &["tenant-gone-admin"]);
+    request["kind"]["kind"] = "Postgres".into();
+    request["resource"]["resource"] = "postgreses".into();
+    request["object"]["kind"] = "Postgres".into();
+    let out = run(&host, request, json!({}));
     assert_eq!(out["code"], 500);
     assert_eq!(
         out["message"],

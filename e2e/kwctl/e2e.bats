@@ -426,6 +426,14 @@ check_invalid_settings() {
   check_invalid_settings settings-invalid-reach-validate-as-400
 }
 
+@test "settings-invalid-block-rejects-its-kind" {
+  check_invalid_settings settings-invalid-block-rejects-its-kind
+}
+
+@test "settings-invalid-block-of-another-kind" {
+  check_invalid_settings settings-invalid-block-of-another-kind
+}
+
 @test "settings-source-kind-without-rules-costs-no-call" {
   check settings-source-kind-without-rules-costs-no-call
 }
@@ -480,6 +488,10 @@ check_invalid_settings() {
 
 @test "failure-namespace-without-ancestor-labels" {
   check failure-namespace-without-ancestor-labels
+}
+
+@test "failure-namespace-outside-the-tree" {
+  check failure-namespace-outside-the-tree
 }
 
 @test "failure-unhandled-resource" {

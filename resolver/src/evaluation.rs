@@ -262,8 +262,18 @@ impl<'a> Evaluation<'a> {
         }
     }
 
-    /// Where a namespace sits in the tenant tree (labels fetched and cross-checked).
+    /// Where a namespace sits in the tenant tree. A tenant namespace (`tenant-…`, valid) is
+    /// placed by its name, without a lookup: its chain, its owner (itself) and every ancestor's
+    /// admin groups follow from it, and this policy's Namespace rule keeps its labels equal to
+    /// that chain. Any other namespace belongs to a tenant only through its labels, so those are
+    /// read and cross-checked with the naming rule, failing closed on a drifted chain.
     pub fn placement(&self, name: &str) -> Result<Placement, Violation> {
+        if let Some(chain) = tenant::chain_from_name(name) {
+            return Ok(Placement {
+                namespace: name.to_owned(),
+                chain,
+            });
+        }
         let ns = self.namespace(name)?;
         tenant::place(&ns.name, &ns.labels).map_err(|err| {
             Violation::rule(format!(
@@ -272,13 +282,9 @@ impl<'a> Evaluation<'a> {
         })
     }
 
-    /// The tenant that owns `namespace`: a tenant namespace owns itself, by name (no lookup,
-    /// and nothing needs to exist yet: a Tenant's CREATE counts in the namespace it is about to
-    /// make); another namespace is owned through its labels, cross-checked when read.
+    /// The tenant that owns `namespace` (a tenant namespace owns itself, by name: nothing needs
+    /// to exist yet, and a Tenant's CREATE counts in the namespace it is about to make).
     pub fn owner_of(&self, namespace: &str) -> Result<Option<String>, Violation> {
-        if tenant::is_tenant_name(namespace) {
-            return Ok(Some(namespace.to_owned()));
-        }
         Ok(self.placement(namespace)?.owner().map(str::to_owned))
     }
 

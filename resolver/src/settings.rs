@@ -204,9 +204,10 @@ impl PartialEq for KindBlocks {
     /// The same kinds with the same decoded fields (or the same problem), however written.
     fn eq(&self, other: &Self) -> bool {
         self.0.len() == other.0.len()
-            && self.iter().zip(other.iter()).all(|((k1, b1), (k2, b2))| {
-                k1 == k2 && b1.fields() == b2.fields()
-            })
+            && self
+                .iter()
+                .zip(other.iter())
+                .all(|((k1, b1), (k2, b2))| k1 == k2 && b1.fields() == b2.fields())
     }
 }
 

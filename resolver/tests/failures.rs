@@ -32,16 +32,21 @@ fn kinds_without_rules_need_no_lookups_beyond_definitions() {
 #[test]
 fn a_failed_lookup_rejects_and_names_the_lookup() {
     let c = cluster();
-    for (fail, expected) in [
+    // A second Monitoring reads the definitions and the instances (tenant-c is placed by its
+    // name); a Kubernetes cluster, a consumer, reads its namespace's provider labels.
+    for (kind, fail, expected) in [
         (
+            "Monitoring",
             "list ApplicationDefinitions",
             "lookup failed: list ApplicationDefinitions: connection refused",
         ),
         (
+            "Monitoring",
             "list HelmReleases",
             "lookup failed: list HelmReleases of kind Monitoring: connection refused",
         ),
         (
+            "Kubernetes",
             "get Namespace",
             "lookup failed: get Namespace tenant-c: connection refused",
         ),
@@ -50,7 +55,7 @@ fn a_failed_lookup_rejects_and_names_the_lookup() {
         recording.fail = vec![fail];
         let request = app(
             Create,
-            "Monitoring",
+            kind,
             "tenant-c",
             "m",
             user("c", &["tenant-c-admin"]),

@@ -172,26 +172,33 @@ fn oidc_group_prefix_and_custom_suffixes() {
     );
 }
 
+/// A tenant namespace is placed by its name: its drifted labels are the Namespace rule's to
+/// refuse, and do not change who administers it. A namespace outside the naming rule belongs to
+/// a tenant only through its labels, and a broken chain there fails closed.
 #[test]
-fn broken_ancestor_labels_fail_closed_for_module_checks() {
+fn broken_ancestor_labels_fail_closed_where_they_place_the_namespace() {
     let mut c = cluster();
     c.namespaces[3]
         .labels
         .remove("tenant.cozystack.io/tenant-root");
-    let verdict = decide(
-        &app(
+    let create = |namespace: &str| {
+        app(
             Create,
             "Monitoring",
-            "tenant-c",
+            namespace,
             "m",
             user("u", &["tenant-c-admin"]),
-        ),
-        &c,
-    );
+        )
+    };
+    assert_allowed(&decide(&create("tenant-c"), &c), &[]);
+    c.namespaces.push(cozystack_resolver::Namespace {
+        name: "vm-pool".into(),
+        labels: labels(&[("tenant.cozystack.io/tenant-c", "")]),
+    });
     assert_denied(
-        &verdict,
+        &decide(&create("vm-pool"), &c),
         403,
-        "namespace tenant-c: tenant ancestor labels disagree with the tenant naming rule (missing tenant.cozystack.io/tenant-root); the policy cannot place the request in the tenant tree — ask a platform administrator to repair the namespace labels",
+        "namespace vm-pool: tenant ancestor labels disagree with the tenant naming rule (missing tenant.cozystack.io/tenant-root); the policy cannot place the request in the tenant tree — ask a platform administrator to repair the namespace labels",
     );
 }
 
