@@ -8,6 +8,9 @@ use serde_json::Value;
 
 use crate::selector::Selector;
 
+/// Object positions by (apiVersion, kind, name).
+pub type ObjectIndex = std::collections::HashMap<(String, String, String), Vec<usize>>;
+
 #[derive(Debug, Clone, Default)]
 pub struct FixtureCluster {
     pub objects: Vec<Value>,
@@ -78,11 +81,47 @@ impl FixtureCluster {
         name: &str,
         namespace: Option<&str>,
     ) -> Option<&Value> {
-        self.objects.iter().find(|o| {
-            Self::is(o, api_version, kind)
-                && str_at(o, &["metadata", "name"]) == name
-                && namespace.is_none_or(|ns| str_at(o, &["metadata", "namespace"]) == ns)
-        })
+        self.objects
+            .iter()
+            .find(|o| Self::is(o, api_version, kind) && Self::named(o, name, namespace))
+    }
+
+    /// `get` through an index of the objects by apiVersion, kind and name (build it with
+    /// [`FixtureCluster::index`]): a dump of thousands of objects is looked up thousands of
+    /// times.
+    pub fn get_indexed<'c>(
+        &'c self,
+        index: &ObjectIndex,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> Option<&'c Value> {
+        let key = (api_version.to_owned(), kind.to_owned(), name.to_owned());
+        index
+            .get(&key)?
+            .iter()
+            .map(|&at| &self.objects[at])
+            .find(|o| Self::named(o, name, namespace))
+    }
+
+    /// The positions of the objects by apiVersion, kind and name.
+    pub fn index(&self) -> ObjectIndex {
+        let mut index = ObjectIndex::new();
+        for (at, o) in self.objects.iter().enumerate() {
+            let key = (
+                str_at(o, &["apiVersion"]).to_owned(),
+                str_at(o, &["kind"]).to_owned(),
+                str_at(o, &["metadata", "name"]).to_owned(),
+            );
+            index.entry(key).or_default().push(at);
+        }
+        index
+    }
+
+    fn named(object: &Value, name: &str, namespace: Option<&str>) -> bool {
+        str_at(object, &["metadata", "name"]) == name
+            && namespace.is_none_or(|ns| str_at(object, &["metadata", "namespace"]) == ns)
     }
 
     pub fn list(

@@ -95,6 +95,9 @@ pub struct HostCache {
     reflectors: Mutex<HashMap<String, Arc<Vec<Value>>>>,
     gets: Mutex<HashMap<String, Fetched>>,
     answers: Option<Mutex<HashMap<String, Arc<str>>>>,
+    /// The cluster's objects by name, for GETs: built on the first, as the API server's own
+    /// storage answers a GET without scanning.
+    index: std::sync::OnceLock<crate::cluster::ObjectIndex>,
 }
 
 impl HostCache {
@@ -294,9 +297,10 @@ impl HostState {
                     match gets.get(&key) {
                         Some((at, object)) if now.duration_since(*at) < GET_CACHE => object.clone(),
                         _ => {
+                            let index = cache.index.get_or_init(|| self.cluster.index());
                             let object = self
                                 .cluster
-                                .get(api_version, kind, name, namespace.as_deref())
+                                .get_indexed(index, api_version, kind, name, namespace.as_deref())
                                 .map(|o| Arc::new(strip_store_fields(o)));
                             gets.insert(key, (now, object.clone()));
                             object
