@@ -75,13 +75,14 @@ struct WireUser {
     groups: Option<Vec<String>>,
 }
 
-/// The parts of an object the decisions read.
+/// The parts of an object the decisions read. The spec stays raw until it is known to be read:
+/// a Namespace's never is.
 #[derive(Deserialize)]
-struct WireObject {
+struct WireObject<'a> {
     #[serde(default)]
     metadata: WireMeta,
-    #[serde(default)]
-    spec: serde_json::Value,
+    #[serde(borrow, default)]
+    spec: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -115,20 +116,35 @@ fn decode_at<'de, T: Deserialize<'de>>(part: &str, raw: &'de RawValue) -> Result
     })
 }
 
+/// An object's state and the name and namespace its metadata states.
+type Decoded = (ObjectState, Option<String>, Option<String>);
+
 fn object(
     field: &str,
     raw: Option<&RawValue>,
-) -> Result<Option<(ObjectState, WireMeta)>, DecodeError> {
+    surface: Surface,
+) -> Result<Option<Decoded>, DecodeError> {
     let Some(raw) = raw.filter(|r| r.get() != "null") else {
         return Ok(None);
     };
-    let wire: WireObject = decode_at(&format!(".{field}"), raw)?;
-    let state = ObjectState {
-        labels: wire.metadata.labels.clone().unwrap_or_default(),
-        terminating: wire.metadata.deletion_timestamp.is_some(),
-        spec: wire.spec,
+    let part = format!(".{field}");
+    let wire: WireObject = decode_at(&part, raw)?;
+    // Only Applications (their values) and HelmReleases (a Tenant's values, adminOnly edits)
+    // are judged by their spec.
+    let spec = match (surface, wire.spec) {
+        (Surface::Namespace, _) | (_, None) => serde_json::Value::Null,
+        (_, Some(spec)) => serde_json::from_str(spec.get()).map_err(|err| DecodeError::Field {
+            path: format!("{part}.spec"),
+            reason: without_position(&err),
+        })?,
     };
-    Ok(Some((state, wire.metadata)))
+    let meta = wire.metadata;
+    let state = ObjectState {
+        labels: meta.labels.unwrap_or_default(),
+        terminating: meta.deletion_timestamp.is_some(),
+        spec,
+    };
+    Ok(Some((state, meta.name, meta.namespace)))
 }
 
 /// Decodes `request` (the AdmissionRequest JSON) into the resolver's model.
@@ -166,19 +182,19 @@ pub fn decode(raw: &RawValue, settings: &Settings) -> Result<Request, DecodeErro
     if user.username.is_empty() && !user.is_audit_replay(operation, settings) {
         return Err(DecodeError::Empty("userInfo.username"));
     }
-    let new = object("object", wire.object)?;
-    let old = object("oldObject", wire.old_object)?;
+    let new = object("object", wire.object, surface)?;
+    let old = object("oldObject", wire.old_object, surface)?;
     // DELETE names the object in the request; fall back to the objects' metadata.
-    let meta = new.as_ref().or(old.as_ref()).map(|(_, meta)| meta);
+    let meta = new.as_ref().or(old.as_ref());
     let name = wire
         .name
         .filter(|n| !n.is_empty())
-        .or_else(|| meta.and_then(|m| m.name.clone()))
+        .or_else(|| meta.and_then(|(_, name, _)| name.clone()))
         .unwrap_or_default();
     let namespace = wire
         .namespace
         .filter(|n| !n.is_empty())
-        .or_else(|| meta.and_then(|m| m.namespace.clone()))
+        .or_else(|| meta.and_then(|(_, _, namespace)| namespace.clone()))
         .unwrap_or_default();
     if name.is_empty() {
         return Err(DecodeError::Empty("name"));
@@ -195,7 +211,7 @@ pub fn decode(raw: &RawValue, settings: &Settings) -> Result<Request, DecodeErro
         user,
         dry_run: wire.dry_run.unwrap_or(false),
         subresource: wire.sub_resource.filter(|s| !s.is_empty()),
-        object: new.map(|(state, _)| state),
-        old_object: old.map(|(state, _)| state),
+        object: new.map(|(state, ..)| state),
+        old_object: old.map(|(state, ..)| state),
     })
 }

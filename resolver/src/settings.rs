@@ -140,11 +140,15 @@ impl Default for Settings {
     }
 }
 
-/// The settings' `definitions`: each kind's block kept as written and decoded the first time
-/// its rules are asked for. Every request carries the settings, and most need one kind's block
-/// of a dozen; [`Settings::from_json`] still decodes and checks every block.
+/// The settings' `definitions`: kept as written, split by kind when a kind's rules are first
+/// asked for, and each kind's block decoded then. Every request carries the settings, and most
+/// need one kind's block of a dozen, or none; [`Settings::from_json`] still decodes and checks
+/// every block.
 #[derive(Debug, Clone, Default)]
-pub struct KindBlocks(BTreeMap<String, KindBlock>);
+pub struct KindBlocks {
+    raw: Option<Arc<str>>,
+    split: OnceLock<BTreeMap<String, KindBlock>>,
+}
 
 /// One kind's block: its JSON text, decoded and checked once.
 #[derive(Debug, Clone)]
@@ -182,28 +186,52 @@ impl KindBlock {
 }
 
 impl KindBlocks {
+    fn blocks(&self) -> &BTreeMap<String, KindBlock> {
+        self.split.get_or_init(|| {
+            let Some(raw) = &self.raw else {
+                return BTreeMap::new();
+            };
+            // An object already (checked when the settings were read).
+            let blocks: BTreeMap<String, &serde_json::value::RawValue> =
+                serde_json::from_str(raw).unwrap_or_default();
+            blocks
+                .into_iter()
+                .map(|(kind, raw)| {
+                    let block = KindBlock {
+                        kind: kind.clone(),
+                        raw: Arc::from(raw.get()),
+                        decoded: OnceLock::new(),
+                    };
+                    (kind, block)
+                })
+                .collect()
+        })
+    }
+
     /// The block of `kind`, if the settings have one.
     pub fn get(&self, kind: &str) -> Option<&KindBlock> {
-        self.0.get(kind)
+        self.blocks().get(kind)
     }
 
     pub fn kinds(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str)
+        self.blocks().keys().map(String::as_str)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &KindBlock)> {
-        self.0.iter().map(|(kind, block)| (kind.as_str(), block))
+        self.blocks()
+            .iter()
+            .map(|(kind, block)| (kind.as_str(), block))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.blocks().is_empty()
     }
 }
 
 impl PartialEq for KindBlocks {
     /// The same kinds with the same decoded fields (or the same problem), however written.
     fn eq(&self, other: &Self) -> bool {
-        self.0.len() == other.0.len()
+        self.blocks().len() == other.blocks().len()
             && self
                 .iter()
                 .zip(other.iter())
@@ -215,34 +243,30 @@ impl Eq for KindBlocks {}
 
 impl Serialize for KindBlocks {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error, SerializeMap};
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (kind, block) in &self.0 {
-            let raw = serde_json::value::RawValue::from_string(block.raw.to_string())
-                .map_err(S::Error::custom)?;
-            map.serialize_entry(kind, &raw)?;
-        }
-        map.end()
+        use serde::ser::Error;
+        let raw = self.raw.as_deref().unwrap_or("{}");
+        serde_json::value::RawValue::from_string(raw.to_owned())
+            .map_err(S::Error::custom)?
+            .serialize(serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for KindBlocks {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let blocks: BTreeMap<String, Box<serde_json::value::RawValue>> =
-            BTreeMap::deserialize(deserializer)?;
-        Ok(KindBlocks(
-            blocks
-                .into_iter()
-                .map(|(kind, raw)| {
-                    let block = KindBlock {
-                        kind: kind.clone(),
-                        raw: Arc::from(raw.get()),
-                        decoded: OnceLock::new(),
-                    };
-                    (kind, block)
-                })
-                .collect(),
-        ))
+        use serde::de::Error;
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        // Valid JSON already; an object is checked now, so that splitting it cannot fail.
+        let text = raw.get().trim();
+        if !text.starts_with('{') {
+            return Err(D::Error::custom(format!(
+                "invalid type: {text}, expected a map of kinds to their rule fields"
+            )));
+        }
+        let empty = text[1..].trim_start().starts_with('}');
+        Ok(KindBlocks {
+            raw: (!empty).then(|| Arc::from(text)),
+            split: OnceLock::new(),
+        })
     }
 }
 
@@ -251,7 +275,8 @@ impl Settings {
     /// problem: what `validate_settings` answers.
     pub fn from_json(json: &str) -> Result<Settings, RuleError> {
         let settings = Self::for_request(json)?;
-        for (_, block) in settings.definitions.iter() {
+        for (kind, block) in settings.definitions.iter() {
+            check_kind(&format!("definitions.{kind:?}"), kind, "the key")?;
             block.fields()?;
         }
         Ok(settings)
@@ -289,8 +314,9 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Checks what serde cannot: empty names, invalid names of classes and kinds (the blocks
-    /// of `definitions` are checked when decoded).
+    /// Checks what serde cannot: empty names, invalid names of classes and kinds (the keys and
+    /// blocks of `definitions` are checked by [`Settings::from_json`], and each block when a
+    /// request first decodes it).
     pub fn validate(&self) -> Result<(), RuleError> {
         let lists = [
             ("platformUsers", &self.platform_users),
@@ -341,9 +367,6 @@ impl Settings {
         }
         for kind in self.release_prefixes.keys() {
             check_kind(&format!("releasePrefixes.{kind:?}"), kind, "the key")?;
-        }
-        for kind in self.definitions.kinds() {
-            check_kind(&format!("definitions.{kind:?}"), kind, "the key")?;
         }
         Ok(())
     }
