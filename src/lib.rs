@@ -50,48 +50,22 @@ fn validate_settings(payload: &[u8]) -> guest::CallResult {
     Ok(serde_json::to_vec(&response)?)
 }
 
-/// The payload with its settings read in one pass: the common case.
-#[derive(serde::Deserialize)]
-struct Fast<'a> {
-    #[serde(borrow)]
-    request: &'a serde_json::value::RawValue,
-    #[serde(default)]
-    settings: Option<settings::Inline>,
-}
-
 /// Decides one `validate` payload. Anything that cannot be decoded is rejected with 400.
 pub fn evaluate(payload: &[u8], host: &dyn Host) -> Verdict {
     let bad = |message: String| Verdict::deny(cozystack_resolver::verdict::BAD_REQUEST, message);
-    // Every request carries the settings: read them with the payload, in one pass; only a
-    // problem makes the payload be read again, the slow way that names its path.
-    let fast = serde_json::from_slice::<Fast>(payload)
-        .ok()
-        .and_then(|fast| {
-            let settings = fast.settings.map_or_else(Default::default, |s| s.0);
-            settings
-                .validate()
-                .is_ok()
-                .then_some((fast.request, settings))
-        });
-    let (raw_request, settings) = match fast {
-        Some(decoded) => decoded,
-        None => {
-            let payload: Payload = match serde_json::from_slice(payload) {
-                Ok(payload) => payload,
-                Err(err) => return bad(format!("cannot decode the validation payload: {err}")),
-            };
-            let settings = match settings::parse_for_request(
-                payload
-                    .settings
-                    .map_or(b"null".as_slice(), |s| s.get().as_bytes()),
-            ) {
-                Ok(settings) => settings,
-                Err(err) => return bad(format!("invalid policy settings: {err}")),
-            };
-            (payload.request, settings)
-        }
+    let payload: Payload = match serde_json::from_slice(payload) {
+        Ok(payload) => payload,
+        Err(err) => return bad(format!("cannot decode the validation payload: {err}")),
     };
-    let request = match admission::decode(raw_request, &settings) {
+    let settings = match settings::parse_for_request(
+        payload
+            .settings
+            .map_or(b"null".as_slice(), |s| s.get().as_bytes()),
+    ) {
+        Ok(settings) => settings,
+        Err(err) => return bad(format!("invalid policy settings: {err}")),
+    };
+    let request = match admission::decode(payload.request, &settings) {
         Ok(request) => request,
         Err(err) => return bad(err.to_string()),
     };
