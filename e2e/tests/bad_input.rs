@@ -177,10 +177,11 @@ fn forged_and_cyclic_ancestor_labels_grant_nothing() {
         "alice",
         &["tenant-ktj-admin"],
     );
+    // A tenant namespace is placed by its name, which labels cannot forge.
     denied(
         &h.run(&request, &[forged], |_| {}),
         403,
-        "namespace tenant-acme: tenant ancestor labels disagree with the tenant naming rule (unexpected tenant.cozystack.io/tenant-ktj); the policy cannot place the request in the tenant tree — ask a platform administrator to repair the namespace labels",
+        "Etcd is a tenant module: only tenant administrators (members of tenant-acme-admin, tenant-acme-super-admin or of an ancestor tenant's admin groups) and the platform may create it in tenant-acme, and alice is neither; ask a tenant administrator to create it from Administration → Modules",
     );
     // tenant-ktj claims its own child as an ancestor: a cycle.
     let cyclic = namespace(
@@ -198,7 +199,25 @@ fn forged_and_cyclic_ancestor_labels_grant_nothing() {
     denied(
         &h.run(&request, &[cyclic], |_| {}),
         403,
-        "namespace tenant-ktj: tenant ancestor labels disagree with the tenant naming rule (unexpected tenant.cozystack.io/tenant-ktj-htdev); the policy cannot place the request in the tenant tree — ask a platform administrator to repair the namespace labels",
+        "Info is a tenant module: only tenant administrators (members of tenant-ktj-admin, tenant-ktj-super-admin or of an ancestor tenant's admin groups) and the platform may create it in tenant-ktj, and hank is neither; ask a tenant administrator to create it from Administration → Modules",
+    );
+    // Outside the naming rule the labels are all there is, and a forged chain fails closed.
+    let outside = namespace(
+        "vm-pool",
+        json!({"tenant.cozystack.io/tenant-root": "", "tenant.cozystack.io/tenant-ktj-htdev": ""}),
+    );
+    let request = ShortRequest::new(
+        "CREATE",
+        "Info",
+        "vm-pool",
+        "info",
+        "hank",
+        &["tenant-ktj-htdev-admin"],
+    );
+    denied(
+        &h.run(&request, &[outside], |_| {}),
+        403,
+        "namespace vm-pool: tenant ancestor labels disagree with the tenant naming rule (missing tenant.cozystack.io/tenant-ktj); the policy cannot place the request in the tenant tree — ask a platform administrator to repair the namespace labels",
     );
 }
 
