@@ -394,9 +394,13 @@ fn workloads(bundle: &Bundle) -> Vec<Workload> {
         only_settings,
         100,
     ));
-    let cluster = tree(bundle, 4000, |ns, objects| {
-        objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"))
-    });
+    // Every tenant runs a Kubernetes cluster on the root's providers.
+    let consumed_tree = |tenants| {
+        tree(bundle, tenants, |ns, objects| {
+            objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"))
+        })
+    };
+    let cluster = consumed_tree(4000);
     let delete_root_monitoring = || {
         ShortRequest::new(
             "DELETE",
@@ -508,17 +512,8 @@ fn workloads(bundle: &Bundle) -> Vec<Workload> {
     // The consumed DELETE at ten times the scale.
     out.push(workload(
         "DELETE shared provider, 40000 tenants",
-        tree(bundle, 40_000, |ns, objects| {
-            objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"))
-        }),
-        ShortRequest::new(
-            "DELETE",
-            "Monitoring",
-            "tenant-root",
-            "monitoring",
-            "rita",
-            &["tenant-root-admin"],
-        ),
+        consumed_tree(40_000),
+        delete_root_monitoring(),
         settings,
         80_002,
     ));
