@@ -303,6 +303,7 @@ impl Cluster for HostCluster<'_> {
                     protection: spec.protection,
                     capability: spec.capability,
                     release_prefix: spec.release.and_then(|r| r.prefix),
+                    plural: None,
                 })
             })
             .collect())

@@ -294,6 +294,7 @@ pub fn evaluation(data: &[u8]) {
             protection: Some(json!({"deletion": "protect"})),
             capability: Some(json!({"provides": ["monitoring"], "share": "children"})),
             release_prefix: None,
+            plural: None,
         },
         Definition {
             name: "postgres".into(),
@@ -303,6 +304,7 @@ pub fn evaluation(data: &[u8]) {
             protection: None,
             capability: Some(json!({"consumes": ["monitoring"]})),
             release_prefix: None,
+            plural: None,
         },
         Definition {
             name: "gateway".into(),
@@ -312,6 +314,7 @@ pub fn evaluation(data: &[u8]) {
             protection: None,
             capability: None,
             release_prefix: None,
+            plural: None,
         },
     ];
     let snapshot = Snapshot {

@@ -149,7 +149,18 @@ pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String
         None,
     )));
     let cluster = HostCluster::new(&host);
-    let definitions = cluster.definitions().map_err(|e| e.to_string())?;
+    let mut definitions = cluster.definitions().map_err(|e| e.to_string())?;
+    // The dashboard has the whole definitions: the plural is what RBAC is asked about.
+    for d in &mut definitions {
+        d.plural = bundle
+            .cluster
+            .objects
+            .iter()
+            .find(|o| o.pointer("/spec/application/kind").and_then(Value::as_str) == Some(&d.kind))
+            .and_then(|o| o.pointer("/spec/application/plural"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    }
     let mut instances = Vec::new();
     for d in &definitions {
         let list = cluster
@@ -167,10 +178,55 @@ pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String
         "instances": instances,
         "settings": bundle.settings,
         "users": [
-            {"username": "alice", "groups": ["tenant-ktj-admin"], "title": "alice — admin of tenant-ktj"},
-            {"username": "dave", "groups": ["tenant-acme-use"], "title": "dave — user of tenant-acme"},
-            {"username": "carol", "groups": ["tenant-acme-admin"], "title": "carol — admin of tenant-acme"},
-            {"username": "admin", "groups": ["cozystack-cluster-admin"], "title": "admin — platform administrator"},
+            {"username": "alice", "groups": ["tenant-ktj-admin"], "title": "alice — admin of tenant-ktj", "access": rules(TENANT_ADMIN)},
+            {"username": "dave", "groups": ["tenant-acme-use"], "title": "dave — user of tenant-acme", "access": rules(&[])},
+            {"username": "carol", "groups": ["tenant-acme-admin"], "title": "carol — admin of tenant-acme", "access": rules(TENANT_ADMIN)},
+            {"username": "sam", "groups": ["tenant-acme-super-admin"], "title": "sam — super-admin of tenant-acme", "access": rules(&["*"])},
+            {"username": "admin", "groups": ["cozystack-cluster-admin"], "title": "admin — platform administrator", "access": rules(&["*"])},
         ],
     }))
+}
+
+/// The `apps.cozystack.io` resources `cozy:tenant:admin` may write
+/// (`packages/system/cozystack-basics/templates/clusterroles.yaml`): the catalog apps, Info and
+/// SeaweedFS, not the other modules or Tenants.
+const TENANT_ADMIN: &[&str] = &[
+    "buckets",
+    "clickhouses",
+    "foos",
+    "foundationdbs",
+    "harbors",
+    "httpcaches",
+    "kafkas",
+    "kuberneteses",
+    "mariadbs",
+    "mongodbs",
+    "natses",
+    "openbaos",
+    "opensearches",
+    "postgreses",
+    "qdrants",
+    "rabbitmqs",
+    "redises",
+    "seaweedfses",
+    "tcpbalancers",
+    "virtualmachines",
+    "vmdisks",
+    "vminstances",
+    "vpns",
+    "infos",
+    "virtualprivateclouds",
+];
+
+/// A SelfSubjectRulesReview's status as the API server answers it for a tenant role: every
+/// role reads all kinds (`cozy:tenant:view`), and writes `writable` (`*` for super-admin, the
+/// tenant ServiceAccount and the platform's administrators).
+fn rules(writable: &[&str]) -> Value {
+    let mut rules = vec![
+        json!({"verbs": ["get", "list", "watch"], "apiGroups": ["apps.cozystack.io"], "resources": ["*"]}),
+    ];
+    if !writable.is_empty() {
+        rules.push(json!({"verbs": ["create", "update", "patch", "delete"], "apiGroups": ["apps.cozystack.io"], "resources": writable}));
+    }
+    json!({"resourceRules": rules, "nonResourceRules": [], "incomplete": false})
 }

@@ -235,6 +235,7 @@ fn unread_definitions(cluster: &FixtureCluster, settings: &Value) -> Result<Vec<
             protection: object.pointer("/spec/protection").cloned(),
             capability: object.pointer("/spec/capability").cloned(),
             release_prefix: text(object, "/spec/release/prefix"),
+            plural: None,
         };
         let kind = definition.kind.clone();
         // The rules a kind gets with these definitions; the prefix is not a rule.

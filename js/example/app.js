@@ -17,6 +17,8 @@ function render() {
     JSON.stringify(namespace),
     JSON.stringify(cluster.instances),
     JSON.stringify(cluster.settings),
+    // The user's RBAC in the namespace, as a SelfSubjectRulesReview answers it.
+    JSON.stringify(user.access),
   ));
   const lists = { marketplace: document.getElementById("marketplace"), modules: document.getElementById("modules") };
   for (const list of Object.values(lists)) list.replaceChildren();
@@ -29,6 +31,7 @@ function render() {
     const button = Object.assign(document.createElement("button"), { textContent: "Create", disabled: !entry.canCreate });
     item.append(name, button);
     if (entry.reason) item.append(Object.assign(document.createElement("span"), { className: "reason", textContent: entry.reason }));
+    if (entry.refusedBy) item.dataset.refusedBy = entry.refusedBy;
     for (const w of entry.warnings ?? []) item.append(Object.assign(document.createElement("span"), { className: "warning", textContent: w }));
     lists[entry.placement].append(item);
   }

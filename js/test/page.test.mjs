@@ -53,31 +53,45 @@ async function row(section, kind) {
   return {
     disabled: await item.locator("button").isDisabled(),
     reason: (await item.locator(".reason").count()) ? await item.locator(".reason").textContent() : null,
+    refusedBy: await item.getAttribute("data-refused-by"),
   };
 }
 
-test("a tenant user sees modules disabled with the reason, the catalog open, hidden kinds absent", async () => {
+const rbac = (user, plural, namespace) =>
+  `RBAC: ${user} may not create ${plural}.apps.cozystack.io in ${namespace} (no role grants it); ask an administrator of the tenant for a role that grants it`;
+
+test("a tenant user reads the catalog but creates nothing: RBAC's refusal first, then the policy's", async () => {
   await choose("dave — user of tenant-acme", "tenant-acme");
+  assert.deepEqual(await row("marketplace", "Redis"), { disabled: true, reason: rbac("dave", "redises", "tenant-acme"), refusedBy: "rbac" });
   const monitoring = await row("modules", "Monitoring");
   assert.equal(monitoring.disabled, true);
-  assert.match(monitoring.reason, /^Monitoring is a tenant module: .* and dave is neither/);
-  assert.deepEqual(await row("marketplace", "Redis"), { disabled: false, reason: null });
+  assert.equal(monitoring.refusedBy, "both");
+  assert.ok(monitoring.reason.startsWith(`${rbac("dave", "monitorings", "tenant-acme")}; the policy would refuse it too: Monitoring is a tenant module: `), monitoring.reason);
   assert.equal(await row("marketplace", "Monitoring"), null);
   assert.equal(await page.locator("#hidden").textContent(), "");
 });
 
-test("the tenant admin may enable a module that is not there yet", async () => {
+test("a tenant admin's role writes SeaweedFS and Info but not Monitoring; the policy counts Info", async () => {
   await choose("carol — admin of tenant-acme", "tenant-acme");
-  assert.deepEqual(await row("modules", "Monitoring"), { disabled: false, reason: null });
+  assert.deepEqual(await row("modules", "SeaweedFS"), { disabled: false, reason: null, refusedBy: null });
+  assert.deepEqual(await row("modules", "Monitoring"), { disabled: true, reason: rbac("carol", "monitorings", "tenant-acme"), refusedBy: "rbac" });
   const info = await row("modules", "Info");
   assert.equal(info.disabled, true);
+  assert.equal(info.refusedBy, "policy");
   assert.match(info.reason, /^Info: at most 1 per tenant tenant-acme; already present: info/);
+  assert.deepEqual(await row("marketplace", "Redis"), { disabled: false, reason: null, refusedBy: null });
 });
 
-test("a singleton already present is disabled with the existing instance named", async () => {
+test("a super-admin may enable a module that is not there yet", async () => {
+  await choose("sam — super-admin of tenant-acme", "tenant-acme");
+  assert.deepEqual(await row("modules", "Monitoring"), { disabled: false, reason: null, refusedBy: null });
+});
+
+test("a singleton already present is refused by both halves, RBAC named first", async () => {
   await choose("alice — admin of tenant-ktj", "tenant-ktj");
   const monitoring = await row("modules", "Monitoring");
   assert.equal(monitoring.disabled, true);
-  assert.equal(monitoring.reason, "Monitoring: at most 1 per tenant tenant-ktj; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)");
+  assert.equal(monitoring.refusedBy, "both");
+  assert.equal(monitoring.reason, `${rbac("alice", "monitorings", "tenant-ktj")}; the policy would refuse it too: Monitoring: at most 1 per tenant tenant-ktj; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)`);
   await page.screenshot({ path: fileURLToPath(new URL("../../target/js/catalog.png", import.meta.url)), fullPage: true });
 });

@@ -28,3 +28,25 @@ test("invalid settings are reported like validate_settings", () => {
 test("malformed input throws with the field named", () => {
   assert.throws(() => api.evaluate("{", "{}", undefined), /request: EOF while parsing/);
 });
+
+test("the catalog's RBAC half: a SelfSubjectRulesReview or verbs per resource, and which half refused", () => {
+  const cluster = JSON.parse(readFileSync(new URL("../../target/js/cluster.json", import.meta.url)));
+  const acme = cluster.namespaces.find((ns) => ns.name === "tenant-acme");
+  const carol = cluster.users.find((u) => u.username === "carol");
+  const catalog = (access) => Object.fromEntries(JSON.parse(api.catalog(
+    JSON.stringify(cluster.definitions), JSON.stringify({ username: "carol", groups: carol.groups }),
+    JSON.stringify(acme), JSON.stringify(cluster.instances), JSON.stringify(cluster.settings),
+    access === undefined ? undefined : JSON.stringify(access),
+  )).map((e) => [e.kind, e]));
+  const review = catalog(carol.access);
+  assert.equal(review.Redis.canCreate, true);
+  assert.equal(review.Monitoring.refusedBy, "rbac");
+  assert.equal(review.Monitoring.reason, "RBAC: carol may not create monitorings.apps.cozystack.io in tenant-acme (no role grants it); ask an administrator of the tenant for a role that grants it");
+  const verbs = catalog({ monitorings: ["create"], Redis: ["get"] });
+  assert.equal(verbs.Monitoring.canCreate, true);
+  assert.equal(verbs.Redis.refusedBy, "rbac");
+  const policyOnly = catalog(undefined);
+  assert.equal(policyOnly.Monitoring.canCreate, true);
+  assert.equal(policyOnly.Info.refusedBy, "policy");
+  assert.throws(() => catalog([1, 2]), /access: /);
+});

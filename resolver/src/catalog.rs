@@ -1,9 +1,11 @@
 //! What a dashboard shows: for every kind, where it appears and whether this user may create
-//! one in this namespace now. Each answer is [`crate::evaluate`] on the CREATE the dashboard
-//! would send, so the dashboard and admission cannot disagree.
+//! one in this namespace now. The policy's half is [`crate::evaluate`] on the CREATE the
+//! dashboard would send, so the dashboard and admission cannot disagree; RBAC's half is what
+//! the dashboard learned from the API server ([`Access`]), which checks it before admission.
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::{Access, Rbac};
 use crate::facts::{Instance, Namespace, Snapshot};
 use crate::identity::User;
 use crate::request::{ObjectState, Operation, Request, Surface};
@@ -28,21 +30,36 @@ pub struct Entry {
     pub kind: String,
     pub placement: Placement,
     pub can_create: bool,
-    /// Why not, when `can_create` is false: the message admission would return.
+    /// Why not, when `can_create` is false: RBAC's refusal first (the API server checks it
+    /// before admission), then the message admission would return.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Which half refused, when `can_create` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_by: Option<RefusedBy>,
     /// What admission would warn about (a consumed class without a provider).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
 
-/// One entry per definition, in the definitions' order.
+/// Which half of the answer refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RefusedBy {
+    Rbac,
+    Policy,
+    Both,
+}
+
+/// One entry per definition, in the definitions' order. Without `access` only the policy's
+/// half is answered.
 pub fn catalog(
     definitions: &[Definition],
     user: &User,
     namespace: &Namespace,
     instances: &[Instance],
     settings: &Settings,
+    access: Option<&Access>,
 ) -> Vec<Entry> {
     let set = DefinitionSet::build(definitions.to_vec(), &settings.definitions);
     let snapshot = Snapshot {
@@ -75,11 +92,25 @@ pub fn catalog(
                 old_object: None,
             };
             let verdict = crate::evaluate(&request, settings, &snapshot);
+            let plural = definition.plural.as_deref().unwrap_or(&definition.kind);
+            let rbac = access.map_or(Rbac::Allowed, |access| {
+                access.create(&user.username, &definition.kind, plural, &namespace.name)
+            });
+            let (refused_by, reason) = match (rbac, verdict.message) {
+                (Rbac::Allowed, None) => (None, None),
+                (Rbac::Allowed, Some(policy)) => (Some(RefusedBy::Policy), Some(policy)),
+                (Rbac::Refused(rbac), None) => (Some(RefusedBy::Rbac), Some(rbac)),
+                (Rbac::Refused(rbac), Some(policy)) => (
+                    Some(RefusedBy::Both),
+                    Some(format!("{rbac}; the policy would refuse it too: {policy}")),
+                ),
+            };
             Entry {
                 kind: definition.kind.clone(),
                 placement,
-                can_create: verdict.allowed,
-                reason: verdict.message,
+                can_create: verdict.allowed && refused_by.is_none(),
+                reason,
+                refused_by,
                 warnings: verdict.warnings,
             }
         })

@@ -97,6 +97,7 @@ impl<'a> Evaluation<'a> {
                     protection: None,
                     capability: None,
                     release_prefix: Some(prefix.clone()),
+                    plural: None,
                 })
                 .collect(),
         };

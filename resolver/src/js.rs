@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use wasm_bindgen::prelude::*;
 
+use crate::access::Access;
 use crate::facts::{Instance, Namespace, Snapshot};
 use crate::rules::Definition;
 use crate::{Request, Settings, User};
@@ -26,8 +27,11 @@ fn to_json(value: &impl Serialize) -> Result<String, JsError> {
     serde_json::to_string(value).map_err(|e| JsError::new(&e.to_string()))
 }
 
-/// `catalog(definitions, user, namespace, instances, settings?)` → JSON list of
-/// `{kind, placement: "marketplace"|"modules"|"hidden", canCreate, reason?, warnings?}`.
+/// `catalog(definitions, user, namespace, instances, settings?, access?)` → JSON list of
+/// `{kind, placement: "marketplace"|"modules"|"hidden", canCreate, reason?, refusedBy?:
+/// "rbac"|"policy"|"both", warnings?}`. `access` is the user's RBAC in the namespace: a
+/// SelfSubjectRulesReview's `status`, or verbs per plural or kind; without it only the policy's
+/// half is answered.
 #[wasm_bindgen]
 pub fn catalog(
     definitions: &str,
@@ -35,17 +39,20 @@ pub fn catalog(
     namespace: &str,
     instances: &str,
     settings_json: Option<String>,
+    access_json: Option<String>,
 ) -> Result<String, JsError> {
     let definitions: Vec<Definition> = parse("definitions", definitions)?;
     let user: User = parse("user", user)?;
     let namespace: Namespace = parse("namespace", namespace)?;
     let instances: Vec<Instance> = parse("instances", instances)?;
+    let access: Option<Access> = access_json.map(|json| parse("access", &json)).transpose()?;
     let entries = crate::catalog::catalog(
         &definitions,
         &user,
         &namespace,
         &instances,
         &settings(settings_json)?,
+        access.as_ref(),
     );
     to_json(&entries)
 }

@@ -4,6 +4,7 @@
 //! No I/O lives here. The Kubewarden policy answers [`Cluster`] with host calls; the
 //! dashboard build and the tests answer it with a [`Snapshot`].
 
+pub mod access;
 pub mod capability;
 pub mod cardinality;
 pub mod catalog;

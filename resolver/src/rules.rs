@@ -326,6 +326,10 @@ pub struct Definition {
     /// policy read app names from release names instead of from their labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_prefix: Option<String>,
+    /// `spec.application.plural`, the resource RBAC is asked about (dashboards; the policy does
+    /// not read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plural: Option<String>,
 }
 
 impl Definition {

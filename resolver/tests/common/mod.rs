@@ -50,6 +50,7 @@ pub fn definition(name: &str, kind: &str, fields: serde_json::Value) -> Definiti
         protection: fields.get("protection").cloned(),
         capability: fields.get("capability").cloned(),
         release_prefix: None,
+        plural: None,
     }
 }
 
