@@ -334,7 +334,9 @@ impl Report {
     }
 
     /// What a person reads: per tenant namespace, each flagged object and the policy's message.
-    pub fn text(&self) -> String {
+    /// The report a person reads: the findings per namespace, and how many namespaces are
+    /// clean (named only with `list_clean`: at thousands of tenants the list is the report).
+    pub fn text(&self, list_clean: bool) -> String {
         let groups = self.by_namespace();
         let mut out = format!(
             "Pre-flight: {} objects replayed as the audit scanner sends them, in {} namespaces\n",
@@ -365,19 +367,20 @@ impl Report {
             }
         }
         let findings = self.findings();
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         if findings == 0 {
             out.push_str("\nNo findings: every namespace is clean.\n");
         } else {
             let flagged = groups.len() - clean.len();
+            let clean = match (clean.len(), list_clean) {
+                (0, _) => "no namespace is clean".to_owned(),
+                (n, true) => format!("{n} clean: {}", clean.join(", ")),
+                (n, false) => format!("{n} namespace{} clean (--list-clean names them)", plural(n)),
+            };
             out.push_str(&format!(
-                "\n{findings} finding{} in {flagged} namespace{}; clean: {}\n",
-                if findings == 1 { "" } else { "s" },
-                if flagged == 1 { "" } else { "s" },
-                if clean.is_empty() {
-                    "none".to_owned()
-                } else {
-                    clean.join(", ")
-                }
+                "\n{findings} finding{} in {flagged} namespace{}; {clean}\n",
+                plural(findings),
+                plural(flagged),
             ));
         }
         out

@@ -32,8 +32,18 @@ fn preflight_reports_exactly_the_known_problems() {
 
     let report = replay("problems.yaml");
     assert_eq!(report.findings(), 5);
-    let text = report.text();
+    let text = report.text(false);
     assert_eq!(text, committed("problems.txt"));
+    // The clean namespaces are counted; named only on request.
+    assert!(
+        text.ends_with(
+            "5 findings in 4 namespaces; 3 namespaces clean (--list-clean names them)\n"
+        ),
+        "{text}"
+    );
+    assert!(report.text(true).ends_with(
+        "5 findings in 4 namespaces; 3 clean: cozy-system, tenant-clean, tenant-root\n"
+    ));
     // Each duplicate is reported, naming the other.
     for (release, other) in [
         ("monitoring", "monitoring-2"),
@@ -53,7 +63,7 @@ fn preflight_reports_exactly_the_known_problems() {
     let clean = replay("clean.yaml");
     assert_eq!(clean.findings(), 0);
     assert_eq!(
-        clean.text(),
+        clean.text(false),
         "Pre-flight: 6 objects replayed as the audit scanner sends them, in 3 namespaces\n\nNo findings: every namespace is clean.\n"
     );
     assert!(
@@ -78,18 +88,18 @@ fn preflight_reports_exactly_the_known_problems() {
     settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "", "Etcd": ""});
     let report = preflight::run(&policy, dump.clone(), &settings_only, &|_, _| {})
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(report.findings(), 1, "{}", report.text());
-    assert!(report.text().contains(
+    assert_eq!(report.findings(), 1, "{}", report.text(false));
+    assert!(report.text(false).contains(
         "(ApplicationDefinitions): 1 finding\n  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the settings, and definitionSource is settings, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
-    ), "{}", report.text());
+    ), "{}", report.text(false));
 
     // The release prefixes stand in for the definitions' own: a wrong one misnames every
     // release of its kind, a missing one for a kind with rules makes its lists carry labels.
     settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "monitoring-"});
     let report =
         preflight::run(&policy, dump, &settings_only, &|_, _| {}).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(report.findings(), 3, "{}", report.text());
-    let text = report.text();
+    assert_eq!(report.findings(), 3, "{}", report.text(false));
+    let text = report.text(false);
     for line in [
         "  ApplicationDefinition monitoring [fail] releasePrefixes.Monitoring is \"monitoring-\", but ApplicationDefinition monitoring states spec.release.prefix \"\": the policy would name every Monitoring release wrongly; set releasePrefixes.Monitoring: \"\"\n",
         "  ApplicationDefinition etcd [warn] ApplicationDefinition etcd states spec.release.prefix \"\" for Etcd, which has rules in the settings, and releasePrefixes has no entry for it: the policy reads Etcd's release names from their labels, about 4x the bytes per list; set releasePrefixes.Etcd: \"\"\n",
@@ -110,6 +120,14 @@ fn preflight_reports_exactly_the_known_problems() {
     assert_eq!(
         String::from_utf8_lossy(&problems.stdout),
         committed("problems.txt")
+    );
+    // Piped, stderr carries no progress bar: the dump's size, then one closing line.
+    let stderr = String::from_utf8_lossy(&problems.stderr);
+    assert!(
+        stderr.starts_with("read 20 objects in ")
+            && stderr.contains("\nreplayed 16 objects, done in ")
+            && stderr.lines().count() == 2,
+        "{stderr}"
     );
     assert_eq!(cli("clean.yaml").status.code(), Some(0));
     let missing = cli("no-such-dump.yaml");

@@ -1,6 +1,7 @@
 //! `cozystack-e2e run|demo|export|preflight`: drives the built policy wasm through the waPC
 //! host.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use cozystack_e2e::policy::Policy;
@@ -128,17 +129,18 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     }
 }
 
-/// `preflight [--settings FILE] [--output text|policyreport] DUMP...`: exit 0 when nothing is
-/// flagged, 1 when something is, 2 when the dump or the settings cannot be used.
+/// `preflight [--settings FILE] [--output text|policyreport] [--list-clean] DUMP...`: exit 0
+/// when nothing is flagged, 1 when something is, 2 when the dump or the settings cannot be used.
 fn preflight(args: &[String]) -> Result<ExitCode, String> {
-    let usage =
-        "usage: cozystack-e2e preflight [--settings FILE] [--output text|policyreport] DUMP...";
+    let usage = "usage: cozystack-e2e preflight [--settings FILE] [--output text|policyreport] [--list-clean] DUMP...";
     let (mut settings_path, mut output, mut dumps) = (None, "text".to_owned(), Vec::new());
+    let mut list_clean = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--settings" => settings_path = Some(args.next().ok_or(usage)?.clone()),
             "--output" => output = args.next().ok_or(usage)?.clone(),
+            "--list-clean" => list_clean = true,
             flag if flag.starts_with("--") => return Err(format!("unknown flag {flag}; {usage}")),
             path => dumps.push(std::path::PathBuf::from(path)),
         }
@@ -166,10 +168,17 @@ fn preflight(args: &[String]) -> Result<ExitCode, String> {
         cluster.objects.len(),
         started.elapsed().as_secs_f64()
     );
+    // A bar on a terminal; piped or redirected, nothing but the closing line below.
+    let bar = std::io::stderr().is_terminal().then(|| {
+        indicatif::ProgressBar::new(0).with_style(
+            indicatif::ProgressStyle::with_template("replaying {bar:40} {pos}/{len} ({eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        )
+    });
     let progress = |done: usize, total: usize| {
-        eprint!("\rreplayed {done}/{total}");
-        if done == total {
-            eprintln!();
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
         }
     };
     let policy = match Policy::load_annotated(&policy_path()) {
@@ -180,13 +189,20 @@ fn preflight(args: &[String]) -> Result<ExitCode, String> {
         Ok(report) => report,
         Err(err) => return fail(err),
     };
-    eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    eprintln!(
+        "replayed {} objects, done in {:.1} s",
+        report.judged.len(),
+        started.elapsed().as_secs_f64()
+    );
     match output.as_str() {
         "policyreport" => print!(
             "{}",
             preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))?
         ),
-        _ => print!("{}", report.text()),
+        _ => print!("{}", report.text(list_clean)),
     }
     Ok(if report.findings() == 0 {
         ExitCode::SUCCESS
