@@ -10,7 +10,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::RuleError;
+use crate::error::{RuleError, decode_json};
 use crate::settings::{KindBlock, KindBlocks};
 
 /// Where the dashboard shows a kind, and therefore who may write it.
@@ -342,20 +342,14 @@ impl Definition {
         ) -> Result<Option<T>, RuleError> {
             match value {
                 None | Some(serde_json::Value::Null) => Ok(None),
+                // Through text, so the settings and the definitions share one decoder.
                 Some(value) => {
-                    // Through text, so the settings and the definitions share one decoder;
-                    // the path is tracked only to word an error.
-                    let text = value.to_string();
-                    if let Ok(decoded) = serde_json::from_str(&text) {
-                        return Ok(Some(decoded));
-                    }
-                    let deserializer = &mut serde_json::Deserializer::from_str(&text);
-                    serde_path_to_error::deserialize(deserializer)
+                    decode_json(&value.to_string())
                         .map(Some)
                         .map_err(|err| RuleError::Definition {
                             definition: definition.to_owned(),
-                            path: join_path(name, &err.path().to_string()),
-                            reason: crate::error::without_position(&err.into_inner()),
+                            path: join_path(name, &err.path),
+                            reason: err.reason,
                         })
                 }
             }

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::RuleError;
+use crate::error::{RuleError, decode_json};
 use crate::rules::RuleFields;
 
 /// What happens when a platform identity would break a cardinality or protection rule.
@@ -164,19 +164,11 @@ impl KindBlock {
         self.decoded
             .get_or_init(|| {
                 let path = format!("definitions.{}", self.kind);
-                // Plainly first; the path is tracked only to word a problem.
-                let fields: RuleFields = match serde_json::from_str(&self.raw) {
-                    Ok(fields) => fields,
-                    Err(_) => {
-                        let deserializer = &mut serde_json::Deserializer::from_str(&self.raw);
-                        serde_path_to_error::deserialize(deserializer).map_err(|err| {
-                            RuleError::Invalid {
-                                path: crate::rules::join_path(&path, &err.path().to_string()),
-                                reason: crate::error::without_position(&err.into_inner()),
-                            }
-                        })?
-                    }
-                };
+                let fields: RuleFields =
+                    decode_json(&self.raw).map_err(|err| RuleError::Invalid {
+                        path: crate::rules::join_path(&path, &err.path),
+                        reason: err.reason,
+                    })?;
                 fields.validate(&format!("{path}."))?;
                 Ok(fields)
             })
@@ -296,20 +288,10 @@ impl Settings {
                 reason: "must be an object".into(),
             });
         }
-        // Every request carries the settings: decode them plainly, and track the path of a
-        // problem only when there is one (path tracking is a third of a request's cost).
-        let settings: Settings = match serde_json::from_str(json) {
-            Ok(settings) => settings,
-            Err(_) => {
-                let deserializer = &mut serde_json::Deserializer::from_str(json);
-                serde_path_to_error::deserialize(deserializer).map_err(|err| {
-                    RuleError::Invalid {
-                        path: display_path(&err.path().to_string()),
-                        reason: crate::error::without_position(&err.into_inner()),
-                    }
-                })?
-            }
-        };
+        let settings: Settings = decode_json(json).map_err(|err| RuleError::Invalid {
+            path: display_path(&err.path),
+            reason: err.reason,
+        })?;
         settings.validate()?;
         Ok(settings)
     }
