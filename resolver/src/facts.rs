@@ -312,12 +312,10 @@ impl Cluster for Snapshot {
         let annotations = owner
             .into_iter()
             .flat_map(|(ns, name)| [(HELM_RELEASE_NAMESPACE, ns), (HELM_RELEASE_NAME, name)]);
-        let map = |pairs: &mut dyn Iterator<Item = (&str, &str)>| -> Labels {
-            pairs.map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
-        };
+        let owned = |(k, v): (&str, &str)| (k.to_owned(), v.to_owned());
         Ok(Some(ReleaseMeta {
-            labels: map(&mut labels.into_iter()),
-            annotations: map(&mut annotations.into_iter()),
+            labels: labels.into_iter().map(owned).collect(),
+            annotations: annotations.map(owned).collect(),
             values: i.values.clone(),
         }))
     }
