@@ -1006,7 +1006,6 @@ fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
     }
 }
 
-/// Every distinct list request the policy made over the whole scenario suite.
 /// The distinct list keys the scenarios open, per settings: one deployment runs one set of
 /// settings (say `definitionSource: settings` without release prefixes, whose lists carry
 /// labels), so the bound holds per settings. The largest such set.
@@ -1015,12 +1014,11 @@ fn list_keys(policy: &Policy, bundle: &Bundle) -> BTreeSet<String> {
         scenario::load_dir(&workspace().join("e2e/scenarios")).unwrap_or_else(|e| panic!("{e}"));
     let mut by_settings: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (_, s) in &scenarios {
-        let (Ok(prepared), Ok(outcome)) = (bundle.prepare(s), scenario::run(policy, bundle, s))
-        else {
+        let Ok(outcome) = scenario::run(policy, bundle, s) else {
             continue;
         };
         by_settings
-            .entry(prepared.settings.to_string())
+            .entry(outcome.prepared.settings.to_string())
             .or_default()
             .extend(
                 outcome

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::host::{CallbackRequest, Exchange};
-use crate::scenario::{Bundle, Outcome, Prepared, Scenario};
+use crate::scenario::{Bundle, Outcome, Scenario};
 
 #[derive(Serialize)]
 #[serde(tag = "type")]
@@ -50,10 +50,8 @@ fn pretty(value: &Value) -> String {
 }
 
 /// The files of one exported scenario, by name within its directory.
-pub fn scenario_files(
-    prepared: &Prepared,
-    outcome: &Outcome,
-) -> Result<Option<BTreeMap<String, String>>, String> {
+pub fn scenario_files(outcome: &Outcome) -> Result<Option<BTreeMap<String, String>>, String> {
+    let prepared = &outcome.prepared;
     let (Some(request), Some(evaluation)) = (&prepared.request, &outcome.evaluation) else {
         return Ok(None);
     };
@@ -138,9 +136,8 @@ pub fn export_all(
     let mut files = BTreeMap::new();
     let mut bats = String::from(BATS_HEADER);
     for scenario in scenarios {
-        let prepared = bundle.prepare(scenario)?;
         let outcome = crate::scenario::run(policy, bundle, scenario)?;
-        let Some(scenario_files) = scenario_files(&prepared, &outcome)? else {
+        let Some(scenario_files) = scenario_files(&outcome)? else {
             continue;
         };
         for (name, content) in scenario_files {

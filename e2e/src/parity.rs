@@ -69,8 +69,8 @@ pub fn case(
     bundle: &Bundle,
     scenario: &Scenario,
 ) -> Result<Option<Value>, String> {
-    let prepared = bundle.prepare(scenario)?;
     let outcome = scenario::run(policy, bundle, scenario)?;
+    let prepared = &outcome.prepared;
     let Some(evaluation) = &outcome.evaluation else {
         return Ok(None);
     };

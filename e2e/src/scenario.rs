@@ -332,8 +332,9 @@ pub struct Prepared {
     pub request: Option<Value>,
 }
 
-/// The outcome of one scenario.
+/// The outcome of one scenario, with the inputs it was run on.
 pub struct Outcome {
+    pub prepared: Prepared,
     pub settings_response: Value,
     pub evaluation: Option<Evaluation>,
     pub problems: Vec<String>,
@@ -467,6 +468,7 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
     }
     if prepared.payload.is_empty() {
         return Ok(Outcome {
+            prepared,
             settings_response,
             evaluation: None,
             problems,
@@ -540,6 +542,7 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
             .push("a denial must state its expected message (message or messageMatches)".into());
     }
     Ok(Outcome {
+        prepared,
         settings_response,
         evaluation: Some(evaluation),
         problems,
