@@ -333,9 +333,9 @@ impl Report {
         groups
     }
 
-    /// What a person reads: per tenant namespace, each flagged object and the policy's message.
-    /// The report a person reads: the findings per namespace, and how many namespaces are
-    /// clean (named only with `list_clean`: at thousands of tenants the list is the report).
+    /// What a person reads: per tenant namespace, each flagged object and the policy's message,
+    /// then how many namespaces are clean (named only with `list_clean`: at thousands of
+    /// tenants that list would be the report).
     pub fn text(&self, list_clean: bool) -> String {
         let groups = self.by_namespace();
         let mut out = format!(
