@@ -5,8 +5,10 @@ WASM_OUT := target/$(WASM_TARGET)/wasm/cozystack_capabilities_policy.wasm
 SOURCES := $(shell find src resolver/src -name '*.rs') Cargo.toml Cargo.lock resolver/Cargo.toml
 
 E2E := cargo run $(CARGO_FLAGS) -q -p cozystack-e2e --
+# The operator's tool, from the workspace (`make cli` builds the release binary).
+POLICY_CLI := cargo run $(CARGO_FLAGS) -q -p cozystack-policy --
 
-.PHONY: all binaryen bench fuzz js js-unit js-test chromium wasm-bindgen-cli registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: all cli install binaryen bench fuzz js js-unit js-test chromium wasm-bindgen-cli registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -31,14 +33,20 @@ policy.wasm: $(SOURCES) | toolchain binaryen
 # kwctl annotate's layout: policy-metadata.yml as JSON in the custom section
 # io.kubewarden.metadata, protocolVersion asked of the module, the README as usage.
 annotated-policy.wasm: policy.wasm policy-metadata.yml README.md
-	protocol=$$($(E2E) protocol-version policy.wasm) && \
-	cargo run $(CARGO_FLAGS) -q -p cozystack-packaging --bin cozystack-policy -- annotate \
-	  --metadata policy-metadata.yml --usage README.md --protocol-version "$$protocol" -o $@ policy.wasm
+	$(POLICY_CLI) annotate --metadata policy-metadata.yml --usage README.md -o $@ policy.wasm
 
 # Artifact Hub package, derived from the metadata (createdAt kept from the committed file).
 artifacthub-pkg.yml: policy-metadata.yml questions-ui.yml
-	cargo run $(CARGO_FLAGS) -q -p cozystack-packaging --bin cozystack-policy -- artifacthub \
-	  --metadata policy-metadata.yml --questions questions-ui.yml -o $@
+	$(POLICY_CLI) artifacthub --metadata policy-metadata.yml --questions questions-ui.yml -o $@
+
+# `cozystack-policy` with the annotated policy embedded: target/release/cozystack-policy.
+cli: annotated-policy.wasm
+	cargo build $(CARGO_FLAGS) --release -p cozystack-policy
+	@echo "built target/release/cozystack-policy (embeds annotated-policy.wasm)"
+
+# The same, installed into ~/.cargo/bin (PREFIX=dir installs into dir/bin).
+install: annotated-policy.wasm
+	cargo install $(CARGO_FLAGS) --path cli $(if $(PREFIX),--root $(PREFIX))
 
 # The resolver for dashboards: wasm-bindgen build (feature js) for the browser and Node.
 WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/ {getline; gsub(/version = |"/, ""); print}' Cargo.lock)
@@ -79,11 +87,12 @@ lint: toolchain wasm-bindgen-cli
 	cargo clippy $(CARGO_FLAGS) --target wasm32-unknown-unknown -p cozystack-resolver --features js --all-targets -- -D warnings
 
 unit: toolchain
-	cargo test $(CARGO_FLAGS) --workspace --exclude cozystack-e2e
+	cargo test $(CARGO_FLAGS) --workspace --exclude cozystack-e2e --exclude cozystack-policy
 
-# The scenario suite, the demo and the kwctl export check, on the built policy.wasm.
+# The scenario suite, the demo and the kwctl export check, and the CLI's verbs (pre-flight
+# on dumps and on a loopback API), on the built policy.wasm.
 e2e: annotated-policy.wasm
-	cargo test $(CARGO_FLAGS) -p cozystack-e2e
+	cargo test $(CARGO_FLAGS) -p cozystack-e2e -p cozystack-policy
 
 # Push to and pull from a real registry (Debian's docker-registry on 127.0.0.1), then run
 # scenarios through the pulled module. Installs docker-registry when missing.
@@ -93,7 +102,7 @@ registry-test: annotated-policy.wasm
 # Push the annotated policy: make push REGISTRY=host:port/repo TAG=vX.Y.Z [INSECURE=--insecure]
 push: annotated-policy.wasm
 	@test -n "$(REGISTRY)" -a -n "$(TAG)" || { echo "usage: make push REGISTRY=host:port/repo TAG=vX.Y.Z"; exit 2; }
-	cargo run $(CARGO_FLAGS) -q -p cozystack-packaging --bin cozystack-policy -- push annotated-policy.wasm $(REGISTRY):$(TAG) $(INSECURE)
+	$(POLICY_CLI) push annotated-policy.wasm $(REGISTRY):$(TAG) $(INSECURE)
 
 # Per-request cost against the accept-all floor and the native build; checks the targets.
 bench: annotated-policy.wasm binaryen

@@ -31,7 +31,7 @@ for _ in $(seq 50); do
 done
 curl -fs "http://127.0.0.1:$port/v2/" >/dev/null || { cat "$work/registry.log"; exit 1; }
 
-policy="cargo run --locked -q -p cozystack-packaging --bin cozystack-policy --"
+policy="cargo run --locked -q -p cozystack-policy --"
 version=$(sed -n 's/^ *io.kubewarden.policy.version: *//p' policy-metadata.yml)
 pushed=$($policy push annotated-policy.wasm "127.0.0.1:$port/cozystack/capabilities:v$version" --insecure)
 digest=$(jq -r .manifestDigest <<<"$pushed")
@@ -49,4 +49,33 @@ cmp annotated-policy.wasm "$work/pulled.wasm" || { echo "the pulled module diffe
 echo "pulled by digest: media types, annotations and bytes match"
 
 POLICY_WASM="$work/pulled.wasm" cargo run --locked -q -p cozystack-e2e -- run cardinality-
-echo "registry: 1 passed, 0 failed"
+
+# The operator's tool runs the module straight from the registry, by digest.
+cat > "$work/request.yaml" <<'REQ'
+apiVersion: admission.k8s.io/v1
+kind: AdmissionReview
+request:
+  uid: registry-run
+  kind: {group: apps.cozystack.io, version: v1alpha1, kind: Monitoring}
+  resource: {group: apps.cozystack.io, version: v1alpha1, resource: monitorings}
+  name: second
+  namespace: tenant-root
+  operation: CREATE
+  userInfo: {username: rita, groups: [tenant-root-admin, "system:authenticated"]}
+  object:
+    apiVersion: apps.cozystack.io/v1alpha1
+    kind: Monitoring
+    metadata: {name: second, namespace: tenant-root}
+REQ
+set +e
+verdict=$($policy run "$work/request.yaml" --policy "registry://127.0.0.1:$port/cozystack/capabilities@$digest" \
+  --insecure --settings e2e/cluster/settings.yaml --dump e2e/cluster 2>"$work/run.err")
+code=$?
+set -e
+grep -q "^policy: 127.0.0.1:$port/cozystack/capabilities@$digest ($digest)$" "$work/run.err" ||
+  { echo "run: the module did not come from the registry:"; cat "$work/run.err"; exit 1; }
+[ "$code" = 1 ] && grep -q '^verdict   DENIED (403)$' <<<"$verdict" &&
+  grep -q '^message   Monitoring: at most 1 per tenant tenant-root' <<<"$verdict" ||
+  { echo "run through the registry module (exit $code):"; echo "$verdict"; cat "$work/run.err"; exit 1; }
+echo "cozystack-policy run --policy registry://…@$digest: DENIED (403), exit 1"
+echo "registry: 2 passed, 0 failed"

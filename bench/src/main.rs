@@ -2,7 +2,7 @@
 //! Kubewarden's evaluator costs, against an accept-all policy built with the same SDK and
 //! profile (the floor) and the same policy code compiled natively.
 //!
-//! The host model (`cozystack_e2e::host`, `cozystack_e2e::policy`): a fresh instance rehydrated
+//! The host model (`cozystack_policy_runtime::host`, `cozystack_policy_runtime::policy`): a fresh instance rehydrated
 //! from the precompiled module per request; every host call handed to a callback thread and
 //! waited for; list answers rebuilt from the reflector's stored (stripped, masked) objects and
 //! serialised on every call; `get_resource` from a 5-second cache, masked and serialised per
@@ -15,11 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cozystack_e2e::cluster::FixtureCluster;
-use cozystack_e2e::host::{HostCache, NativeHost};
-use cozystack_e2e::policy::{Metadata, Policy, read_module};
+use cozystack_e2e::native::NativeHost;
 use cozystack_e2e::scenario::{self, Bundle, ShortRequest};
 use cozystack_e2e::{policy_path, workspace};
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::host::HostCache;
+use cozystack_policy_runtime::policy::{Metadata, Policy, read_module};
 use serde_json::{Value, json};
 
 #[global_allocator]
@@ -88,7 +89,7 @@ fn micros(d: Duration) -> String {
 
 struct Workload {
     name: String,
-    cluster: Arc<FixtureCluster>,
+    cluster: Arc<ClusterObjects>,
     payload: Vec<u8>,
     listed: usize,
     /// kwctl 1.36 `bench` on the same workload (issue #13), median µs, low and high.
@@ -158,8 +159,8 @@ fn release(namespace: &str, name: &str, kind: &str, app: &str) -> Value {
 }
 
 /// The bundled definitions, the root, and `tenants` child tenants built by `each`.
-fn tree(bundle: &Bundle, tenants: usize, each: impl Fn(&str, &mut Vec<Value>)) -> FixtureCluster {
-    let mut cluster = FixtureCluster {
+fn tree(bundle: &Bundle, tenants: usize, each: impl Fn(&str, &mut Vec<Value>)) -> ClusterObjects {
+    let mut cluster = ClusterObjects {
         objects: bundle
             .cluster
             .objects
@@ -204,7 +205,7 @@ fn tree(bundle: &Bundle, tenants: usize, each: impl Fn(&str, &mut Vec<Value>)) -
 
 fn workload(
     name: &str,
-    cluster: FixtureCluster,
+    cluster: ClusterObjects,
     request: ShortRequest,
     settings: &Value,
     listed: usize,
@@ -991,12 +992,12 @@ fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
         "metadata": {"resourceVersion": ""}, "items": items}))
     .expect("yaml");
     let started = Instant::now();
-    let read = FixtureCluster::from_yaml(&dump).expect("dump");
+    let read = ClusterObjects::from_yaml(&dump).expect("dump");
     let read_time = started.elapsed();
     let objects = read.objects.len();
     let started = Instant::now();
     let findings =
-        cozystack_e2e::preflight::run(policy, Arc::new(read), &bundle.settings, &|_, _| {})
+        cozystack_policy::preflight::run(policy, Arc::new(read), &bundle.settings, &|_, _| {})
             .map_or(usize::MAX, |report| report.findings());
     PreflightRun {
         objects,

@@ -1,7 +1,7 @@
 //! `make demo`: a short, narrated sequence on the bundled cluster, through the real wasm.
 
-use crate::policy::Policy;
 use crate::scenario::{Bundle, Scenario};
+use cozystack_policy_runtime::policy::{Policy, verdict_of, warnings_of};
 
 fn wrap(text: &str, width: usize, indent: &str) -> String {
     let mut lines = Vec::new();
@@ -52,12 +52,8 @@ pub fn play(policy: &Policy, bundle: &Bundle, scenarios: &[Scenario]) -> Result<
         };
         let request = format!("{} {} {target}", r.operation, r.kind);
         let response = &evaluation.response;
-        let warnings = crate::scenario::warnings_of(response);
-        let verdict = match (response["accepted"].as_bool(), warnings.is_empty()) {
-            (Some(true), true) => "ALLOWED".to_owned(),
-            (Some(true), false) => "ALLOWED with warning".to_owned(),
-            _ => format!("DENIED ({})", response["code"]),
-        };
+        let warnings = warnings_of(response);
+        let verdict = verdict_of(response);
         let indent = " ".repeat(14);
         out.push_str(&format!(
             "\n{:>2}. {}\n",

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::host::{CallbackRequest, Exchange};
 use crate::scenario::{Bundle, Outcome, Scenario};
+use cozystack_policy_runtime::host::{CallbackRequest, Exchange};
 
 #[derive(Serialize)]
 #[serde(tag = "type")]
@@ -129,7 +129,7 @@ check_invalid_settings() {
 
 /// Every exported file, by path relative to the export directory.
 pub fn export_all(
-    policy: &crate::policy::Policy,
+    policy: &cozystack_policy_runtime::policy::Policy,
     bundle: &Bundle,
     scenarios: &[Scenario],
 ) -> Result<BTreeMap<String, String>, String> {

@@ -1,29 +1,16 @@
-//! End-to-end harness: the built policy wasm in a waPC host on wasmtime (the runtime pieces
-//! Kubewarden's policy-evaluator uses), served by a fixture cluster, driven by YAML scenarios.
+//! End-to-end tests of the built policy wasm: YAML scenarios over the bundled example cluster
+//! (`e2e/cluster`), run through the runtime crate (the waPC host Kubewarden's evaluator is made
+//! of), with the demo, the kwctl export and the dashboard parity cases derived from them.
 
-pub mod cluster;
 pub mod demo;
 pub mod export;
-pub mod host;
-pub mod masks;
+pub mod native;
 pub mod parity;
-pub mod policy;
-pub mod preflight;
 pub mod scenario;
-pub mod selector;
 
 use std::path::PathBuf;
 
-/// The `*.yaml` files of a directory, in name order (fixtures and scenarios alike).
-pub fn yaml_files(dir: &std::path::Path) -> Result<Vec<PathBuf>, String> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    paths.sort();
-    Ok(paths)
-}
+pub use cozystack_policy_runtime::yaml_files;
 
 /// The workspace root (where `policy.wasm` and `policy-metadata.yml` live).
 pub fn workspace() -> PathBuf {

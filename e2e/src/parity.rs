@@ -10,12 +10,14 @@ use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
 use cozystack_resolver::{Cluster, Instance, InstanceRef, Snapshot};
 use serde_json::{Value, json};
 
-use crate::host::NativeHost;
-use crate::policy::Policy;
+use crate::native::NativeHost;
 use crate::scenario::{self, Bundle, Scenario};
+use cozystack_policy_runtime::policy::Policy;
 
 /// Every namespace with all its labels: what the `metadata.name`/`metadata.labels` masks keep.
-fn namespaces(cluster: &crate::cluster::FixtureCluster) -> Vec<cozystack_resolver::Namespace> {
+fn namespaces(
+    cluster: &cozystack_policy_runtime::cluster::ClusterObjects,
+) -> Vec<cozystack_resolver::Namespace> {
     cluster
         .objects
         .iter()
@@ -25,13 +27,16 @@ fn namespaces(cluster: &crate::cluster::FixtureCluster) -> Vec<cozystack_resolve
                 .as_str()
                 .unwrap_or_default()
                 .to_owned(),
-            labels: crate::cluster::labels_of(o),
+            labels: cozystack_policy_runtime::cluster::labels_of(o),
         })
         .collect()
 }
 
 /// A listed instance as the dashboard holds it, with the Helm release that rendered it.
-fn instance(cluster: &crate::cluster::FixtureCluster, listed: InstanceRef) -> Instance {
+fn instance(
+    cluster: &cozystack_policy_runtime::cluster::ClusterObjects,
+    listed: InstanceRef,
+) -> Instance {
     let release = cluster.get(
         "helm.toolkit.fluxcd.io/v2",
         "HelmRelease",

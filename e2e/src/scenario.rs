@@ -10,9 +10,9 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::cluster::FixtureCluster;
-use crate::host::{Exchange, Failure};
-use crate::policy::{Evaluation, Policy};
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::host::{Exchange, Failure};
+use cozystack_policy_runtime::policy::{Evaluation, Policy};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -152,7 +152,7 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-fn plural_of(cluster: &FixtureCluster, kind: &str) -> String {
+fn plural_of(cluster: &ClusterObjects, kind: &str) -> String {
     cluster
         .objects
         .iter()
@@ -219,7 +219,7 @@ impl ShortRequest {
     }
 
     /// The AdmissionRequest the API server would send for this request on `cluster`.
-    pub fn expand(&self, cluster: &FixtureCluster) -> Value {
+    pub fn expand(&self, cluster: &ClusterObjects) -> Value {
         let op = self.operation.as_str();
         let (group, version, resource) = match self.kind.as_str() {
             "Namespace" => ("", "v1", "namespaces".to_owned()),
@@ -237,7 +237,7 @@ impl ShortRequest {
             "HelmRelease" => cluster.get(&api_version, "HelmRelease", &self.name, namespace).cloned(),
             // An Application's old object is converted from its HelmRelease.
             kind => cluster
-                .list("helm.toolkit.fluxcd.io/v2", "HelmRelease", namespace, &crate::selector::Selector::parse(&format!(
+                .list("helm.toolkit.fluxcd.io/v2", "HelmRelease", namespace, &cozystack_policy_runtime::selector::Selector::parse(&format!(
                     "apps.cozystack.io/application.kind={kind},apps.cozystack.io/application.name={}", self.name
                 )).unwrap_or_default())
                 .first()
@@ -326,7 +326,7 @@ impl ShortRequest {
 
 /// The inputs of one scenario, resolved against the bundled cluster and settings.
 pub struct Prepared {
-    pub cluster: Arc<FixtureCluster>,
+    pub cluster: Arc<ClusterObjects>,
     pub settings: Value,
     pub payload: Vec<u8>,
     pub request: Option<Value>,
@@ -351,14 +351,14 @@ impl Outcome {
 }
 
 pub struct Bundle {
-    pub cluster: FixtureCluster,
+    pub cluster: ClusterObjects,
     pub settings: Value,
 }
 
 impl Bundle {
     /// The bundled example cluster: `e2e/cluster/*.yaml`, settings in `settings.yaml`.
     pub fn load(dir: &Path) -> Result<Bundle, String> {
-        let cluster = FixtureCluster::load_dir(dir)?;
+        let cluster = ClusterObjects::load_dir(dir)?;
         let path = dir.join("settings.yaml");
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -371,7 +371,7 @@ impl Bundle {
         let mut cluster = if scenario.bundled_cluster {
             self.cluster.clone()
         } else {
-            FixtureCluster::default()
+            ClusterObjects::default()
         };
         for reference in &scenario.remove {
             cluster.remove(reference)?;
@@ -395,7 +395,7 @@ impl Bundle {
             (None, Some(full), None) => Some(full.clone()),
             (None, None, Some(reference)) => {
                 let object = cluster.find(reference)?;
-                Some(crate::preflight::replay_request(object)?)
+                Some(cozystack_policy_runtime::audit::replay_request(object)?)
             }
             (None, None, None) => None,
             _ => {
@@ -426,18 +426,6 @@ impl Bundle {
             request,
         })
     }
-}
-
-/// The warnings of a ValidationResponse (none when absent).
-pub fn warnings_of(response: &Value) -> Vec<String> {
-    response["warnings"]
-        .as_array()
-        .map(|w| {
-            w.iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn check_regex(pattern: &str, text: &str, what: &str, problems: &mut Vec<String>) {
@@ -482,7 +470,7 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
     let response = &evaluation.response;
     let accepted = response["accepted"].as_bool().unwrap_or(false);
     let message = response["message"].as_str().unwrap_or_default();
-    let warnings = warnings_of(response);
+    let warnings = cozystack_policy_runtime::policy::warnings_of(response);
     if let Some(allowed) = expect.allowed
         && allowed != accepted
     {

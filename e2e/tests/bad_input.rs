@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use cozystack_e2e::policy::Policy;
 use cozystack_e2e::scenario::{Bundle, ShortRequest};
 use cozystack_e2e::{policy_path, workspace};
+use cozystack_policy_runtime::policy::Policy;
 use serde_json::{Value, json};
 
 struct Harness {

@@ -1,9 +1,9 @@
 //! Every scenario under `e2e/scenarios` through the built `policy.wasm`, and the kwctl export
 //! kept current. Needs `make policy.wasm` (or `POLICY_WASM`) first; `make e2e` does both.
 
-use cozystack_e2e::policy::Policy;
 use cozystack_e2e::scenario::{self, Bundle};
 use cozystack_e2e::{export, policy_path, workspace};
+use cozystack_policy_runtime::policy::Policy;
 
 fn setup() -> (Policy, Bundle) {
     let root = workspace();

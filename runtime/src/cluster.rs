@@ -12,7 +12,7 @@ use crate::selector::Selector;
 pub type ObjectIndex = std::collections::HashMap<(String, String, String), Vec<usize>>;
 
 #[derive(Debug, Clone, Default)]
-pub struct FixtureCluster {
+pub struct ClusterObjects {
     pub objects: Vec<Value>,
 }
 
@@ -35,9 +35,9 @@ pub fn labels_of(object: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-impl FixtureCluster {
+impl ClusterObjects {
     /// Parses multi-document YAML; `kind: List` documents are flattened into their items.
-    pub fn from_yaml(text: &str) -> Result<FixtureCluster, String> {
+    pub fn from_yaml(text: &str) -> Result<ClusterObjects, String> {
         let mut objects = Vec::new();
         for document in serde_yaml::Deserializer::from_str(text) {
             let value = Value::deserialize(document).map_err(|e| e.to_string())?;
@@ -49,12 +49,12 @@ impl FixtureCluster {
                 v => objects.push(v),
             }
         }
-        Ok(FixtureCluster { objects })
+        Ok(ClusterObjects { objects })
     }
 
     /// Loads every `*.yaml` of a directory, in name order.
-    pub fn load_dir(dir: &Path) -> Result<FixtureCluster, String> {
-        let mut cluster = FixtureCluster::default();
+    pub fn load_dir(dir: &Path) -> Result<ClusterObjects, String> {
+        let mut cluster = ClusterObjects::default();
         let paths = crate::yaml_files(dir)?;
         // settings.yaml beside the manifests is the bundle's settings, not a manifest.
         for path in paths
@@ -64,7 +64,24 @@ impl FixtureCluster {
             let text =
                 std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
             let part =
-                FixtureCluster::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+                ClusterObjects::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            cluster.objects.extend(part.objects);
+        }
+        Ok(cluster)
+    }
+
+    /// A dump: `kubectl get … -o yaml` output (a `List`, or several documents), a file or a
+    /// folder of such files.
+    pub fn read_dump(paths: &[std::path::PathBuf]) -> Result<ClusterObjects, String> {
+        let mut cluster = ClusterObjects::default();
+        for path in paths {
+            let part = if path.is_dir() {
+                Self::load_dir(path)?
+            } else {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                Self::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            };
             cluster.objects.extend(part.objects);
         }
         Ok(cluster)
@@ -87,7 +104,7 @@ impl FixtureCluster {
     }
 
     /// `get` through an index of the objects by apiVersion, kind and name (build it with
-    /// [`FixtureCluster::index`]): a dump of thousands of objects is looked up thousands of
+    /// [`ClusterObjects::index`]): a dump of thousands of objects is looked up thousands of
     /// times.
     pub fn get_indexed<'c>(
         &'c self,

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::cluster::FixtureCluster;
-use crate::host::HostCache;
-use crate::policy::Policy;
+use cozystack_policy_runtime::audit::replay_request;
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::host::HostCache;
+use cozystack_policy_runtime::policy::Policy;
 
 /// What the policy's rules match among the objects of a dump (ApplicationDefinitions are
 /// context only; apps.cozystack.io Applications are the HelmReleases seen through cozystack-api).
@@ -19,67 +20,6 @@ fn audited(object: &Value) -> bool {
         (object["apiVersion"].as_str(), object["kind"].as_str()),
         (Some("v1"), Some("Namespace")) | (Some("helm.toolkit.fluxcd.io/v2"), Some("HelmRelease"))
     )
-}
-
-/// The AdmissionRequest the audit scanner builds for an existing object
-/// (`audit-scanner:internal/scanner/admission_review.go`): a CREATE of the whole object, its
-/// uid as the request uid, the kind as the resource, and no userInfo at all.
-pub fn replay_request(object: &Value) -> Result<Value, String> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object.pointer("/metadata/name").and_then(Value::as_str);
-    let Some(name) = name.filter(|n| !kind.is_empty() && !n.is_empty()) else {
-        let text: String = object.to_string().chars().take(160).collect();
-        return Err(format!(
-            "an object without apiVersion, kind or metadata.name: {text}"
-        ));
-    };
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let gvk = json!({"group": group, "version": version, "kind": kind});
-    let mut request = json!({
-        "uid": object.pointer("/metadata/uid").cloned().unwrap_or(json!("")),
-        "kind": gvk,
-        "resource": {"group": group, "version": version, "resource": kind},
-        "requestKind": gvk,
-        "name": name,
-        "operation": "CREATE",
-        "userInfo": {},
-        "object": object,
-        "oldObject": null,
-    });
-    if let Some(namespace) = object.pointer("/metadata/namespace") {
-        request["namespace"] = namespace.clone();
-    }
-    Ok(request)
-}
-
-/// A dump: `kubectl get … -o yaml` output (a `List`, or several documents), a file or a
-/// folder of such files.
-pub fn read_dump(paths: &[std::path::PathBuf]) -> Result<FixtureCluster, String> {
-    let mut cluster = FixtureCluster::default();
-    for path in paths {
-        let part = if path.is_dir() {
-            FixtureCluster::load_dir(path)?
-        } else {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            FixtureCluster::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?
-        };
-        cluster.objects.extend(part.objects);
-    }
-    Ok(cluster)
-}
-
-/// The policy's settings: a settings object, or a ClusterAdmissionPolicy (its `spec.settings`).
-pub fn read_settings(path: &std::path::Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let value: Value =
-        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(match value.pointer("/spec/settings") {
-        Some(settings) if value["kind"] == "ClusterAdmissionPolicy" => settings.clone(),
-        _ if value["kind"] == "ClusterAdmissionPolicy" => json!({}),
-        _ => value,
-    })
 }
 
 /// Documents separated by `---`, as `kubectl apply -f` reads them.
@@ -120,6 +60,14 @@ impl Judged {
             .unwrap_or_default()
     }
 
+    fn sort_key(&self) -> (&str, &str, &str) {
+        (
+            self.namespace(),
+            self.object["kind"].as_str().unwrap_or_default(),
+            self.object["metadata"]["name"].as_str().unwrap_or_default(),
+        )
+    }
+
     fn reference(&self) -> String {
         let meta = &self.object["metadata"];
         let name = meta["name"].as_str().unwrap_or_default();
@@ -130,7 +78,8 @@ impl Judged {
     }
 }
 
-/// Every replayed object and its verdict, in dump order.
+/// Every replayed object and its verdict, by namespace, kind and name: the same report whichever
+/// order the objects were read in (a dump's, or the live lists').
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     pub judged: Vec<Judged>,
@@ -140,17 +89,11 @@ pub struct Report {
 /// how many objects are done (from any thread, about every hundred).
 pub fn run(
     policy: &Policy,
-    cluster: Arc<FixtureCluster>,
+    cluster: Arc<ClusterObjects>,
     settings: &Value,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Report, String> {
-    let valid = policy.validate_settings(settings)?;
-    if valid["valid"] != true {
-        return Err(format!(
-            "the settings are invalid: {}",
-            valid["message"].as_str().unwrap_or("no reason given")
-        ));
-    }
+    crate::settings::check(policy, settings)?;
     let objects: Vec<&Value> = cluster.objects.iter().filter(|o| audited(o)).collect();
     let requests = objects
         .iter()
@@ -209,12 +152,13 @@ pub fn run(
         })
         .collect();
     judged.extend(unread_definitions(&cluster, settings)?);
+    judged.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     Ok(Report { judged })
 }
 
 /// With `definitionSource: settings` the policy never reads an ApplicationDefinition: one that
 /// states rules different from the settings' would be silently ignored, so it is reported.
-fn unread_definitions(cluster: &FixtureCluster, settings: &Value) -> Result<Vec<Judged>, String> {
+fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, String> {
     use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, Settings};
     let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
     if settings.definition_source != DefinitionSource::Settings {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::cluster::FixtureCluster;
+use crate::cluster::ClusterObjects;
 use crate::masks;
 use crate::selector::Selector;
 
@@ -82,6 +82,89 @@ pub struct Exchange {
     pub response: Result<Arc<str>, String>,
 }
 
+/// One line an operator reads: the call, its selectors and masks, and what came back.
+impl std::fmt::Display for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let options =
+            |label: &Option<String>, field: &Option<String>, masks: &Option<Vec<String>>| {
+                let mut parts = Vec::new();
+                if let Some(label) = label {
+                    parts.push(format!("labels {label}"));
+                }
+                if let Some(field) = field {
+                    parts.push(format!("fields {field}"));
+                }
+                if let Some(masks) = masks {
+                    parts.push(format!("masks {}", masks.join(",")));
+                }
+                if parts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", parts.join("; "))
+                }
+            };
+        match &self.request {
+            CallbackRequest::KubernetesGetResource {
+                api_version,
+                kind,
+                name,
+                namespace,
+                field_masks,
+                ..
+            } => {
+                let name = namespace
+                    .as_ref()
+                    .map_or(name.clone(), |ns| format!("{ns}/{name}"));
+                write!(
+                    f,
+                    "get {api_version} {kind} {name}{}",
+                    options(&None, &None, field_masks)
+                )?;
+            }
+            CallbackRequest::KubernetesListResourceAll {
+                api_version,
+                kind,
+                label_selector,
+                field_selector,
+                field_masks,
+            } => write!(
+                f,
+                "list {api_version} {kind} in all namespaces{}",
+                options(label_selector, field_selector, field_masks)
+            )?,
+            CallbackRequest::KubernetesListResourceNamespace {
+                api_version,
+                kind,
+                namespace,
+                label_selector,
+                field_selector,
+                field_masks,
+            } => write!(
+                f,
+                "list {api_version} {kind} in {namespace}{}",
+                options(label_selector, field_selector, field_masks)
+            )?,
+        }
+        match &self.response {
+            Err(message) => write!(f, " -> error: {message}"),
+            Ok(body) => {
+                let items = serde_json::from_str::<Value>(body)
+                    .ok()
+                    .and_then(|v| v["items"].as_array().map(Vec::len));
+                match items {
+                    Some(n) => write!(
+                        f,
+                        " -> {n} item{}, {} bytes",
+                        if n == 1 { "" } else { "s" },
+                        body.len()
+                    ),
+                    None => write!(f, " -> {} bytes", body.len()),
+                }
+            }
+        }
+    }
+}
+
 /// What a policy-server keeps between evaluations, kept the way policy-evaluator keeps it: one
 /// reflector store per list key (apiVersion, kind, selectors, masks), holding each object
 /// stripped of `managedFields` and `last-applied-configuration` and masked when the watch
@@ -128,7 +211,7 @@ pub struct Failure {
 /// What one evaluation's host calls see and leave behind.
 #[derive(Debug, Default)]
 pub struct HostState {
-    pub cluster: Arc<FixtureCluster>,
+    pub cluster: Arc<ClusterObjects>,
     pub allowed: BTreeSet<ContextAwareResource>,
     pub failures: Vec<Failure>,
     pub exchanges: Vec<Exchange>,
@@ -408,19 +491,5 @@ impl HostState {
             .into_iter()
             .map(|o| masks::apply(&strip_store_fields(o), field_masks.as_deref()))
             .collect())
-    }
-}
-
-/// The same host state answering the policy compiled natively (benchmarks, parity export).
-pub struct NativeHost(pub std::sync::Mutex<HostState>);
-
-impl cozystack_capabilities_policy::host::Host for NativeHost {
-    fn kubernetes(&self, operation: &str, request: &[u8]) -> Result<Vec<u8>, String> {
-        self.0.lock().map_err(|e| e.to_string())?.serve(
-            "kubewarden",
-            "kubernetes",
-            operation,
-            request,
-        )
     }
 }

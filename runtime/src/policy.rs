@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use wapc::WapcHost;
 use wasmtime_provider::{WasmtimeEngineProviderBuilder, WasmtimeEngineProviderPre};
 
-use crate::cluster::FixtureCluster;
+use crate::cluster::ClusterObjects;
 use crate::host::{ContextAwareResource, Exchange, Failure, HostState};
 
 /// The parts of `policy-metadata.yml` the host enforces.
@@ -132,6 +132,31 @@ impl Evaluation {
     }
 }
 
+/// The warnings of a ValidationResponse (none when absent).
+pub fn warnings_of(response: &Value) -> Vec<String> {
+    response["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A ValidationResponse's verdict in a word or three: `ALLOWED`, `ALLOWED with warning`,
+/// `DENIED (403)`.
+pub fn verdict_of(response: &Value) -> String {
+    match (
+        response["accepted"].as_bool(),
+        warnings_of(response).is_empty(),
+    ) {
+        (Some(true), true) => "ALLOWED".to_owned(),
+        (Some(true), false) => "ALLOWED with warning".to_owned(),
+        _ => format!("DENIED ({})", response["code"]),
+    }
+}
+
 impl Policy {
     pub fn load(wasm: &[u8], metadata: Metadata) -> Result<Policy, String> {
         let pre = WasmtimeEngineProviderBuilder::new()
@@ -154,8 +179,12 @@ impl Policy {
 
     /// Loads an annotated module; its embedded metadata decides what the host allows.
     pub fn load_annotated(wasm: &Path) -> Result<Policy, String> {
-        let bytes = read_module(wasm)?;
-        Policy::load(&bytes, Metadata::from_module(&bytes)?)
+        Policy::from_annotated(&read_module(wasm)?)
+    }
+
+    /// An annotated module's bytes (embedded in a binary, pulled from a registry).
+    pub fn from_annotated(wasm: &[u8]) -> Result<Policy, String> {
+        Policy::load(wasm, Metadata::from_module(wasm)?)
     }
 
     /// A fresh instance for one evaluation, rehydrated from the precompiled module and
@@ -219,7 +248,7 @@ impl Policy {
     pub fn validate_raw(
         &self,
         payload: &[u8],
-        cluster: Arc<FixtureCluster>,
+        cluster: Arc<ClusterObjects>,
         failures: Vec<Failure>,
     ) -> Result<Evaluation, String> {
         self.validate_with(payload, self.host_state(cluster, failures, None))
@@ -228,7 +257,7 @@ impl Policy {
     /// The host side of one evaluation; `cache` shares answers across evaluations.
     pub fn host_state(
         &self,
-        cluster: Arc<FixtureCluster>,
+        cluster: Arc<ClusterObjects>,
         failures: Vec<Failure>,
         cache: Option<Arc<crate::host::HostCache>>,
     ) -> HostState {
@@ -251,7 +280,7 @@ impl Policy {
         &self,
         request: &Value,
         settings: &Value,
-        cluster: Arc<FixtureCluster>,
+        cluster: Arc<ClusterObjects>,
         failures: Vec<Failure>,
     ) -> Result<Evaluation, String> {
         let payload = serde_json::to_vec(&json!({"request": request, "settings": settings}))

@@ -1,0 +1,9 @@
+//! `cozystack-policy`, the operator's tool: the released policy module run the way Kubewarden
+//! runs it (through the runtime crate) on one request or on every object of a cluster, read
+//! from a dump or live through kube-rs, and kwctl's packaging verbs.
+
+pub mod evaluate;
+pub mod live;
+pub mod preflight;
+pub mod settings;
+pub mod source;

@@ -1,0 +1,184 @@
+//! A live cluster read through kube-rs: every object of the kinds the policy may read
+//! (`contextAwareResources`), listed cluster-wide page by page as kubectl lists them, into the
+//! snapshot the runtime serves host calls from.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::host::ContextAwareResource;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use thiserror::Error;
+
+/// kubectl's page size (`--chunk-size`).
+const PAGE: u32 = 500;
+
+/// Which cluster: the current context of `$KUBECONFIG` (or `~/.kube/config`) unless told.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Error)]
+pub enum LiveError {
+    #[error("cannot read the kubeconfig: {0}")]
+    Kubeconfig(String),
+    #[error("cannot reach the cluster of context {context}: {source}")]
+    Client {
+        context: String,
+        source: Box<kube::Error>,
+    },
+    #[error(
+        "listing {resource} in all namespaces is forbidden for the current user of context {context} ({message}): grant it `list` on {resource} cluster-wide (check with `kubectl auth can-i list {resource} --all-namespaces`), or run on a dump (`kubectl get {all} -A -o yaml > dump.yaml`, then --dump dump.yaml)"
+    )]
+    Forbidden {
+        resource: String,
+        /// Every resource the policy reads, as kubectl names them together.
+        all: String,
+        context: String,
+        message: String,
+    },
+    #[error("listing {resource} in context {context} failed: {source}")]
+    List {
+        resource: String,
+        context: String,
+        source: Box<kube::Error>,
+    },
+    #[error("cannot start the client runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// What was read: the objects, the context they came from and one line per kind.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub cluster: ClusterObjects,
+    pub context: String,
+    pub listed: Vec<String>,
+}
+
+/// The resource name kubectl uses (`helmreleases.helm.toolkit.fluxcd.io`).
+fn resource_name(api: &ApiResource) -> String {
+    if api.group.is_empty() {
+        api.plural.clone()
+    } else {
+        format!("{}.{}", api.plural, api.group)
+    }
+}
+
+fn api_resource(resource: &ContextAwareResource) -> ApiResource {
+    let (group, version) = resource
+        .api_version
+        .rsplit_once('/')
+        .unwrap_or(("", &resource.api_version));
+    ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        group,
+        version,
+        &resource.kind,
+    ))
+}
+
+async fn client(target: &Target) -> Result<(kube::Client, String), LiveError> {
+    let kubeconfig = match &target.kubeconfig {
+        Some(path) => Kubeconfig::read_from(path),
+        None => Kubeconfig::read(),
+    }
+    .map_err(|e| LiveError::Kubeconfig(e.to_string()))?;
+    let context = target
+        .context
+        .clone()
+        .or_else(|| kubeconfig.current_context.clone())
+        .ok_or_else(|| {
+            LiveError::Kubeconfig("no current context: pass --context NAME".to_owned())
+        })?;
+    let options = KubeConfigOptions {
+        context: Some(context.clone()),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| LiveError::Kubeconfig(e.to_string()))?;
+    let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
+        context: context.clone(),
+        source: Box::new(source),
+    })?;
+    Ok((client, context))
+}
+
+/// Every object of one kind, page by page; list items come without apiVersion and kind, which
+/// the snapshot needs, so they are set from the list.
+async fn list_all(
+    client: &kube::Client,
+    context: &str,
+    api: &ApiResource,
+    all: &str,
+) -> Result<(Vec<Value>, usize), LiveError> {
+    let objects: Api<DynamicObject> = Api::all_with(client.clone(), api);
+    let (mut items, mut pages, mut token) = (Vec::new(), 0, None::<String>);
+    loop {
+        let mut params = ListParams::default().limit(PAGE);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let page = objects.list(&params).await.map_err(|source| match source {
+            kube::Error::Api(status) if status.code == 403 => LiveError::Forbidden {
+                resource: resource_name(api),
+                all: all.to_owned(),
+                context: context.to_owned(),
+                message: status.message.clone(),
+            },
+            source => LiveError::List {
+                resource: resource_name(api),
+                context: context.to_owned(),
+                source: Box::new(source),
+            },
+        })?;
+        pages += 1;
+        for item in page.items {
+            let mut value = serde_json::to_value(&item).unwrap_or(Value::Null);
+            if let Some(object) = value.as_object_mut() {
+                object.insert("apiVersion".into(), json!(api.api_version));
+                object.insert("kind".into(), json!(api.kind));
+                items.push(value);
+            }
+        }
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok((items, pages));
+        }
+    }
+}
+
+/// Reads every object of `resources` from the cluster of `target`.
+pub fn read(
+    target: &Target,
+    resources: &BTreeSet<ContextAwareResource>,
+) -> Result<Snapshot, LiveError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(LiveError::Runtime)?;
+    runtime.block_on(async {
+        let (client, context) = client(target).await?;
+        let mut snapshot = Snapshot {
+            context: context.clone(),
+            ..Snapshot::default()
+        };
+        let apis: Vec<ApiResource> = resources.iter().map(api_resource).collect();
+        let all = apis.iter().map(resource_name).collect::<Vec<_>>().join(",");
+        for api in &apis {
+            let (items, pages) = list_all(&client, &context, api, &all).await?;
+            snapshot.listed.push(format!(
+                "{} {} ({pages} page{})",
+                items.len(),
+                resource_name(api),
+                if pages == 1 { "" } else { "s" }
+            ));
+            snapshot.cluster.objects.extend(items);
+        }
+        Ok(snapshot)
+    })
+}

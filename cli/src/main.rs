@@ -1,0 +1,378 @@
+//! `cozystack-policy`: evaluate a request, pre-flight a cluster, and kwctl's packaging verbs,
+//! for the Cozystack capabilities policy.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use cozystack_packaging::{artifacthub, metadata, oci, section};
+use cozystack_policy::live::{self, Target};
+use cozystack_policy::source::Source;
+use cozystack_policy::{evaluate, preflight, settings};
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::policy::Policy;
+
+#[derive(Parser)]
+#[command(
+    name = "cozystack-policy",
+    version,
+    about = "The Cozystack capabilities policy, run the way Kubewarden runs it",
+    long_about = "The Cozystack capabilities policy, run the way Kubewarden runs it: evaluate one \
+request or pre-flight a whole cluster (read from a dump or live through the current kubeconfig \
+context), and package the module (annotate, inspect, push, pull, Artifact Hub)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Evaluate one AdmissionRequest or AdmissionReview and print the verdict, the message and
+    /// the host calls the policy made. Exit 0 allowed, 1 denied, 2 when it cannot be evaluated.
+    Run(RunArgs),
+    /// Replay every Namespace and HelmRelease as the audit scanner would and report what the
+    /// policy flags. Exit 0 clean, 1 findings, 2 when the cluster or settings cannot be used.
+    Preflight(PreflightArgs),
+    /// Embed policy-metadata.yml in the module (the io.kubewarden.metadata section), as kwctl
+    /// annotate does.
+    Annotate(AnnotateArgs),
+    /// Print the metadata embedded in a module.
+    Inspect(InspectArgs),
+    /// Write the Artifact Hub package (artifacthub-pkg.yml) from the metadata.
+    Artifacthub(ArtifacthubArgs),
+    /// Push an annotated module to an OCI registry as a Kubewarden policy artifact.
+    Push(PushArgs),
+    /// Pull a policy artifact, check its digest and media types, and write the module.
+    Pull(PullArgs),
+}
+
+/// Which policy module to run.
+#[derive(Args)]
+struct PolicyArgs {
+    /// The module: a file, or registry://REF (by digest: registry://host/repo@sha256:…).
+    /// Default: the release embedded in this binary.
+    #[arg(long, value_name = "FILE|registry://REF")]
+    policy: Option<String>,
+    /// Pull over plain HTTP (a registry on loopback or a lab network).
+    #[arg(long)]
+    insecure: bool,
+}
+
+/// Which cluster the policy's host calls read.
+#[derive(Args)]
+struct ClusterArgs {
+    /// A `kubectl get -o yaml` dump (a List or several documents), a file or a folder of such
+    /// files; repeatable. Without it the cluster is read live through the kubeconfig.
+    #[arg(long, value_name = "PATH")]
+    dump: Vec<PathBuf>,
+    /// The kubeconfig to read (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: the current context).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The request: an AdmissionReview or AdmissionRequest, JSON or YAML; `-` for stdin.
+    request: PathBuf,
+    /// The policy's settings, or the deployed ClusterAdmissionPolicy (`kubectl get
+    /// clusteradmissionpolicy NAME -o yaml`). Default: none (`{}`).
+    #[arg(long, value_name = "FILE")]
+    settings: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// `text` for a person, `json` for the ValidationResponse and the host calls.
+    #[arg(long, value_enum, default_value_t = RunOutput::Text)]
+    output: RunOutput,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RunOutput {
+    Text,
+    Json,
+}
+
+#[derive(Args)]
+struct PreflightArgs {
+    /// The policy's settings, or the ClusterAdmissionPolicy you will deploy. Default: `{}`.
+    #[arg(long, value_name = "FILE")]
+    settings: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// `text` for a person, `policyreport` for wgpolicyk8s.io/v1alpha2 reports.
+    #[arg(long, value_enum, default_value_t = ReportOutput::Text)]
+    output: ReportOutput,
+    /// Name the clean namespaces too (by default they are counted).
+    #[arg(long)]
+    list_clean: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ReportOutput {
+    Text,
+    Policyreport,
+}
+
+#[derive(Args)]
+struct AnnotateArgs {
+    /// The module to annotate.
+    input: PathBuf,
+    /// policy-metadata.yml.
+    #[arg(long, value_name = "FILE")]
+    metadata: PathBuf,
+    /// The usage text (the README).
+    #[arg(long, value_name = "FILE")]
+    usage: PathBuf,
+    /// The waPC protocol version; default: asked of the module, as kwctl does.
+    #[arg(long, value_name = "VERSION")]
+    protocol_version: Option<String>,
+    /// Where to write the annotated module.
+    #[arg(short, value_name = "OUT")]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// The module: a file or registry://REF; default: the embedded release.
+    policy: Option<String>,
+    /// Pull over plain HTTP.
+    #[arg(long)]
+    insecure: bool,
+}
+
+#[derive(Args)]
+struct ArtifacthubArgs {
+    /// policy-metadata.yml.
+    #[arg(long, value_name = "FILE")]
+    metadata: PathBuf,
+    /// questions-ui.yml, the settings form Artifact Hub shows.
+    #[arg(long, value_name = "FILE")]
+    questions: Option<PathBuf>,
+    /// createdAt of a new package (RFC 3339); an existing OUT keeps its own.
+    #[arg(long, value_name = "RFC3339")]
+    created_at: Option<String>,
+    /// Where to write the package.
+    #[arg(short, value_name = "OUT")]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+struct PushArgs {
+    /// The annotated module.
+    wasm: PathBuf,
+    /// REGISTRY/REPO:TAG.
+    target: String,
+    /// Push over plain HTTP.
+    #[arg(long)]
+    insecure: bool,
+}
+
+#[derive(Args)]
+struct PullArgs {
+    /// REGISTRY/REPO@DIGEST (or :TAG).
+    source: String,
+    /// Where to write the module.
+    #[arg(short, value_name = "OUT")]
+    output: PathBuf,
+    /// Pull over plain HTTP.
+    #[arg(long)]
+    insecure: bool,
+}
+
+/// Exit 2: what the verb was given cannot be used (clap's code for a bad command line too).
+const UNUSABLE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Preflight(args) => run_preflight(args),
+        Command::Annotate(args) => annotate(args).map(|()| ExitCode::SUCCESS),
+        Command::Inspect(args) => inspect(args).map(|()| ExitCode::SUCCESS),
+        Command::Artifacthub(args) => package(args).map(|()| ExitCode::SUCCESS),
+        Command::Push(args) => push(args).map(|()| ExitCode::SUCCESS),
+        Command::Pull(args) => pull(args).map(|()| ExitCode::SUCCESS),
+    };
+    result.unwrap_or_else(|err| {
+        eprintln!("error: {err}");
+        ExitCode::from(UNUSABLE)
+    })
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn json(value: &impl serde::Serialize) -> Result<String, String> {
+    serde_json::to_string_pretty(value).map_err(|e| e.to_string())
+}
+
+/// The objects the policy's host calls read: the dump, or the kinds the policy may read
+/// (its `contextAwareResources`) listed live. Says on stderr what it read.
+fn cluster(args: &ClusterArgs, policy: &Policy) -> Result<ClusterObjects, String> {
+    let started = Instant::now();
+    if !args.dump.is_empty() {
+        let cluster = ClusterObjects::read_dump(&args.dump)?;
+        eprintln!(
+            "read {} objects from the dump in {:.1} s",
+            cluster.objects.len(),
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(cluster);
+    }
+    let target = Target {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
+    let snapshot =
+        live::read(&target, &policy.metadata.context_aware_resources).map_err(|e| e.to_string())?;
+    eprintln!(
+        "read from context {}: {} in {:.1} s",
+        snapshot.context,
+        snapshot.listed.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(snapshot.cluster)
+}
+
+fn run(args: RunArgs) -> Result<ExitCode, String> {
+    let request = evaluate::read_request(&args.request)?;
+    let settings = settings::read(args.settings.as_deref())?;
+    let (policy, origin) =
+        Source::parse(args.policy.policy.as_deref(), args.policy.insecure).load()?;
+    eprintln!("policy: {origin}");
+    let cluster = cluster(&args.cluster, &policy)?;
+    let evaluation = evaluate::evaluate(&policy, &request, &settings, cluster)?;
+    match args.output {
+        RunOutput::Text => print!("{}", evaluate::text(&request, &evaluation)),
+        RunOutput::Json => {
+            let calls: Vec<String> = evaluation
+                .exchanges
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            println!(
+                "{}",
+                json(&serde_json::json!({"response": evaluation.response, "hostCalls": calls}))?
+            );
+        }
+    }
+    Ok(if evaluation.response["accepted"] == true {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {
+    let started = Instant::now();
+    let settings = settings::read(args.settings.as_deref())?;
+    let (policy, origin) =
+        Source::parse(args.policy.policy.as_deref(), args.policy.insecure).load()?;
+    eprintln!("policy: {origin}");
+    let cluster = cluster(&args.cluster, &policy)?;
+    // A bar on a terminal; piped or redirected, nothing but the closing line below.
+    let bar = std::io::stderr().is_terminal().then(|| {
+        indicatif::ProgressBar::new(0).with_style(
+            indicatif::ProgressStyle::with_template("replaying {bar:40} {pos}/{len} ({eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        )
+    });
+    let progress = |done: usize, total: usize| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    };
+    let report = preflight::run(&policy, Arc::new(cluster), &settings, &progress)?;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    eprintln!(
+        "replayed {} objects, done in {:.1} s",
+        report.judged.len(),
+        started.elapsed().as_secs_f64()
+    );
+    match args.output {
+        ReportOutput::Policyreport => print!(
+            "{}",
+            preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))?
+        ),
+        ReportOutput::Text => print!("{}", report.text(args.list_clean)),
+    }
+    Ok(if report.findings() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn annotate(args: AnnotateArgs) -> Result<(), String> {
+    let wasm = read(&args.input)?;
+    let protocol = match args.protocol_version {
+        Some(version) => version,
+        // An unannotated module answers protocol_version without any metadata.
+        None => Policy::load(&wasm, Default::default())?.protocol_version()?,
+    };
+    let meta = metadata::annotated(
+        metadata::from_yaml(&read_text(&args.metadata)?).map_err(|e| e.to_string())?,
+        &protocol,
+        &read_text(&args.usage)?,
+    );
+    let out = section::write_metadata(&wasm, &meta).map_err(|e| e.to_string())?;
+    std::fs::write(&args.output, out).map_err(|e| format!("{}: {e}", args.output.display()))
+}
+
+fn inspect(args: InspectArgs) -> Result<(), String> {
+    let (wasm, origin) = Source::parse(args.policy.as_deref(), args.insecure).read()?;
+    let meta = section::read_metadata(&wasm).map_err(|e| e.to_string())?;
+    let meta =
+        meta.ok_or_else(|| format!("{origin}: the module has no io.kubewarden.metadata section"))?;
+    println!("{}", json(&meta)?);
+    Ok(())
+}
+
+fn package(args: ArtifacthubArgs) -> Result<(), String> {
+    let meta = metadata::from_yaml(&read_text(&args.metadata)?).map_err(|e| e.to_string())?;
+    let questions = args.questions.as_deref().map(read_text).transpose()?;
+    // Keep the previous createdAt unless one is given: regenerating must be reproducible.
+    let created = args
+        .created_at
+        .or_else(|| {
+            std::fs::read_to_string(&args.output)
+                .ok()
+                .and_then(|t| artifacthub::created_at(&t))
+        })
+        .ok_or("--created-at is required for a new package")?;
+    let doc =
+        artifacthub::package(&meta, &created, questions.as_deref()).map_err(|e| e.to_string())?;
+    std::fs::write(&args.output, doc).map_err(|e| format!("{}: {e}", args.output.display()))
+}
+
+fn push(args: PushArgs) -> Result<(), String> {
+    let artifact =
+        oci::push(&read(&args.wasm)?, &args.target, args.insecure).map_err(|e| e.to_string())?;
+    println!("{}", json(&artifact)?);
+    Ok(())
+}
+
+fn pull(args: PullArgs) -> Result<(), String> {
+    let (wasm, artifact) = oci::pull(&args.source, args.insecure).map_err(|e| e.to_string())?;
+    std::fs::write(&args.output, wasm).map_err(|e| format!("{}: {e}", args.output.display()))?;
+    println!("{}", json(&artifact)?);
+    Ok(())
+}

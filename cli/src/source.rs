@@ -1,0 +1,92 @@
+//! Where the policy module comes from: the release embedded at build time, a file, or an OCI
+//! registry (pulled and checked against its digest by the packaging crate, as kwctl pulls it).
+
+use std::path::PathBuf;
+
+use cozystack_policy_runtime::policy::{Policy, read_module};
+
+/// The module embedded by `build.rs`, when the build had one.
+#[cfg(embedded_policy)]
+const EMBEDDED: Option<&[u8]> = Some(include_bytes!(env!("EMBEDDED_POLICY_WASM")));
+#[cfg(not(embedded_policy))]
+const EMBEDDED: Option<&[u8]> = None;
+
+/// `--policy`: absent for the embedded release, `registry://REF` for an OCI artifact, else a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Embedded,
+    File(PathBuf),
+    Registry { reference: String, insecure: bool },
+}
+
+impl Source {
+    /// Parses `--policy` the way kwctl names modules (`registry://` prefix for OCI).
+    pub fn parse(policy: Option<&str>, insecure: bool) -> Source {
+        match policy {
+            None => Source::Embedded,
+            Some(text) => match text.strip_prefix("registry://") {
+                Some(reference) => Source::Registry {
+                    reference: reference.to_owned(),
+                    insecure,
+                },
+                None => Source::File(PathBuf::from(text)),
+            },
+        }
+    }
+
+    /// The module's bytes and a line naming where they came from.
+    pub fn read(&self) -> Result<(Vec<u8>, String), String> {
+        match self {
+            Source::Embedded => EMBEDDED
+                .map(|wasm| (wasm.to_vec(), format!("the embedded policy v{}", env!("CARGO_PKG_VERSION"))))
+                .ok_or_else(|| {
+                    "this build embeds no policy module: pass --policy FILE or --policy registry://REF, or build with `make cli`".to_owned()
+                }),
+            Source::File(path) => Ok((read_module(path)?, path.display().to_string())),
+            Source::Registry {
+                reference,
+                insecure,
+            } => {
+                let (wasm, artifact) = cozystack_packaging::oci::pull(reference, *insecure)
+                    .map_err(|e| format!("registry://{reference}: {e}"))?;
+                Ok((wasm, format!("{reference} ({})", artifact.manifest_digest)))
+            }
+        }
+    }
+
+    /// The module compiled once and ready to evaluate, and where it came from.
+    pub fn load(&self) -> Result<(Policy, String), String> {
+        let (wasm, origin) = self.read()?;
+        let policy = Policy::from_annotated(&wasm).map_err(|e| format!("{origin}: {e}"))?;
+        Ok((policy, origin))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_names_parse_as_kwctl_writes_them() {
+        assert_eq!(Source::parse(None, false), Source::Embedded);
+        assert_eq!(
+            Source::parse(Some("registry://ghcr.io/cozystack/p@sha256:ab"), true),
+            Source::Registry {
+                reference: "ghcr.io/cozystack/p@sha256:ab".into(),
+                insecure: true
+            }
+        );
+        assert_eq!(
+            Source::parse(Some("policy.wasm"), false),
+            Source::File("policy.wasm".into())
+        );
+    }
+
+    #[test]
+    fn a_missing_file_names_itself() {
+        let err = Source::parse(Some("/nonexistent/p.wasm"), false)
+            .read()
+            .unwrap_err();
+        assert!(err.starts_with("/nonexistent/p.wasm: "), "{err}");
+    }
+}

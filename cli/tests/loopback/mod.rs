@@ -1,0 +1,171 @@
+//! A read-only Kubernetes API on loopback, serving a dump's objects the way the API server
+//! lists them: `limit`/`continue` pages (at most `page` items, whatever the limit asked, as the
+//! server may return fewer), items without apiVersion and kind, a 403 Status for one resource,
+//! and a kubeconfig whose current context points at it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+pub struct Loopback {
+    pub kubeconfig: PathBuf,
+    /// Every request's path and query, in order.
+    #[allow(dead_code)] // read by preflight.rs only
+    pub seen: Arc<Mutex<Vec<String>>>,
+    server: Arc<tiny_http::Server>,
+}
+
+impl Drop for Loopback {
+    fn drop(&mut self) {
+        self.server.unblock();
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
+fn plural(kind: &str) -> String {
+    format!("{}s", kind.to_lowercase())
+}
+
+/// (apiVersion, plural) of a list path: `/api/v1/namespaces`, `/apis/g/v/plural`.
+fn route(path: &str) -> Option<(String, String)> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["api", version, plural] => Some((version.to_string(), plural.to_string())),
+        ["apis", group, version, plural] => {
+            Some((format!("{group}/{version}"), plural.to_string()))
+        }
+        _ => None,
+    }
+}
+
+fn status(code: u16, reason: &str, message: &str) -> (u16, Value) {
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code});
+    (code, status)
+}
+
+fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) -> (u16, Value) {
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let Some((api_version, resource)) = route(path) else {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    };
+    if forbidden == Some(resource.as_str()) {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        return status(
+            403,
+            "Forbidden",
+            &format!(
+                "{resource}.{group} is forbidden: User \"preflight\" cannot list resource \"{resource}\" in API group \"{group}\" at the cluster scope"
+            ),
+        );
+    }
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .map(str::to_owned)
+    };
+    let limit = param("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .unwrap_or(usize::MAX);
+    let start = param("continue")
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut kind = String::new();
+    let matching: Vec<Value> = objects
+        .iter()
+        .filter(|o| {
+            o["apiVersion"] == api_version.as_str()
+                && plural(o["kind"].as_str().unwrap_or_default()) == resource
+        })
+        .map(|o| {
+            kind = o["kind"].as_str().unwrap_or_default().to_owned();
+            let mut item = o.clone();
+            if let Some(item) = item.as_object_mut() {
+                item.remove("apiVersion");
+                item.remove("kind");
+            }
+            item
+        })
+        .collect();
+    let end = (start + limit.min(page)).min(matching.len());
+    let mut metadata = json!({"resourceVersion": "42"});
+    if end < matching.len() {
+        metadata["continue"] = json!(end.to_string());
+    }
+    (
+        200,
+        json!({"apiVersion": api_version, "kind": format!("{kind}List"),
+        "metadata": metadata, "items": matching[start.min(end)..end]}),
+    )
+}
+
+/// Serves `objects` until dropped; `forbidden` names a resource (plural) every list of which
+/// gets a 403.
+pub fn serve(
+    objects: Vec<Value>,
+    forbidden: Option<&'static str>,
+    page: usize,
+    dir: &Path,
+) -> Loopback {
+    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}")));
+    let port = server
+        .server_addr()
+        .to_ip()
+        .map(|a| a.port())
+        .unwrap_or_default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (server_loop, seen_loop) = (server.clone(), seen.clone());
+    std::thread::spawn(move || {
+        for request in server_loop.incoming_requests() {
+            let url = request.url().to_owned();
+            seen_loop
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(url.clone());
+            let (code, body) = if *request.method() == tiny_http::Method::Get {
+                answer(&objects, forbidden, page, &url)
+            } else {
+                status(405, "MethodNotAllowed", "this API is read-only")
+            };
+            let header = tiny_http::Header::from_bytes("Content-Type", "application/json")
+                .unwrap_or_else(|()| panic!("a static header"));
+            let response = tiny_http::Response::from_string(body.to_string())
+                .with_status_code(code)
+                .with_header(header);
+            let _ = request.respond(response);
+        }
+    });
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = dir.join(format!("kubeconfig-{port}.yaml"));
+    let text = format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: loopback
+  cluster: {{server: 'http://127.0.0.1:{port}'}}
+- name: elsewhere
+  cluster: {{server: 'http://127.0.0.1:1'}}
+users:
+- name: preflight
+  user: {{token: read-only}}
+contexts:
+- name: loopback
+  context: {{cluster: loopback, user: preflight}}
+- name: elsewhere
+  context: {{cluster: elsewhere, user: preflight}}
+current-context: loopback
+"
+    );
+    std::fs::write(&kubeconfig, text).unwrap_or_else(|e| panic!("{e}"));
+    Loopback {
+        kubeconfig,
+        seen,
+        server,
+    }
+}

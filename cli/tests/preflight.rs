@@ -1,0 +1,258 @@
+//! The pre-flight over the fixture dumps in `cli/tests/dumps`, through the embedded policy
+//! module: the dump with known problems yields exactly the committed report (text and
+//! PolicyReports), the clean dump yields nothing, and the binary gives the same report, byte for
+//! byte, read from the dump or live from a loopback API serving the same objects. One test per
+//! file, so the module is compiled once in process.
+
+mod loopback;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use cozystack_policy::source::Source;
+use cozystack_policy::{preflight, settings};
+use cozystack_policy_runtime::cluster::ClusterObjects;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn dir() -> PathBuf {
+    workspace().join("cli/tests/dumps")
+}
+
+fn committed(name: &str) -> String {
+    std::fs::read_to_string(dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn cli(args: &[&str], extra: &[&Path], kubeconfig: Option<&Path>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cozystack-policy"));
+    command.args(args).args(extra);
+    match kubeconfig {
+        Some(path) => command.env("KUBECONFIG", path),
+        None => command.env_remove("KUBECONFIG"),
+    };
+    command.output().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn utf8(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn preflight_reports_exactly_the_known_problems() {
+    let (policy, _) = Source::Embedded.load().unwrap_or_else(|e| panic!("{e}"));
+    let settings_path = workspace().join("deploy/policy-protect.yaml");
+    let settings = settings::read(Some(&settings_path)).unwrap_or_else(|e| panic!("{e}"));
+    let replay = |dump: &str| {
+        let cluster =
+            ClusterObjects::read_dump(&[dir().join(dump)]).unwrap_or_else(|e| panic!("{e}"));
+        preflight::run(&policy, Arc::new(cluster), &settings, &|_, _| {})
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+
+    let report = replay("problems.yaml");
+    assert_eq!(report.findings(), 5);
+    let text = report.text(false);
+    assert_eq!(text, committed("problems.txt"));
+    // The clean namespaces are counted; named only on request.
+    assert!(
+        text.ends_with(
+            "5 findings in 4 namespaces; 3 namespaces clean (--list-clean names them)\n"
+        ),
+        "{text}"
+    );
+    assert!(report.text(true).ends_with(
+        "5 findings in 4 namespaces; 3 clean: cozy-system, tenant-clean, tenant-root\n"
+    ));
+    // Each duplicate is reported, naming the other.
+    for (release, other) in [
+        ("monitoring", "monitoring-2"),
+        ("monitoring-2", "monitoring"),
+    ] {
+        assert!(
+            text.contains(&format!(
+                "HelmRelease tenant-dup/{release} [fail] Monitoring: at most 1 per tenant tenant-dup; already present: {other}; keep 1 and delete the others (cardinality tenant/1)"
+            )),
+            "{text}"
+        );
+    }
+    let reports = preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(reports, committed("problems.policyreport.yaml"));
+
+    let clean = replay("clean.yaml");
+    assert_eq!(clean.findings(), 0);
+    assert_eq!(
+        clean.text(false),
+        "Pre-flight: 6 objects replayed as the audit scanner sends them, in 3 namespaces\n\nNo findings: every namespace is clean.\n"
+    );
+    assert!(
+        clean
+            .policy_reports("cozystack-capabilities")
+            .iter()
+            .all(|r| r["summary"]["fail"] == 0 && r["summary"]["error"] == 0)
+    );
+
+    // Rules in the settings alone: stock definitions agree with them and pass; one that
+    // states a different block is reported, since the policy would not read it.
+    let mut dump =
+        ClusterObjects::read_dump(&[dir().join("clean.yaml")]).unwrap_or_else(|e| panic!("{e}"));
+    dump.objects.push(serde_json::json!({
+        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
+        "metadata": {"name": "redis"},
+        "spec": {"application": {"kind": "Redis"}, "cardinality": {"scope": "cluster", "max": 1}}
+    }));
+    let dump = Arc::new(dump);
+    let mut settings_only = settings.clone();
+    settings_only["definitionSource"] = "settings".into();
+    settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "", "Etcd": ""});
+    let report = preflight::run(&policy, dump.clone(), &settings_only, &|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.findings(), 1, "{}", report.text(false));
+    assert!(report.text(false).contains(
+        "(ApplicationDefinitions): 1 finding\n  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the settings, and definitionSource is settings, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
+    ), "{}", report.text(false));
+
+    // The release prefixes stand in for the definitions' own: a wrong one misnames every
+    // release of its kind, a missing one for a kind with rules makes its lists carry labels.
+    settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "monitoring-"});
+    let report =
+        preflight::run(&policy, dump, &settings_only, &|_, _| {}).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.findings(), 3, "{}", report.text(false));
+    let text = report.text(false);
+    for line in [
+        "  ApplicationDefinition monitoring [fail] releasePrefixes.Monitoring is \"monitoring-\", but ApplicationDefinition monitoring states spec.release.prefix \"\": the policy would name every Monitoring release wrongly; set releasePrefixes.Monitoring: \"\"\n",
+        "  ApplicationDefinition etcd [warn] ApplicationDefinition etcd states spec.release.prefix \"\" for Etcd, which has rules in the settings, and releasePrefixes has no entry for it: the policy reads Etcd's release names from their labels, about 4x the bytes per list; set releasePrefixes.Etcd: \"\"\n",
+    ] {
+        assert!(text.contains(line), "{text}");
+    }
+
+    // The binary on the dump: the committed report, exit 1; piped, stderr carries no progress
+    // bar: where the policy and the objects came from, then one closing line.
+    let settings_arg = settings_path.as_path();
+    let dump = |name: &str| dir().join(name);
+    let problems_yaml = dump("problems.yaml");
+    let from_dump = cli(
+        &["preflight", "--settings"],
+        &[settings_arg, Path::new("--dump"), &problems_yaml],
+        None,
+    );
+    assert_eq!(
+        from_dump.status.code(),
+        Some(1),
+        "{}",
+        utf8(&from_dump.stderr)
+    );
+    assert_eq!(utf8(&from_dump.stdout), committed("problems.txt"));
+    let stderr = utf8(&from_dump.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(
+        lines.len() == 3
+            && lines[0] == "policy: the embedded policy v0.1.0"
+            && lines[1].starts_with("read 20 objects from the dump in ")
+            && lines[2].starts_with("replayed 16 objects, done in "),
+        "{stderr}"
+    );
+    let clean_yaml = dump("clean.yaml");
+    let clean = cli(
+        &["preflight", "--settings"],
+        &[settings_arg, Path::new("--dump"), &clean_yaml],
+        None,
+    );
+    assert_eq!(clean.status.code(), Some(0), "{}", utf8(&clean.stderr));
+    let missing_yaml = dump("no-such-dump.yaml");
+    let missing = cli(&["preflight", "--dump"], &[&missing_yaml], None);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        utf8(&missing.stderr).contains("no-such-dump.yaml: No such file"),
+        "{}",
+        utf8(&missing.stderr)
+    );
+
+    // On a terminal (a pty from util-linux's `script`) the replay draws indicatif's bar.
+    let on_tty = Command::new("script")
+        .args([
+            "-qec",
+            &format!(
+                "{} preflight --dump {}",
+                env!("CARGO_BIN_EXE_cozystack-policy"),
+                problems_yaml.display()
+            ),
+            "/dev/null",
+        ])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap_or_else(|e| panic!("script (util-linux): {e}"));
+    let drawn = utf8(&on_tty.stdout);
+    assert!(
+        drawn.contains("replaying ") && drawn.contains(" 16/16 "),
+        "{drawn}"
+    );
+    assert!(!utf8(&from_dump.stderr).contains("replaying "));
+
+    // Live: the same objects served by a loopback API, read through the kubeconfig's current
+    // context in pages of at most 4 (so every kind takes several): the same report, byte for
+    // byte, in text and as PolicyReports.
+    let objects = ClusterObjects::read_dump(std::slice::from_ref(&problems_yaml))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .objects;
+    let scratch = workspace().join("target/tmp/preflight-live");
+    let api = loopback::serve(objects.clone(), None, 4, &scratch);
+    let live = cli(
+        &["preflight", "--settings"],
+        &[settings_arg],
+        Some(&api.kubeconfig),
+    );
+    assert_eq!(live.status.code(), Some(1), "{}", utf8(&live.stderr));
+    assert_eq!(utf8(&live.stdout), utf8(&from_dump.stdout));
+    let stderr = utf8(&live.stderr);
+    assert!(
+        stderr.contains(
+            "read from context loopback: 4 applicationdefinitions.cozystack.io (1 page), 9 helmreleases.helm.toolkit.fluxcd.io (3 pages), 7 namespaces (2 pages) in "
+        ) && stderr.lines().count() == 3,
+        "{stderr}"
+    );
+    let seen = api.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        seen.iter().all(|url| url.contains("limit=500"))
+            && seen.iter().any(|url| url.contains("continue=4")),
+        "{seen:?}"
+    );
+    let reports = |extra: &[&Path], kubeconfig| {
+        let mut args = vec![
+            settings_arg,
+            Path::new("--output"),
+            Path::new("policyreport"),
+        ];
+        args.extend_from_slice(extra);
+        utf8(&cli(&["preflight", "--settings"], &args, kubeconfig).stdout)
+    };
+    assert_eq!(
+        reports(&[], Some(&api.kubeconfig)),
+        reports(&[Path::new("--dump"), &problems_yaml], None)
+    );
+    // --context picks another context of the same kubeconfig (here one nobody listens on).
+    let elsewhere = cli(
+        &["preflight", "--context", "elsewhere"],
+        &[],
+        Some(&api.kubeconfig),
+    );
+    assert_eq!(elsewhere.status.code(), Some(2));
+    assert!(
+        utf8(&elsewhere.stderr).contains("in context elsewhere failed"),
+        "{}",
+        utf8(&elsewhere.stderr)
+    );
+    drop(api);
+
+    // A list the current user may not make: the missing permission, named, and exit 2.
+    let api = loopback::serve(objects, Some("helmreleases"), 500, &scratch);
+    let forbidden = cli(&["preflight"], &[], Some(&api.kubeconfig));
+    assert_eq!(forbidden.status.code(), Some(2));
+    assert_eq!(
+        utf8(&forbidden.stderr).lines().last().unwrap_or_default(),
+        "error: listing helmreleases.helm.toolkit.fluxcd.io in all namespaces is forbidden for the current user of context loopback (helmreleases.helm.toolkit.fluxcd.io is forbidden: User \"preflight\" cannot list resource \"helmreleases\" in API group \"helm.toolkit.fluxcd.io\" at the cluster scope): grant it `list` on helmreleases.helm.toolkit.fluxcd.io cluster-wide (check with `kubectl auth can-i list helmreleases.helm.toolkit.fluxcd.io --all-namespaces`), or run on a dump (`kubectl get applicationdefinitions.cozystack.io,helmreleases.helm.toolkit.fluxcd.io,namespaces -A -o yaml > dump.yaml`, then --dump dump.yaml)"
+    );
+}

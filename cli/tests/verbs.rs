@@ -1,0 +1,266 @@
+//! The binary's verbs end to end, as an operator runs them: `--help` on each, `run` on a dump
+//! and on a live (loopback) API, `inspect`, `annotate` and `artifacthub` reproducing what the
+//! build ships.
+
+mod loopback;
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = workspace().join("target/tmp/cli-verbs");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    dir.join(name)
+}
+
+fn cli() -> Command {
+    let mut command = Command::cargo_bin("cozystack-policy").unwrap_or_else(|e| panic!("{e}"));
+    command.current_dir(workspace()).env_remove("KUBECONFIG");
+    command
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn ran(command: &mut Command) -> Ran {
+    let output = command.output().unwrap_or_else(|e| panic!("{e}"));
+    Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// An AdmissionReview as the API server sends it for a user's app CREATE (through cozystack-api).
+fn review(namespace: &str, user: &str, group: &str) -> PathBuf {
+    let text = format!(
+        "apiVersion: admission.k8s.io/v1
+kind: AdmissionReview
+request:
+  uid: 0b9d3f1e-cli
+  kind: {{group: apps.cozystack.io, version: v1alpha1, kind: Monitoring}}
+  resource: {{group: apps.cozystack.io, version: v1alpha1, resource: monitorings}}
+  requestKind: {{group: apps.cozystack.io, version: v1alpha1, kind: Monitoring}}
+  name: second
+  namespace: {namespace}
+  operation: CREATE
+  userInfo: {{username: {user}, groups: [{group}, 'system:authenticated']}}
+  object:
+    apiVersion: apps.cozystack.io/v1alpha1
+    kind: Monitoring
+    metadata: {{name: second, namespace: {namespace}}}
+  oldObject: null
+"
+    );
+    let path = scratch(&format!("review-{namespace}.yaml"));
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+#[test]
+fn every_verb_has_help() {
+    for verb in [
+        "run",
+        "preflight",
+        "annotate",
+        "inspect",
+        "artifacthub",
+        "push",
+        "pull",
+    ] {
+        let out = ran(cli().args([verb, "--help"]));
+        assert_eq!(out.code, Some(0), "{verb}: {}", out.stderr);
+        assert!(
+            out.stdout
+                .contains(&format!("Usage: cozystack-policy {verb} ")),
+            "{verb}: {}",
+            out.stdout
+        );
+    }
+    let out = ran(cli().arg("evaluate"));
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr
+            .contains("error: unrecognized subcommand 'evaluate'"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn run_prints_the_verdict_the_message_and_the_host_calls() {
+    let settings = "e2e/cluster/settings.yaml";
+    let denied = review("tenant-root", "rita", "tenant-root-admin");
+    let out = ran(cli()
+        .args(["run", "--settings", settings, "--dump", "e2e/cluster"])
+        .arg(&denied));
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines[..3],
+        [
+            "request   CREATE Monitoring tenant-root/second as rita",
+            "verdict   DENIED (403)",
+            "message   Monitoring: at most 1 per tenant tenant-root; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
+        ],
+        "{}",
+        out.stdout
+    );
+    assert!(lines[3].starts_with("host calls 2 ("), "{}", out.stdout);
+    assert!(
+        lines[4].starts_with("  1. list cozystack.io/v1alpha1 ApplicationDefinition in all namespaces [masks metadata.name,")
+            && lines[4].ends_with(" -> 14 items, 1853 bytes"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[5].starts_with("  2. list helm.toolkit.fluxcd.io/v2 HelmRelease in all namespaces [labels apps.cozystack.io/application.kind=Monitoring,apps.cozystack.io/application.group=apps.cozystack.io;")
+            && lines[5].ends_with(" -> 2 items, 233 bytes"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stderr.lines().collect::<Vec<_>>()[0],
+        "policy: the embedded policy v0.1.0"
+    );
+
+    // The same request as JSON: the ValidationResponse and the calls.
+    let out = ran(cli()
+        .args([
+            "run",
+            "--output",
+            "json",
+            "--settings",
+            settings,
+            "--dump",
+            "e2e/cluster",
+        ])
+        .arg(&denied));
+    let json: Value =
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+    assert_eq!(json["response"]["accepted"], false);
+    assert_eq!(json["response"]["code"], 403);
+    assert_eq!(json["hostCalls"].as_array().map(Vec::len), Some(2));
+
+    // Allowed, read live from a loopback API serving the bundled cluster: exit 0, same calls.
+    let allowed = review("tenant-acme", "carol", "tenant-acme-admin");
+    let from_dump = ran(cli()
+        .args(["run", "--settings", settings, "--dump", "e2e/cluster"])
+        .arg(&allowed));
+    assert_eq!(from_dump.code, Some(0), "{}", from_dump.stderr);
+    assert!(
+        from_dump.stdout.contains("\nverdict   ALLOWED\n"),
+        "{}",
+        from_dump.stdout
+    );
+    let objects = ClusterObjects::load_dir(&workspace().join("e2e/cluster"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .objects;
+    let api = loopback::serve(objects, None, 500, &scratch("live"));
+    let live = ran(cli()
+        .args(["run", "--settings", settings])
+        .arg(&allowed)
+        .env("KUBECONFIG", &api.kubeconfig));
+    assert_eq!(live.code, Some(0), "{}", live.stderr);
+    assert_eq!(live.stdout, from_dump.stdout);
+    assert!(
+        live.stderr.contains("read from context loopback: "),
+        "{}",
+        live.stderr
+    );
+
+    // What cannot be evaluated says why, with exit 2.
+    let empty = scratch("empty.json");
+    std::fs::write(&empty, "{}").unwrap_or_else(|e| panic!("{e}"));
+    let out = ran(cli().args(["run", "--dump", "e2e/cluster"]).arg(&empty));
+    assert_eq!(out.code, Some(2));
+    assert_eq!(
+        out.stderr.trim_end(),
+        format!(
+            "error: {}: neither an AdmissionReview nor an AdmissionRequest (no operation and kind)",
+            empty.display()
+        )
+    );
+    let bad_settings = scratch("bad-settings.yaml");
+    std::fs::write(&bad_settings, "platformWriters: sometimes\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = ran(cli()
+        .args(["run", "--dump", "e2e/cluster", "--settings"])
+        .arg(&bad_settings)
+        .arg(&denied));
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr.contains("error: the settings are invalid: "),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn packaging_verbs_reproduce_what_the_build_ships() {
+    // annotate asks the module for its protocol version, as kwctl does: the same bytes as
+    // `make annotated-policy.wasm`.
+    let out_path = scratch("annotated.wasm");
+    let out = ran(cli()
+        .args([
+            "annotate",
+            "--metadata",
+            "policy-metadata.yml",
+            "--usage",
+            "README.md",
+            "-o",
+        ])
+        .arg(&out_path)
+        .arg("policy.wasm"));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    assert!(
+        read(&out_path) == read(&workspace().join("annotated-policy.wasm")),
+        "annotate differs from the shipped annotated-policy.wasm"
+    );
+
+    // inspect: the embedded release by default, a file when named.
+    let embedded = ran(cli().arg("inspect"));
+    assert_eq!(embedded.code, Some(0), "{}", embedded.stderr);
+    let meta: Value = serde_json::from_str(&embedded.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(meta["protocolVersion"], "v1");
+    assert_eq!(
+        meta["annotations"]["io.kubewarden.policy.title"],
+        "cozystack-capabilities"
+    );
+    let unannotated = ran(cli().args(["inspect", "policy.wasm"]));
+    assert_eq!(unannotated.code, Some(2));
+    assert_eq!(
+        unannotated.stderr.trim_end(),
+        "error: policy.wasm: the module has no io.kubewarden.metadata section"
+    );
+
+    // artifacthub keeps the committed createdAt: regenerating gives the committed file.
+    let package = scratch("artifacthub-pkg.yml");
+    std::fs::copy(workspace().join("artifacthub-pkg.yml"), &package)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = ran(cli()
+        .args([
+            "artifacthub",
+            "--metadata",
+            "policy-metadata.yml",
+            "--questions",
+            "questions-ui.yml",
+            "-o",
+        ])
+        .arg(&package));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&package).unwrap_or_default(),
+        std::fs::read_to_string(workspace().join("artifacthub-pkg.yml")).unwrap_or_default()
+    );
+}

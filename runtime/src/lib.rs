@@ -1,0 +1,24 @@
+//! The policy wasm run the way Kubewarden runs it, without Kubewarden: a waPC host on wasmtime
+//! (the runtime pieces of policy-evaluator) that serves the `kubewarden/kubernetes/*` host calls
+//! from a snapshot of cluster objects, and the requests the audit scanner replays. The operator's
+//! CLI, the e2e harness and the benchmark all run the policy through this crate.
+
+pub mod audit;
+pub mod cluster;
+pub mod host;
+pub mod masks;
+pub mod policy;
+pub mod selector;
+
+use std::path::{Path, PathBuf};
+
+/// The `*.yaml` files of a directory, in name order (dumps, fixtures and scenarios alike).
+pub fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
