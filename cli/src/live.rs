@@ -16,7 +16,8 @@ use thiserror::Error;
 /// kubectl's page size (`--chunk-size`).
 const PAGE: u32 = 500;
 
-/// Which cluster: the current context of `$KUBECONFIG` (or `~/.kube/config`) unless told.
+/// Which cluster: the current context of `$KUBECONFIG` (or `~/.kube/config`) unless told;
+/// without any kubeconfig, inside a Pod, its ServiceAccount.
 #[derive(Debug, Clone, Default)]
 pub struct Target {
     pub kubeconfig: Option<PathBuf>,
@@ -81,26 +82,45 @@ fn api_resource(resource: &ContextAwareResource) -> ApiResource {
     ))
 }
 
+/// The client kubectl would use: the kubeconfig's context, or — with no kubeconfig at all, inside
+/// a Pod (the pre-flight as a Job) — the Pod's ServiceAccount.
 async fn client(target: &Target) -> Result<(kube::Client, String), LiveError> {
     let kubeconfig = match &target.kubeconfig {
         Some(path) => Kubeconfig::read_from(path),
         None => Kubeconfig::read(),
-    }
-    .map_err(|e| LiveError::Kubeconfig(e.to_string()))?;
-    let context = target
-        .context
-        .clone()
-        .or_else(|| kubeconfig.current_context.clone())
-        .ok_or_else(|| {
-            LiveError::Kubeconfig("no current context: pass --context NAME".to_owned())
-        })?;
-    let options = KubeConfigOptions {
-        context: Some(context.clone()),
-        ..KubeConfigOptions::default()
     };
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .map_err(|e| LiveError::Kubeconfig(e.to_string()))?;
+    let (config, context) = match kubeconfig {
+        Ok(kubeconfig) => {
+            let context = target
+                .context
+                .clone()
+                .or_else(|| kubeconfig.current_context.clone())
+                .ok_or_else(|| {
+                    LiveError::Kubeconfig("no current context: pass --context NAME".to_owned())
+                })?;
+            let options = KubeConfigOptions {
+                context: Some(context.clone()),
+                ..KubeConfigOptions::default()
+            };
+            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| LiveError::Kubeconfig(e.to_string()))?;
+            (config, context)
+        }
+        Err(err) if target.kubeconfig.is_none() && target.context.is_none() => {
+            let config = kube::Config::incluster().map_err(|_| {
+                LiveError::Kubeconfig(format!(
+                    "{err}, and this is not a Pod with a ServiceAccount; set KUBECONFIG or pass --kubeconfig, or use --dump"
+                ))
+            })?;
+            (config, "in-cluster".to_owned())
+        }
+        Err(err) => {
+            return Err(LiveError::Kubeconfig(format!(
+                "{err}; name a readable kubeconfig, or use --dump"
+            )));
+        }
+    };
     let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
         context: context.clone(),
         source: Box::new(source),

@@ -14,6 +14,7 @@ use cozystack_policy::source::Source;
 use cozystack_policy::{evaluate, preflight, settings};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
+use serde_json::Value;
 
 #[derive(Parser)]
 #[command(
@@ -77,18 +78,25 @@ struct ClusterArgs {
     context: Option<String>,
 }
 
+/// What an evaluation needs: the settings, the cluster and the module.
 #[derive(Args)]
-struct RunArgs {
-    /// The request: an AdmissionReview or AdmissionRequest, JSON or YAML; `-` for stdin.
-    request: PathBuf,
-    /// The policy's settings, or the deployed ClusterAdmissionPolicy (`kubectl get
-    /// clusteradmissionpolicy NAME -o yaml`). Default: none (`{}`).
+struct EvaluationArgs {
+    /// The policy's settings, or a ClusterAdmissionPolicy (`kubectl get clusteradmissionpolicy
+    /// NAME -o yaml`: its spec.settings). Default: none (`{}`).
     #[arg(long, value_name = "FILE")]
     settings: Option<PathBuf>,
     #[command(flatten)]
     cluster: ClusterArgs,
     #[command(flatten)]
     policy: PolicyArgs,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The request: an AdmissionReview or AdmissionRequest, JSON or YAML; `-` for stdin.
+    request: PathBuf,
+    #[command(flatten)]
+    evaluation: EvaluationArgs,
     /// `text` for a person, `json` for the ValidationResponse and the host calls.
     #[arg(long, value_enum, default_value_t = RunOutput::Text)]
     output: RunOutput,
@@ -102,13 +110,8 @@ enum RunOutput {
 
 #[derive(Args)]
 struct PreflightArgs {
-    /// The policy's settings, or the ClusterAdmissionPolicy you will deploy. Default: `{}`.
-    #[arg(long, value_name = "FILE")]
-    settings: Option<PathBuf>,
     #[command(flatten)]
-    cluster: ClusterArgs,
-    #[command(flatten)]
-    policy: PolicyArgs,
+    evaluation: EvaluationArgs,
     /// `text` for a person, `policyreport` for wgpolicyk8s.io/v1alpha2 reports.
     #[arg(long, value_enum, default_value_t = ReportOutput::Text)]
     output: ReportOutput,
@@ -217,12 +220,33 @@ fn read_text(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Pretty JSON, one trailing newline.
 fn json(value: &impl serde::Serialize) -> Result<String, String> {
-    serde_json::to_string_pretty(value).map_err(|e| e.to_string())
+    serde_json::to_string_pretty(value)
+        .map(|text| text + "\n")
+        .map_err(|e| e.to_string())
 }
 
-/// The objects the policy's host calls read: the dump, or the kinds the policy may read
-/// (its `contextAwareResources`) listed live. Says on stderr what it read.
+/// Writes the verb's output; a reader that stopped early (`| head`) is not an error.
+fn emit(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+        _ => Ok(()),
+    }
+}
+
+/// The settings, the module and the objects its host calls read: the dump, or the kinds the
+/// policy may read (its `contextAwareResources`) listed live. Says on stderr what it read.
+fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), String> {
+    let settings = settings::read(args.settings.as_deref())?;
+    let source = Source::parse(args.policy.policy.as_deref(), args.policy.insecure);
+    let (policy, origin) = source.load()?;
+    eprintln!("policy: {origin}");
+    let cluster = cluster(&args.cluster, &policy)?;
+    Ok((settings, policy, cluster))
+}
+
 fn cluster(args: &ClusterArgs, policy: &Policy) -> Result<ClusterObjects, String> {
     let started = Instant::now();
     if !args.dump.is_empty() {
@@ -251,24 +275,19 @@ fn cluster(args: &ClusterArgs, policy: &Policy) -> Result<ClusterObjects, String
 
 fn run(args: RunArgs) -> Result<ExitCode, String> {
     let request = evaluate::read_request(&args.request)?;
-    let settings = settings::read(args.settings.as_deref())?;
-    let (policy, origin) =
-        Source::parse(args.policy.policy.as_deref(), args.policy.insecure).load()?;
-    eprintln!("policy: {origin}");
-    let cluster = cluster(&args.cluster, &policy)?;
+    let (settings, policy, cluster) = prepare(&args.evaluation)?;
     let evaluation = evaluate::evaluate(&policy, &request, &settings, cluster)?;
     match args.output {
-        RunOutput::Text => print!("{}", evaluate::text(&request, &evaluation)),
+        RunOutput::Text => emit(&evaluate::text(&request, &evaluation))?,
         RunOutput::Json => {
             let calls: Vec<String> = evaluation
                 .exchanges
                 .iter()
                 .map(ToString::to_string)
                 .collect();
-            println!(
-                "{}",
-                json(&serde_json::json!({"response": evaluation.response, "hostCalls": calls}))?
-            );
+            emit(&json(
+                &serde_json::json!({"response": evaluation.response, "hostCalls": calls}),
+            )?)?;
         }
     }
     Ok(if evaluation.response["accepted"] == true {
@@ -280,11 +299,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
 
 fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {
     let started = Instant::now();
-    let settings = settings::read(args.settings.as_deref())?;
-    let (policy, origin) =
-        Source::parse(args.policy.policy.as_deref(), args.policy.insecure).load()?;
-    eprintln!("policy: {origin}");
-    let cluster = cluster(&args.cluster, &policy)?;
+    let (settings, policy, cluster) = prepare(&args.evaluation)?;
     // A bar on a terminal; piped or redirected, nothing but the closing line below.
     let bar = std::io::stderr().is_terminal().then(|| {
         indicatif::ProgressBar::new(0).with_style(
@@ -308,11 +323,10 @@ fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {
         started.elapsed().as_secs_f64()
     );
     match args.output {
-        ReportOutput::Policyreport => print!(
-            "{}",
-            preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))?
-        ),
-        ReportOutput::Text => print!("{}", report.text(args.list_clean)),
+        ReportOutput::Policyreport => emit(&preflight::to_yaml_stream(
+            &report.policy_reports("cozystack-capabilities"),
+        )?)?,
+        ReportOutput::Text => emit(&report.text(args.list_clean))?,
     }
     Ok(if report.findings() == 0 {
         ExitCode::SUCCESS
@@ -342,8 +356,7 @@ fn inspect(args: InspectArgs) -> Result<(), String> {
     let meta = section::read_metadata(&wasm).map_err(|e| e.to_string())?;
     let meta =
         meta.ok_or_else(|| format!("{origin}: the module has no io.kubewarden.metadata section"))?;
-    println!("{}", json(&meta)?);
-    Ok(())
+    emit(&json(&meta)?)
 }
 
 fn package(args: ArtifacthubArgs) -> Result<(), String> {
@@ -366,13 +379,11 @@ fn package(args: ArtifacthubArgs) -> Result<(), String> {
 fn push(args: PushArgs) -> Result<(), String> {
     let artifact =
         oci::push(&read(&args.wasm)?, &args.target, args.insecure).map_err(|e| e.to_string())?;
-    println!("{}", json(&artifact)?);
-    Ok(())
+    emit(&json(&artifact)?)
 }
 
 fn pull(args: PullArgs) -> Result<(), String> {
     let (wasm, artifact) = oci::pull(&args.source, args.insecure).map_err(|e| e.to_string())?;
     std::fs::write(&args.output, wasm).map_err(|e| format!("{}: {e}", args.output.display()))?;
-    println!("{}", json(&artifact)?);
-    Ok(())
+    emit(&json(&artifact)?)
 }

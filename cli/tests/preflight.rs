@@ -246,6 +246,17 @@ fn preflight_reports_exactly_the_known_problems() {
         utf8(&elsewhere.stderr)
     );
     drop(api);
+    // No kubeconfig and not in a Pod: said so, with the ways out.
+    let nowhere = cli(
+        &["preflight"],
+        &[],
+        Some(Path::new("/nonexistent/kubeconfig")),
+    );
+    assert_eq!(nowhere.status.code(), Some(2));
+    assert_eq!(
+        utf8(&nowhere.stderr).lines().last().unwrap_or_default(),
+        "error: cannot read the kubeconfig: failed to read kubeconfig from '\"/nonexistent/kubeconfig\"': No such file or directory (os error 2), and this is not a Pod with a ServiceAccount; set KUBECONFIG or pass --kubeconfig, or use --dump"
+    );
 
     // A list the current user may not make: the missing permission, named, and exit 2.
     let api = loopback::serve(objects, Some("helmreleases"), 500, &scratch);
