@@ -85,65 +85,51 @@ pub struct Exchange {
 /// One line an operator reads: the call, its selectors and masks, and what came back.
 impl std::fmt::Display for Exchange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let options =
-            |label: &Option<String>, field: &Option<String>, masks: &Option<Vec<String>>| {
-                let mut parts = Vec::new();
-                if let Some(label) = label {
-                    parts.push(format!("labels {label}"));
-                }
-                if let Some(field) = field {
-                    parts.push(format!("fields {field}"));
-                }
-                if let Some(masks) = masks {
-                    parts.push(format!("masks {}", masks.join(",")));
-                }
-                if parts.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", parts.join("; "))
-                }
-            };
-        match &self.request {
-            CallbackRequest::KubernetesGetResource {
-                api_version,
-                kind,
+        use CallbackRequest::*;
+        let (api_version, kind) = self.request.resource();
+        let (verb, target, labels, fields, masks) = match &self.request {
+            KubernetesGetResource {
                 name,
                 namespace,
                 field_masks,
                 ..
             } => {
-                let name = namespace
+                let target = namespace
                     .as_ref()
                     .map_or(name.clone(), |ns| format!("{ns}/{name}"));
-                write!(
-                    f,
-                    "get {api_version} {kind} {name}{}",
-                    options(&None, &None, field_masks)
-                )?;
+                ("get", target, &None, &None, field_masks)
             }
-            CallbackRequest::KubernetesListResourceAll {
-                api_version,
-                kind,
+            KubernetesListResourceAll {
                 label_selector,
                 field_selector,
                 field_masks,
-            } => write!(
-                f,
-                "list {api_version} {kind} in all namespaces{}",
-                options(label_selector, field_selector, field_masks)
-            )?,
-            CallbackRequest::KubernetesListResourceNamespace {
-                api_version,
-                kind,
+                ..
+            } => {
+                let target = "in all namespaces".to_owned();
+                ("list", target, label_selector, field_selector, field_masks)
+            }
+            KubernetesListResourceNamespace {
                 namespace,
                 label_selector,
                 field_selector,
                 field_masks,
-            } => write!(
-                f,
-                "list {api_version} {kind} in {namespace}{}",
-                options(label_selector, field_selector, field_masks)
-            )?,
+                ..
+            } => {
+                let target = format!("in {namespace}");
+                ("list", target, label_selector, field_selector, field_masks)
+            }
+        };
+        let options: Vec<String> = [
+            labels.as_ref().map(|l| format!("labels {l}")),
+            fields.as_ref().map(|l| format!("fields {l}")),
+            masks.as_ref().map(|m| format!("masks {}", m.join(","))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        write!(f, "{verb} {api_version} {kind} {target}")?;
+        if !options.is_empty() {
+            write!(f, " [{}]", options.join("; "))?;
         }
         match &self.response {
             Err(message) => write!(f, " -> error: {message}"),
@@ -152,12 +138,10 @@ impl std::fmt::Display for Exchange {
                     .ok()
                     .and_then(|v| v["items"].as_array().map(Vec::len));
                 match items {
-                    Some(n) => write!(
-                        f,
-                        " -> {n} item{}, {} bytes",
-                        if n == 1 { "" } else { "s" },
-                        body.len()
-                    ),
+                    Some(n) => {
+                        let plural = if n == 1 { "" } else { "s" };
+                        write!(f, " -> {n} item{plural}, {} bytes", body.len())
+                    }
                     None => write!(f, " -> {} bytes", body.len()),
                 }
             }
@@ -491,5 +475,44 @@ impl HostState {
             .into_iter()
             .map(|o| masks::apply(&strip_store_fields(o), field_masks.as_deref()))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exchange_reads_as_one_line() {
+        let get = Exchange {
+            request: CallbackRequest::KubernetesGetResource {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                name: "tenant-gone".into(),
+                namespace: None,
+                disable_cache: false,
+                field_masks: Some(vec!["metadata.labels".into()]),
+            },
+            response: Err("Cannot find v1/Namespace named 'tenant-gone'".into()),
+        };
+        assert_eq!(
+            get.to_string(),
+            "get v1 Namespace tenant-gone [masks metadata.labels] -> error: Cannot find v1/Namespace named 'tenant-gone'"
+        );
+        let list = Exchange {
+            request: CallbackRequest::KubernetesListResourceNamespace {
+                api_version: "helm.toolkit.fluxcd.io/v2".into(),
+                kind: "HelmRelease".into(),
+                namespace: "tenant-a".into(),
+                label_selector: Some("a=b".into()),
+                field_selector: None,
+                field_masks: None,
+            },
+            response: Ok(Arc::from(r#"{"items":[{}]}"#)),
+        };
+        assert_eq!(
+            list.to_string(),
+            "list helm.toolkit.fluxcd.io/v2 HelmRelease in tenant-a [labels a=b] -> 1 item, 14 bytes"
+        );
     }
 }
