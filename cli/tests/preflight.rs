@@ -4,12 +4,11 @@
 //! byte, read from the dump or live from a loopback API serving the same objects. One test per
 //! file, so the module is compiled once in process.
 
-mod loopback;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use cozystack_e2e::loopback;
 use cozystack_policy::source::Source;
 use cozystack_policy::{preflight, settings};
 use cozystack_policy_runtime::cluster::ClusterObjects;

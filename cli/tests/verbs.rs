@@ -2,11 +2,10 @@
 //! and on a live (loopback) API, `inspect`, `annotate` and `artifacthub` reproducing what the
 //! build ships.
 
-mod loopback;
-
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use cozystack_e2e::loopback;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 

@@ -4,6 +4,7 @@
 
 pub mod demo;
 pub mod export;
+pub mod loopback;
 pub mod native;
 pub mod parity;
 pub mod scenario;

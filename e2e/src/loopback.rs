@@ -1,5 +1,5 @@
-//! A read-only Kubernetes API on loopback, serving a dump's objects the way the API server
-//! lists them: `limit`/`continue` pages (at most `page` items, whatever the limit asked, as the
+//! A read-only Kubernetes API on loopback, serving a cluster's objects the way the API server
+//! lists them (for the CLI's live-read tests and the benchmark's live pre-flight): `limit`/`continue` pages (at most `page` items, whatever the limit asked, as the
 //! server may return fewer), items without apiVersion and kind, a 403 Status for one resource,
 //! and a kubeconfig whose current context points at it.
 
@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 pub struct Loopback {
     pub kubeconfig: PathBuf,
     /// Every request's path and query, in order.
-    #[allow(dead_code)] // read by preflight.rs only
     pub seen: Arc<Mutex<Vec<String>>>,
     server: Arc<tiny_http::Server>,
 }
@@ -113,7 +112,9 @@ pub fn serve(
     page: usize,
     dir: &Path,
 ) -> Loopback {
-    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}")));
+    let server = Arc::new(
+        tiny_http::Server::http("127.0.0.1:0").unwrap_or_else(|e| panic!("loopback API: {e}")),
+    );
     let port = server
         .server_addr()
         .to_ip()
@@ -141,7 +142,7 @@ pub fn serve(
             let _ = request.respond(response);
         }
     });
-    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("loopback API: {e}"));
     let kubeconfig = dir.join(format!("kubeconfig-{port}.yaml"));
     let text = format!(
         "apiVersion: v1
@@ -162,7 +163,7 @@ contexts:
 current-context: loopback
 "
     );
-    std::fs::write(&kubeconfig, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&kubeconfig, text).unwrap_or_else(|e| panic!("loopback API: {e}"));
     Loopback {
         kubeconfig,
         seen,
