@@ -101,33 +101,35 @@ pub fn run(
         .collect::<Result<Vec<_>, _>>()?;
     // The answers of a dump never change: computed once, shared by every replay and thread.
     let cache = Arc::new(HostCache::memoised());
-    let done = AtomicUsize::new(0);
+    // Workers take the next request as they free up: the objects' order (a dump's, or one kind
+    // after another when read live) then does not decide how evenly the cores are loaded.
+    let (next, done) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = requests.len().div_ceil(workers).max(1);
     let total = requests.len();
-    let verdicts: Vec<Result<Vec<Option<Finding>>, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = requests
-            .chunks(chunk)
-            .map(|part| {
-                let (cluster, cache, done) = (&cluster, &cache, &done);
-                let part: &[Value] = part;
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|request| {
-                            let payload = serde_json::to_vec(
-                                &json!({"request": request, "settings": settings}),
-                            )
-                            .map_err(|e| e.to_string())?;
-                            let state =
-                                policy.host_state(cluster.clone(), vec![], Some(cache.clone()));
-                            let response = policy.validate_with(&payload, state)?.response;
-                            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                            if n % 100 == 0 || n == total {
-                                progress(n, total);
-                            }
-                            Ok(finding(&response))
-                        })
-                        .collect()
+    type Verdicts = Result<Vec<(usize, Option<Finding>)>, String>;
+    let parts: Vec<Verdicts> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers.min(total.max(1)))
+            .map(|_| {
+                let (cluster, cache, next, done, requests) =
+                    (&cluster, &cache, &next, &done, &requests);
+                scope.spawn(move || -> Verdicts {
+                    let mut verdicts = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(request) = requests.get(i) else {
+                            return Ok(verdicts);
+                        };
+                        let payload =
+                            serde_json::to_vec(&json!({"request": request, "settings": settings}))
+                                .map_err(|e| e.to_string())?;
+                        let state = policy.host_state(cluster.clone(), vec![], Some(cache.clone()));
+                        let response = policy.validate_with(&payload, state)?.response;
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if n % 100 == 0 || n == total {
+                            progress(n, total);
+                        }
+                        verdicts.push((i, finding(&response)));
+                    }
                 })
             })
             .collect();
@@ -139,9 +141,11 @@ pub fn run(
             })
             .collect()
     });
-    let mut findings = Vec::with_capacity(objects.len());
-    for part in verdicts {
-        findings.extend(part?);
+    let mut findings = vec![None; total];
+    for part in parts {
+        for (i, finding) in part? {
+            findings[i] = finding;
+        }
     }
     let mut judged: Vec<Judged> = objects
         .into_iter()

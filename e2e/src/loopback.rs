@@ -75,16 +75,23 @@ fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) ->
     let start = param("continue")
         .and_then(|c| c.parse::<usize>().ok())
         .unwrap_or(0);
-    let mut kind = String::new();
-    let matching: Vec<Value> = objects
+    let matching: Vec<&Value> = objects
         .iter()
         .filter(|o| {
             o["apiVersion"] == api_version.as_str()
                 && plural(o["kind"].as_str().unwrap_or_default()) == resource
         })
+        .collect();
+    let kind = matching
+        .first()
+        .and_then(|o| o["kind"].as_str())
+        .unwrap_or_default();
+    let end = (start + limit.min(page)).min(matching.len());
+    // Items as the API server lists them: without apiVersion and kind.
+    let items: Vec<Value> = matching[start.min(end)..end]
+        .iter()
         .map(|o| {
-            kind = o["kind"].as_str().unwrap_or_default().to_owned();
-            let mut item = o.clone();
+            let mut item = (*o).clone();
             if let Some(item) = item.as_object_mut() {
                 item.remove("apiVersion");
                 item.remove("kind");
@@ -92,16 +99,13 @@ fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) ->
             item
         })
         .collect();
-    let end = (start + limit.min(page)).min(matching.len());
     let mut metadata = json!({"resourceVersion": "42"});
     if end < matching.len() {
         metadata["continue"] = json!(end.to_string());
     }
-    (
-        200,
-        json!({"apiVersion": api_version, "kind": format!("{kind}List"),
-        "metadata": metadata, "items": matching[start.min(end)..end]}),
-    )
+    let list = json!({"apiVersion": api_version, "kind": format!("{kind}List"),
+        "metadata": metadata, "items": items});
+    (200, list)
 }
 
 /// Serves `objects` until dropped; `forbidden` names a resource (plural) every list of which
