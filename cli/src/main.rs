@@ -71,10 +71,10 @@ struct ClusterArgs {
     #[arg(long, value_name = "PATH")]
     dump: Vec<PathBuf>,
     /// The kubeconfig to read (default: $KUBECONFIG, else ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "dump")]
     kubeconfig: Option<PathBuf>,
     /// The kubeconfig context (default: the current context).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "dump")]
     context: Option<String>,
 }
 

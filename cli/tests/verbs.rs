@@ -86,6 +86,15 @@ fn every_verb_has_help() {
             out.stdout
         );
     }
+    // A dump and a live context at once is a contradiction, refused before anything runs.
+    let out = ran(cli().args(["preflight", "--dump", "e2e/cluster", "--context", "prod"]));
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr
+            .contains("error: the argument '--dump <PATH>' cannot be used with '--context <NAME>'"),
+        "{}",
+        out.stderr
+    );
     let out = ran(cli().arg("evaluate"));
     assert_eq!(out.code, Some(2));
     assert!(
