@@ -49,6 +49,10 @@ pub enum LiveError {
         context: String,
         source: Box<kube::Error>,
     },
+    #[error(
+        "context {context} has no ClusterAdmissionPolicy {name} (`kubectl get clusteradmissionpolicies` lists them); name a deployed one, or pass its settings with --settings"
+    )]
+    NoPolicy { name: String, context: String },
     #[error("cannot start the client runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -59,6 +63,57 @@ pub struct Snapshot {
     pub cluster: ClusterObjects,
     pub context: String,
     pub listed: Vec<String>,
+}
+
+/// Runs one read to completion on a runtime of its own: the CLI is synchronous around it.
+fn block_on<T>(
+    read: impl std::future::Future<Output = Result<T, LiveError>>,
+) -> Result<T, LiveError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(LiveError::Runtime)?
+        .block_on(read)
+}
+
+/// The settings of a deployed ClusterAdmissionPolicy (`spec.settings`, `{}` when it has none):
+/// what the policy-server evaluates the requests of `target` with.
+pub fn policy_settings(target: &Target, name: &str) -> Result<Value, LiveError> {
+    block_on(async {
+        let (client, context) = client(target).await?;
+        let api = ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "policies.kubewarden.io",
+                "v1",
+                "ClusterAdmissionPolicy",
+            ),
+            "clusteradmissionpolicies",
+        );
+        let policies: Api<DynamicObject> = Api::all_with(client, &api);
+        let resource = resource_name(&api);
+        let policy = policies.get(name).await.map_err(|source| match source {
+            kube::Error::Api(status) if status.code == 404 => LiveError::NoPolicy {
+                name: name.to_owned(),
+                context: context.clone(),
+            },
+            kube::Error::Api(status) if status.code == 403 => LiveError::Forbidden {
+                resource: resource.clone(),
+                all: resource.clone(),
+                context: context.clone(),
+                message: status.message.clone(),
+            },
+            source => LiveError::List {
+                resource: resource.clone(),
+                context: context.clone(),
+                source: Box::new(source),
+            },
+        })?;
+        Ok(policy
+            .data
+            .pointer("/spec/settings")
+            .cloned()
+            .unwrap_or_else(|| json!({})))
+    })
 }
 
 /// The resource name kubectl uses (`helmreleases.helm.toolkit.fluxcd.io`).
@@ -177,11 +232,7 @@ pub fn read(
     target: &Target,
     resources: &BTreeSet<ContextAwareResource>,
 ) -> Result<Snapshot, LiveError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(LiveError::Runtime)?;
-    runtime.block_on(async {
+    block_on(async {
         let (client, context) = client(target).await?;
         let mut snapshot = Snapshot {
             context: context.clone(),

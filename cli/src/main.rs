@@ -85,6 +85,10 @@ struct EvaluationArgs {
     /// NAME -o yaml`: its spec.settings). Default: none (`{}`).
     #[arg(long, value_name = "FILE")]
     settings: Option<PathBuf>,
+    /// Read the settings of this deployed ClusterAdmissionPolicy from the cluster instead
+    /// (needs `get` on clusteradmissionpolicies.policies.kubewarden.io).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["settings", "dump"])]
+    from_policy: Option<String>,
     #[command(flatten)]
     cluster: ClusterArgs,
     #[command(flatten)]
@@ -239,12 +243,27 @@ fn emit(text: &str) -> Result<(), String> {
 /// The settings, the module and the objects its host calls read: the dump, or the kinds the
 /// policy may read (its `contextAwareResources`) listed live. Says on stderr what it read.
 fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), String> {
-    let settings = settings::read(args.settings.as_deref())?;
+    let settings = match &args.from_policy {
+        Some(name) => {
+            let settings =
+                live::policy_settings(&target(&args.cluster), name).map_err(|e| e.to_string())?;
+            eprintln!("settings: ClusterAdmissionPolicy {name}");
+            settings
+        }
+        None => settings::read(args.settings.as_deref())?,
+    };
     let source = Source::parse(args.policy.policy.as_deref(), args.policy.insecure);
     let (policy, origin) = source.load()?;
     eprintln!("policy: {origin}");
     let cluster = cluster(&args.cluster, &policy)?;
     Ok((settings, policy, cluster))
+}
+
+fn target(args: &ClusterArgs) -> Target {
+    Target {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    }
 }
 
 fn cluster(args: &ClusterArgs, policy: &Policy) -> Result<ClusterObjects, String> {

@@ -171,9 +171,15 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         "{}",
         from_dump.stdout
     );
-    let objects = ClusterObjects::load_dir(&workspace().join("e2e/cluster"))
+    let mut objects = ClusterObjects::load_dir(&workspace().join("e2e/cluster"))
         .unwrap_or_else(|e| panic!("{e}"))
         .objects;
+    // The deployed ClusterAdmissionPolicy, for --from-policy.
+    objects.extend(
+        ClusterObjects::read_dump(&[workspace().join("deploy/policy-protect.yaml")])
+            .unwrap_or_else(|e| panic!("{e}"))
+            .objects,
+    );
     let api = loopback::serve(objects, None, 500, &scratch("live"));
     let live = ran(cli()
         .args(["run", "--settings", settings])
@@ -185,6 +191,37 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         live.stderr.contains("read from context loopback: "),
         "{}",
         live.stderr
+    );
+
+    // The settings the cluster's policy-server uses: the deployed ClusterAdmissionPolicy's,
+    // read from the cluster, give what its manifest gives.
+    let deployed = ran(cli()
+        .args(["run", "--from-policy", "cozystack-capabilities"])
+        .arg(&denied)
+        .env("KUBECONFIG", &api.kubeconfig));
+    let manifest = ran(cli()
+        .args([
+            "run",
+            "--settings",
+            "deploy/policy-protect.yaml",
+            "--dump",
+            "e2e/cluster",
+        ])
+        .arg(&denied));
+    assert_eq!(deployed.code, Some(1), "{}", deployed.stderr);
+    assert_eq!(deployed.stdout, manifest.stdout);
+    assert_eq!(
+        deployed.stderr.lines().next(),
+        Some("settings: ClusterAdmissionPolicy cozystack-capabilities")
+    );
+    let missing = ran(cli()
+        .args(["run", "--from-policy", "capabilities"])
+        .arg(&denied)
+        .env("KUBECONFIG", &api.kubeconfig));
+    assert_eq!(missing.code, Some(2));
+    assert_eq!(
+        missing.stderr.trim_end(),
+        "error: context loopback has no ClusterAdmissionPolicy capabilities (`kubectl get clusteradmissionpolicies` lists them); name a deployed one, or pass its settings with --settings"
     );
 
     // What cannot be evaluated says why, with exit 2.

@@ -1,5 +1,6 @@
 //! A read-only Kubernetes API on loopback, serving a cluster's objects the way the API server
-//! lists them (for the CLI's live-read tests and the benchmark's live pre-flight): `limit`/`continue` pages (at most `page` items, whatever the limit asked, as the
+//! lists them (for the CLI's live-read tests and the benchmark's live pre-flight), and GETs of
+//! cluster-scoped objects by name: `limit`/`continue` pages (at most `page` items, whatever the limit asked, as the
 //! server may return fewer), items without apiVersion and kind, a 403 Status for one resource,
 //! and a kubeconfig whose current context points at it.
 
@@ -23,17 +24,25 @@ impl Drop for Loopback {
 }
 
 fn plural(kind: &str) -> String {
-    format!("{}s", kind.to_lowercase())
+    let kind = kind.to_lowercase();
+    match kind.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None => format!("{kind}s"),
+    }
 }
 
-/// (apiVersion, plural) of a list path: `/api/v1/namespaces`, `/apis/g/v/plural`.
-fn route(path: &str) -> Option<(String, String)> {
+/// (apiVersion, plural, name) of a cluster-wide path: a list (`/api/v1/namespaces`,
+/// `/apis/g/v/plural`) or a GET of one cluster-scoped object (`…/plural/name`).
+fn route(path: &str) -> Option<(String, String, Option<String>)> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match parts.as_slice() {
-        ["api", version, plural] => Some((version.to_string(), plural.to_string())),
-        ["apis", group, version, plural] => {
-            Some((format!("{group}/{version}"), plural.to_string()))
-        }
+    let (api_version, rest) = match parts.as_slice() {
+        ["api", version, rest @ ..] => (version.to_string(), rest),
+        ["apis", group, version, rest @ ..] => (format!("{group}/{version}"), rest),
+        _ => return None,
+    };
+    match rest {
+        [plural] => Some((api_version, plural.to_string(), None)),
+        [plural, name] => Some((api_version, plural.to_string(), Some(name.to_string()))),
         _ => None,
     }
 }
@@ -46,7 +55,7 @@ fn status(code: u16, reason: &str, message: &str) -> (u16, Value) {
 
 fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) -> (u16, Value) {
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let Some((api_version, resource)) = route(path) else {
+    let Some((api_version, resource, name)) = route(path) else {
         return status(
             404,
             "NotFound",
@@ -63,6 +72,20 @@ fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) ->
             ),
         );
     }
+    let of_resource = |o: &&Value| {
+        o["apiVersion"] == api_version.as_str()
+            && plural(o["kind"].as_str().unwrap_or_default()) == resource
+    };
+    if let Some(name) = name {
+        return match objects
+            .iter()
+            .filter(of_resource)
+            .find(|o| o["metadata"]["name"] == name.as_str())
+        {
+            Some(object) => (200, object.clone()),
+            None => status(404, "NotFound", &format!("{resource} \"{name}\" not found")),
+        };
+    }
     let param = |name: &str| {
         query
             .split('&')
@@ -75,13 +98,7 @@ fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) ->
     let start = param("continue")
         .and_then(|c| c.parse::<usize>().ok())
         .unwrap_or(0);
-    let matching: Vec<&Value> = objects
-        .iter()
-        .filter(|o| {
-            o["apiVersion"] == api_version.as_str()
-                && plural(o["kind"].as_str().unwrap_or_default()) == resource
-        })
-        .collect();
+    let matching: Vec<&Value> = objects.iter().filter(of_resource).collect();
     let kind = matching
         .first()
         .and_then(|o| o["kind"].as_str())
