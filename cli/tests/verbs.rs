@@ -270,7 +270,7 @@ fn packaging_verbs_reproduce_what_the_build_ships() {
     let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     assert!(
         read(&out_path) == read(&workspace().join("annotated-policy.wasm")),
-        "annotate differs from the shipped annotated-policy.wasm"
+        "annotate differs from the shipped annotated-policy.wasm (stale? `make annotated-policy.wasm` rebuilds it after README.md or policy-metadata.yml change)"
     );
 
     // inspect: the embedded release by default, a file when named.
