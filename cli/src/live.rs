@@ -34,7 +34,7 @@ pub enum LiveError {
         source: Box<kube::Error>,
     },
     #[error(
-        "listing {resource} in all namespaces is forbidden for the current user of context {context} ({message}): grant it `list` on {resource} cluster-wide (check with `kubectl auth can-i list {resource} --all-namespaces`), or run on a dump (`kubectl get {all} -A -o yaml > dump.yaml`, then --dump dump.yaml)"
+        "listing {resource} in all namespaces is forbidden for the current user of context {context} ({message}): grant it `list` on {resource} cluster-wide (deploy/preflight-rbac.yaml; check with `kubectl auth can-i list {resource} --all-namespaces`), or run on a dump (`kubectl get {all} -A -o yaml > dump.yaml`, then --dump dump.yaml)"
     )]
     Forbidden {
         resource: String,
@@ -53,6 +53,14 @@ pub enum LiveError {
         "context {context} has no ClusterAdmissionPolicy {name} (`kubectl get clusteradmissionpolicies` lists them); name a deployed one, or pass its settings with --settings"
     )]
     NoPolicy { name: String, context: String },
+    #[error(
+        "reading ClusterAdmissionPolicy {name} is forbidden for the current user of context {context} ({message}): grant it `get` on clusteradmissionpolicies.policies.kubewarden.io (deploy/preflight-rbac.yaml), or pass the settings with --settings"
+    )]
+    PolicyForbidden {
+        name: String,
+        context: String,
+        message: String,
+    },
     #[error("cannot start the client runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -96,9 +104,8 @@ pub fn policy_settings(target: &Target, name: &str) -> Result<Value, LiveError> 
                 name: name.to_owned(),
                 context: context.clone(),
             },
-            kube::Error::Api(status) if status.code == 403 => LiveError::Forbidden {
-                resource: resource.clone(),
-                all: resource.clone(),
+            kube::Error::Api(status) if status.code == 403 => LiveError::PolicyForbidden {
+                name: name.to_owned(),
                 context: context.clone(),
                 message: status.message.clone(),
             },

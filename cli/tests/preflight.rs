@@ -263,6 +263,19 @@ fn preflight_reports_exactly_the_known_problems() {
     assert_eq!(forbidden.status.code(), Some(2));
     assert_eq!(
         utf8(&forbidden.stderr).lines().last().unwrap_or_default(),
-        "error: listing helmreleases.helm.toolkit.fluxcd.io in all namespaces is forbidden for the current user of context loopback (helmreleases.helm.toolkit.fluxcd.io is forbidden: User \"preflight\" cannot list resource \"helmreleases\" in API group \"helm.toolkit.fluxcd.io\" at the cluster scope): grant it `list` on helmreleases.helm.toolkit.fluxcd.io cluster-wide (check with `kubectl auth can-i list helmreleases.helm.toolkit.fluxcd.io --all-namespaces`), or run on a dump (`kubectl get applicationdefinitions.cozystack.io,helmreleases.helm.toolkit.fluxcd.io,namespaces -A -o yaml > dump.yaml`, then --dump dump.yaml)"
+        "error: listing helmreleases.helm.toolkit.fluxcd.io in all namespaces is forbidden for the current user of context loopback (helmreleases.helm.toolkit.fluxcd.io is forbidden: User \"preflight\" cannot list resource \"helmreleases\" in API group \"helm.toolkit.fluxcd.io\" at the cluster scope): grant it `list` on helmreleases.helm.toolkit.fluxcd.io cluster-wide (deploy/preflight-rbac.yaml; check with `kubectl auth can-i list helmreleases.helm.toolkit.fluxcd.io --all-namespaces`), or run on a dump (`kubectl get applicationdefinitions.cozystack.io,helmreleases.helm.toolkit.fluxcd.io,namespaces -A -o yaml > dump.yaml`, then --dump dump.yaml)"
+    );
+
+    // The deployed policy's settings, unreadable: the missing `get`, named, and exit 2.
+    let api = loopback::serve(Vec::new(), Some("clusteradmissionpolicies"), 500, &scratch);
+    let forbidden = cli(
+        &["preflight", "--from-policy", "cozystack-capabilities"],
+        &[],
+        Some(&api.kubeconfig),
+    );
+    assert_eq!(forbidden.status.code(), Some(2));
+    assert_eq!(
+        utf8(&forbidden.stderr).trim_end(),
+        "error: reading ClusterAdmissionPolicy cozystack-capabilities is forbidden for the current user of context loopback (clusteradmissionpolicies.policies.kubewarden.io is forbidden: User \"preflight\" cannot get resource \"clusteradmissionpolicies\" in API group \"policies.kubewarden.io\" at the cluster scope): grant it `get` on clusteradmissionpolicies.policies.kubewarden.io (deploy/preflight-rbac.yaml), or pass the settings with --settings"
     );
 }

@@ -63,12 +63,13 @@ fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) ->
         );
     };
     if forbidden == Some(resource.as_str()) {
+        let verb = if name.is_some() { "get" } else { "list" };
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         return status(
             403,
             "Forbidden",
             &format!(
-                "{resource}.{group} is forbidden: User \"preflight\" cannot list resource \"{resource}\" in API group \"{group}\" at the cluster scope"
+                "{resource}.{group} is forbidden: User \"preflight\" cannot {verb} resource \"{resource}\" in API group \"{group}\" at the cluster scope"
             ),
         );
     }

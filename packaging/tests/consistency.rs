@@ -215,30 +215,63 @@ fn manifests_match_the_metadata() {
     }
 }
 
-#[test]
-fn rbac_covers_every_context_aware_resource() {
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&read("deploy/rbac.yaml"))
+/// Whether the ClusterRole of `path` grants every one of `verbs` on `plural` in `group`.
+fn grants(path: &str, group: &str, plural: &str, verbs: &[&str]) -> bool {
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&read(path))
         .map(|d| Value::deserialize(d).unwrap())
         .collect();
     let role = docs
         .iter()
         .find(|d| d["kind"] == "ClusterRole")
-        .expect("a ClusterRole");
-    for resource in metadata()["contextAwareResources"].as_array().unwrap() {
-        let api = resource["apiVersion"].as_str().unwrap();
-        let group = api.rsplit_once('/').map_or("", |(g, _)| g);
-        let plural = format!("{}s", resource["kind"].as_str().unwrap().to_lowercase());
-        let covered = role["rules"].as_array().unwrap().iter().any(|rule| {
-            let has = |key: &str, v: &str| rule[key].as_array().unwrap().iter().any(|x| x == v);
-            has("apiGroups", group)
-                && has("resources", &plural)
-                && ["get", "list", "watch"].iter().all(|v| has("verbs", v))
-        });
+        .unwrap_or_else(|| panic!("{path}: a ClusterRole"));
+    role["rules"].as_array().unwrap().iter().any(|rule| {
+        let has = |key: &str, v: &str| rule[key].as_array().unwrap().iter().any(|x| x == v);
+        has("apiGroups", group) && has("resources", plural) && verbs.iter().all(|v| has("verbs", v))
+    })
+}
+
+/// (group, plural) of every context-aware resource of the metadata.
+fn context_aware_resources() -> Vec<(String, String)> {
+    metadata()["contextAwareResources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|resource| {
+            let api = resource["apiVersion"].as_str().unwrap();
+            let group = api.rsplit_once('/').map_or("", |(g, _)| g);
+            let plural = format!("{}s", resource["kind"].as_str().unwrap().to_lowercase());
+            (group.to_owned(), plural)
+        })
+        .collect()
+}
+
+#[test]
+fn rbac_covers_every_context_aware_resource() {
+    for (group, plural) in context_aware_resources() {
         assert!(
-            covered,
-            "deploy/rbac.yaml does not grant get/list/watch on {plural} ({api})"
+            grants(
+                "deploy/rbac.yaml",
+                &group,
+                &plural,
+                &["get", "list", "watch"]
+            ),
+            "deploy/rbac.yaml does not grant get/list/watch on {plural} ({group})"
+        );
+        // The operator's tool lists the same kinds, cluster-wide.
+        assert!(
+            grants("deploy/preflight-rbac.yaml", &group, &plural, &["list"]),
+            "deploy/preflight-rbac.yaml does not grant list on {plural} ({group})"
         );
     }
+    assert!(
+        grants(
+            "deploy/preflight-rbac.yaml",
+            "policies.kubewarden.io",
+            "clusteradmissionpolicies",
+            &["get"]
+        ),
+        "deploy/preflight-rbac.yaml does not grant get on clusteradmissionpolicies (--from-policy)"
+    );
 }
 
 #[test]
