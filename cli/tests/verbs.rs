@@ -21,7 +21,15 @@ fn scratch(name: &str) -> PathBuf {
 
 fn cli() -> Command {
     let mut command = Command::cargo_bin("cozystack-policy").unwrap_or_else(|e| panic!("{e}"));
-    command.current_dir(workspace()).env_remove("KUBECONFIG");
+    // Never the cluster the tests may run in: no kubeconfig, no in-cluster fallback, no proxy.
+    command
+        .current_dir(workspace())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        // kube-rs sends through $HTTPS_PROXY (it reads no NO_PROXY): not to the loopback API.
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy");
     command
 }
 
