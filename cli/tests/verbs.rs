@@ -150,6 +150,14 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         "policy: the embedded policy v0.1.0"
     );
 
+    // The same review on standard input.
+    let review_text = std::fs::read_to_string(&denied).unwrap_or_else(|e| panic!("{e}"));
+    let piped = ran(cli()
+        .args(["run", "--settings", settings, "--dump", "e2e/cluster", "-"])
+        .write_stdin(review_text));
+    assert_eq!(piped.code, Some(1), "{}", piped.stderr);
+    assert_eq!(piped.stdout, out.stdout);
+
     // The same request as JSON: the ValidationResponse and the calls.
     let out = ran(cli()
         .args([
