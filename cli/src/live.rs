@@ -164,9 +164,15 @@ async fn client(target: &Target) -> Result<(kube::Client, String), LiveError> {
                 context: Some(context.clone()),
                 ..KubeConfigOptions::default()
             };
-            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            let stated_proxy = cluster_proxy(&kubeconfig, &context);
+            let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
                 .map_err(|e| LiveError::Kubeconfig(e.to_string()))?;
+            if !stated_proxy {
+                config.proxy_url = hyper_util::client::proxy::matcher::Matcher::from_env()
+                    .intercept(&config.cluster_url)
+                    .map(|proxy| proxy.uri().clone());
+            }
             (config, context)
         }
         Err(err) if target.kubeconfig.is_none() && target.context.is_none() => {
@@ -183,11 +189,39 @@ async fn client(target: &Target) -> Result<(kube::Client, String), LiveError> {
             )));
         }
     };
+    // Messages name the proxy a request went through: its failure is not the API server's.
+    let context = match &config.proxy_url {
+        Some(proxy) => format!("{context} (through proxy {proxy})"),
+        None => context,
+    };
     let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
         context: context.clone(),
         source: Box::new(source),
     })?;
     Ok((client, context))
+}
+
+/// Whether the context's cluster names its own `proxy-url`. Otherwise the proxy comes from the
+/// environment, read as kubectl reads it: kube-rs takes `$HTTPS_PROXY` for every URL and ignores
+/// `$NO_PROXY`, which would send an internal API server to an outside proxy.
+fn cluster_proxy(kubeconfig: &Kubeconfig, context: &str) -> bool {
+    let cluster = kubeconfig
+        .contexts
+        .iter()
+        .find(|named| named.name == context)
+        .and_then(|named| named.context.as_ref())
+        .map(|context| context.cluster.as_str());
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|named| Some(named.name.as_str()) == cluster)
+        .and_then(|named| named.cluster.as_ref())
+        .is_some_and(|cluster| {
+            cluster
+                .proxy_url
+                .as_ref()
+                .is_some_and(|url| !url.is_empty())
+        })
 }
 
 /// Every object of one kind, page by page; list items come without apiVersion and kind, which

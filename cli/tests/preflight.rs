@@ -27,15 +27,10 @@ fn committed(name: &str) -> String {
 
 fn cli(args: &[&str], extra: &[&Path], kubeconfig: Option<&Path>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_cozystack-policy"));
-    // Never the cluster the tests may run in: no in-cluster fallback, no proxy.
-    command
-        .args(args)
-        .args(extra)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        // kube-rs sends through $HTTPS_PROXY (it reads no NO_PROXY): not to the loopback API.
-        .env_remove("HTTPS_PROXY")
-        .env_remove("https_proxy");
+    command.args(args).args(extra);
+    for var in loopback::ELSEWHERE {
+        command.env_remove(var);
+    }
     match kubeconfig {
         Some(path) => command.env("KUBECONFIG", path),
         None => command.env_remove("KUBECONFIG"),
@@ -190,7 +185,6 @@ fn preflight_reports_exactly_the_known_problems() {
             "/dev/null",
         ])
         .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
         .unwrap_or_else(|e| panic!("script (util-linux): {e}"));
     let drawn = utf8(&on_tty.stdout);

@@ -21,15 +21,10 @@ fn scratch(name: &str) -> PathBuf {
 
 fn cli() -> Command {
     let mut command = Command::cargo_bin("cozystack-policy").unwrap_or_else(|e| panic!("{e}"));
-    // Never the cluster the tests may run in: no kubeconfig, no in-cluster fallback, no proxy.
-    command
-        .current_dir(workspace())
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        // kube-rs sends through $HTTPS_PROXY (it reads no NO_PROXY): not to the loopback API.
-        .env_remove("HTTPS_PROXY")
-        .env_remove("https_proxy");
+    command.current_dir(workspace()).env_remove("KUBECONFIG");
+    for var in loopback::ELSEWHERE {
+        command.env_remove(var);
+    }
     command
 }
 
@@ -207,6 +202,29 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         live.stderr.contains("read from context loopback: "),
         "{}",
         live.stderr
+    );
+
+    // The proxy environment is read as kubectl reads it: NO_PROXY exempts the API server, and
+    // without it the request goes to the proxy (here a closed port, so it fails).
+    let proxied = |no_proxy: &str| {
+        ran(cli()
+            .args(["run", "--settings", settings])
+            .arg(&allowed)
+            .env("KUBECONFIG", &api.kubeconfig)
+            .env("HTTP_PROXY", "http://127.0.0.1:1")
+            .env("NO_PROXY", no_proxy))
+    };
+    let exempt = proxied("localhost,127.0.0.1");
+    assert_eq!(exempt.code, Some(0), "{}", exempt.stderr);
+    assert_eq!(exempt.stdout, from_dump.stdout);
+    let through_proxy = proxied("example.com");
+    assert_eq!(through_proxy.code, Some(2), "{}", through_proxy.stdout);
+    assert!(
+        through_proxy
+            .stderr
+            .contains("in context loopback (through proxy http://127.0.0.1:1/) failed: "),
+        "{}",
+        through_proxy.stderr
     );
 
     // The settings the cluster's policy-server uses: the deployed ClusterAdmissionPolicy's,

@@ -9,6 +9,22 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+/// What would send the tool somewhere other than the loopback API: the in-cluster fallback of the
+/// machine the tests run on, and the proxy environment (curl's and kubectl's variables). Tests
+/// remove them from the binary's environment.
+pub const ELSEWHERE: &[&str] = &[
+    "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
 pub struct Loopback {
     pub kubeconfig: PathBuf,
     /// Every request's path and query, in order.
