@@ -277,12 +277,8 @@ fn cluster(args: &ClusterArgs, policy: &Policy) -> Result<ClusterObjects, String
         );
         return Ok(cluster);
     }
-    let target = Target {
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-    };
-    let snapshot =
-        live::read(&target, &policy.metadata.context_aware_resources).map_err(|e| e.to_string())?;
+    let snapshot = live::read(&target(args), &policy.metadata.context_aware_resources)
+        .map_err(|e| e.to_string())?;
     eprintln!(
         "read from context {}: {} in {:.1} s",
         snapshot.context,
