@@ -61,6 +61,12 @@ pub enum LiveError {
         context: String,
         message: String,
     },
+    #[error("context {context} listed {resource} the pre-flight cannot read: {message}")]
+    Unreadable {
+        resource: String,
+        context: String,
+        message: String,
+    },
     #[error("cannot start the client runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -254,12 +260,22 @@ async fn list_all(
         })?;
         pages += 1;
         for item in page.items {
-            let mut value = serde_json::to_value(&item).unwrap_or(Value::Null);
-            if let Some(object) = value.as_object_mut() {
-                object.insert("apiVersion".into(), json!(api.api_version));
-                object.insert("kind".into(), json!(api.kind));
-                items.push(value);
-            }
+            // An object the snapshot cannot hold is an error, not one fewer object to judge.
+            let mut value = serde_json::to_value(&item).map_err(|e| LiveError::Unreadable {
+                resource: resource_name(api),
+                context: context.to_owned(),
+                message: e.to_string(),
+            })?;
+            let Some(object) = value.as_object_mut() else {
+                return Err(LiveError::Unreadable {
+                    resource: resource_name(api),
+                    context: context.to_owned(),
+                    message: "an item that is not an object".to_owned(),
+                });
+            };
+            object.insert("apiVersion".into(), json!(api.api_version));
+            object.insert("kind".into(), json!(api.kind));
+            items.push(value);
         }
         token = page.metadata.continue_.filter(|t| !t.is_empty());
         if token.is_none() {
