@@ -222,6 +222,30 @@ check_invalid_settings() {
   check protection-tenant-rendered-module-delete
 }
 
+@test "protection-tenant-rendered-module-after-api-edit" {
+  check protection-tenant-rendered-module-after-api-edit
+}
+
+@test "protection-api-written-module-with-switch-off" {
+  check protection-api-written-module-with-switch-off
+}
+
+@test "protection-annotated-module-after-switch-off" {
+  check protection-annotated-module-after-switch-off
+}
+
+@test "protection-annotated-module-after-switch-off-with-consumer" {
+  check protection-annotated-module-after-switch-off-with-consumer
+}
+
+@test "protection-root-module-rendered-by-root-tenant" {
+  check protection-root-module-rendered-by-root-tenant
+}
+
+@test "protection-module-not-named-after-its-switch" {
+  check protection-module-not-named-after-its-switch
+}
+
 @test "protection-api-created-module-may-go" {
   check protection-api-created-module-may-go
 }
@@ -546,6 +570,38 @@ check_invalid_settings() {
   check tenant-switch-on-second-singleton-through-the-release-warns
 }
 
+@test "tenant-switches-off-together-strand-nothing" {
+  check tenant-switches-off-together-strand-nothing
+}
+
+@test "tenant-switch-off-strands-a-module-that-stays" {
+  check tenant-switch-off-strands-a-module-that-stays
+}
+
+@test "tenant-switches-off-together-name-the-consumer-that-stays" {
+  check tenant-switches-off-together-name-the-consumer-that-stays
+}
+
+@test "tenant-switches-off-etcd-with-computeplane" {
+  check tenant-switches-off-etcd-with-computeplane
+}
+
+@test "tenant-switch-off-etcd-under-computeplane" {
+  check tenant-switch-off-etcd-under-computeplane
+}
+
+@test "tenant-switch-on-over-an-api-created-name" {
+  check tenant-switch-on-over-an-api-created-name
+}
+
+@test "tenant-switch-on-over-an-api-created-name-through-the-release" {
+  check tenant-switch-on-over-an-api-created-name-through-the-release
+}
+
+@test "tenant-switch-on-over-its-own-leftover" {
+  check tenant-switch-on-over-its-own-leftover
+}
+
 @test "tenant-create-with-switch-counts-leftovers" {
   check tenant-create-with-switch-counts-leftovers
 }
@@ -816,4 +872,8 @@ check_invalid_settings() {
 
 @test "audit-named-scanner-identity-with-groups-is-a-writer" {
   check audit-named-scanner-identity-with-groups-is-a-writer
+}
+
+@test "audit-tenant-with-api-edited-module-passes" {
+  check audit-tenant-with-api-edited-module-passes
 }

@@ -52,7 +52,7 @@ fn instance(
     let rendered_by = annotation(HELM_RELEASE_NAMESPACE)
         .zip(annotation(HELM_RELEASE_NAME))
         .map(|(namespace, name)| format!("{namespace}/{name}"));
-    // A Tenant's values hold its module switches, which the policy reads of the root Tenant.
+    // A Tenant's values hold its module switches: the policy reads them to tell what its chart renders.
     let values = match listed.kind {
         "Tenant" => release
             .and_then(|r| r.pointer("/spec/values"))

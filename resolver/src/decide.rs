@@ -147,10 +147,10 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
             let terminating = request.old_object.as_ref().is_some_and(|o| o.terminating);
             if !terminating {
                 // The consumers first: they must go before the module can, whichever way.
-                if let Err(v) = protection::check_removal(eval, &rules, &subject) {
+                if let Err(v) = protection::check_removal(eval, &rules, &subject, &[]) {
                     eval.enforce(v, warnings)?;
                 }
-                protection::check_tenant_owned(eval, &rules, &subject)?;
+                tenant_chart::check_rendered_removal(eval, &rules, &subject)?;
             }
         }
         Operation::Update | Operation::Connect => {}
@@ -219,7 +219,7 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
     };
     if let Some(left) = leaving.filter(|_| !old_terminating)
         && let Some(rules) = rules_of(eval, &left.kind)?
-        && let Err(v) = protection::check_removal(eval, &rules, &subject(&left.app))
+        && let Err(v) = protection::check_removal(eval, &rules, &subject(&left.app), &[])
     {
         eval.enforce(v, warnings)?;
     }

@@ -1,5 +1,4 @@
-//! `protection`: deletion of a provider while consumers depend on it, admin-only kinds, and
-//! module instances the Tenant chart owns.
+//! `protection`: deletion of a provider while consumers depend on it, and admin-only kinds.
 //!
 //! A provider instance in namespace X is referenced by class C when a namespace of X's
 //! subtree (X itself, plus descendants when the kind shares with children) resolves C to X
@@ -18,7 +17,6 @@ use crate::request::Operation;
 use crate::rules::{Class, Deletion, Edit, KindRules, Share};
 use crate::settings::DefinitionSource;
 use crate::tenant::{self, ANCESTOR_PREFIX};
-use crate::tenant_chart;
 use crate::verdict::{Violation, list_head};
 
 const SHOWN: usize = 5;
@@ -38,19 +36,19 @@ struct AtStake<'d> {
     unreadable: Vec<(&'d str, crate::error::RuleError, std::rc::Rc<Instances>)>,
 }
 
-/// Tells the instance being removed apart from the others of its kind.
-type IsSelf<'a> = dyn Fn(&str, &InstanceRef) -> bool + 'a;
+/// Tells the instances being removed apart from the others of their kinds.
+type IsGone<'a> = dyn Fn(&str, &InstanceRef) -> bool + 'a;
 
 impl AtStake<'_> {
-    /// The consumers at stake but the instance being removed, each as the message shows it:
+    /// The consumers at stake but the instances being removed, each as the message shows it:
     /// `[namespace, app, kind, " terminating" or ""]`.
-    fn consumers<'s>(&'s self, is_self: &'s IsSelf<'s>) -> impl Iterator<Item = [&'s str; 4]> {
+    fn consumers<'s>(&'s self, is_gone: &'s IsGone<'s>) -> impl Iterator<Item = [&'s str; 4]> {
         self.consumers
             .iter()
             .flat_map(move |(consumer, instances)| {
                 instances
                     .iter()
-                    .filter(move |i| !is_self(&consumer.kind, i))
+                    .filter(move |i| !is_gone(&consumer.kind, i))
                     .map(move |i| {
                         let mark = if i.terminating { " terminating" } else { "" };
                         [i.namespace, i.app, consumer.kind.as_str(), mark]
@@ -70,10 +68,15 @@ fn protected(rules: &KindRules, subject: &Subject, classes: &str, list: &str) ->
 }
 
 /// Denies removing `subject` (an instance of `rules.kind`) while it is referenced.
+///
+/// `together` are the instances (kind and subject) the same write removes beside it: a Tenant
+/// turning `ingress` and `seaweedfs` off at once uninstalls both, so neither is a consumer
+/// stranded by the other, nor a provider that keeps the class served.
 pub fn check_removal(
     eval: &Evaluation,
     rules: &KindRules,
     subject: &Subject,
+    together: &[(&str, Subject)],
 ) -> Result<(), Violation> {
     if rules.deletion != Deletion::Protect || rules.capability.provides.is_empty() {
         return Ok(());
@@ -81,6 +84,10 @@ pub fn check_removal(
     let namespace = subject.namespace;
     let definitions = eval.definitions()?;
     let is_self = |kind: &str, instance: &InstanceRef| kind == rules.kind && subject.is(instance);
+    // What this write removes, the subject included: it neither consumes nor serves afterwards.
+    let is_gone = |kind: &str, instance: &InstanceRef| {
+        is_self(kind, instance) || together.iter().any(|(k, s)| *k == kind && s.is(instance))
+    };
     // Per class still at stake, the instances of its consumer kinds. The release lists come
     // first: they are small, and without a consumer no namespace is looked up at all.
     let mut at_stake = Vec::new();
@@ -92,7 +99,7 @@ pub fn check_removal(
         let mut consuming = Vec::new();
         for consumer in consumers.kinds {
             let instances = eval.instances(consumer)?;
-            if instances.iter().any(|i| !is_self(&consumer.kind, &i)) {
+            if instances.iter().any(|i| !is_gone(&consumer.kind, &i)) {
                 consuming.push((consumer, instances));
             }
         }
@@ -116,7 +123,8 @@ pub fn check_removal(
             for i in eval.instances(provider)?.iter() {
                 if is_self(&provider.kind, &i) {
                     self_listed = true;
-                } else if i.namespace == namespace && !i.terminating {
+                } else if i.namespace == namespace && !i.terminating && !is_gone(&provider.kind, &i)
+                {
                     serves_namespace = true;
                     serves_children |= shares;
                     kin_serves |= provider.kind == rules.kind;
@@ -157,7 +165,7 @@ pub fn check_removal(
     let hosts: BTreeSet<&str> = at_stake
         .iter()
         .flat_map(|stake| {
-            let consumers = stake.consumers(&is_self).map(|[namespace, ..]| namespace);
+            let consumers = stake.consumers(&is_gone).map(|[namespace, ..]| namespace);
             let unreadable = stake
                 .unreadable
                 .iter()
@@ -169,7 +177,7 @@ pub fn check_removal(
     let looked_up = if few {
         point_lookups(eval, hosts.iter().copied())
     } else if at_stake.iter().all(|s| s.unreadable.is_empty()) {
-        if let Some(refusal) = sample(eval, rules, subject, &at_stake, &references, &is_self) {
+        if let Some(refusal) = sample(eval, rules, subject, &at_stake, &references, &is_gone) {
             return Err(refusal);
         }
         None
@@ -230,7 +238,7 @@ pub fn check_removal(
         let before = consumers.len();
         consumers.extend(
             stake
-                .consumers(&is_self)
+                .consumers(&is_gone)
                 .filter(|[namespace, ..]| referencing.contains(namespace)),
         );
         if consumers.len() > before {
@@ -297,12 +305,12 @@ fn sample(
     subject: &Subject,
     at_stake: &[AtStake],
     references: &dyn Fn(&AtStake, &Namespace) -> bool,
-    is_self: &IsSelf,
+    is_gone: &IsGone,
 ) -> Option<Violation> {
     let [stake] = at_stake else {
         return None;
     };
-    let mut candidates: Vec<[&str; 4]> = stake.consumers(is_self).collect();
+    let mut candidates: Vec<[&str; 4]> = stake.consumers(is_gone).collect();
     let mut probed: Vec<(&str, bool)> = Vec::new();
     let mut confirmed = 0;
     let mut shown: Vec<String> = Vec::new();
@@ -386,51 +394,5 @@ pub fn check_admin_only(
         kind = rules.kind,
         user = request.user.username,
         remedy = eval.remedy("ask a platform administrator to make the change"),
-    )))
-}
-
-/// Denies deleting, through the API, a protected module instance the Tenant chart renders:
-/// the chart owns it and the Tenant's values are where it is switched off.
-///
-/// The chart renders only the release named after a switch key (`monitoring`), with that key
-/// as its application name, and Helm stamps it with its ownership annotations naming the
-/// Tenant's release (`meta.helm.sh/release-name: tenant-<name>` in the parent namespace).
-/// `internal.cozystack.io/tenantmodule` does not tell: cozystack-api merges every module
-/// definition's `release.labels`, that label included, into the releases it creates.
-pub fn check_tenant_owned(
-    eval: &Evaluation,
-    rules: &KindRules,
-    subject: &Subject,
-) -> Result<(), Violation> {
-    if rules.deletion != Deletion::Protect || eval.is_platform() {
-        return Ok(());
-    }
-    let Some(key) = eval.settings.tenant_module_key(&rules.kind) else {
-        return Ok(());
-    };
-    // Without a release prefix (`definitionSource: settings` with no `releasePrefixes`
-    // entry) the release is not known, but the chart's can only be the key's.
-    if subject.app != key || subject.release.as_deref().is_some_and(|r| r != key) {
-        return Ok(());
-    }
-    let Some((parent, release)) = tenant_chart::tenant_release(subject.namespace) else {
-        return Ok(());
-    };
-    let rendered = eval
-        .release(subject.namespace, key)?
-        .as_ref()
-        .as_ref()
-        .is_some_and(|meta| meta.rendered_by(&parent, &release));
-    if !rendered {
-        return Ok(());
-    }
-    let tenant = release
-        .strip_prefix(tenant_chart::TENANT_RELEASE_PREFIX)
-        .unwrap_or(&release);
-    Err(Violation::rule(format!(
-        "{kind} {namespace}/{app} is rendered by Tenant {parent}/{tenant} (Helm release {parent}/{release}), which would create it again; turn {key} off in Tenant {parent}/{tenant} instead of deleting it (protection.deletion: protect)",
-        kind = rules.kind,
-        namespace = subject.namespace,
-        app = subject.app,
     )))
 }

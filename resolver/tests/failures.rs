@@ -134,9 +134,11 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
         403,
         "ApplicationDefinition monitoring: spec.cardinality.max: invalid type: string \"one\", expected u32; the rules of kind Monitoring cannot be read, so the policy cannot tell whether tenant-root/monitoring consumes the etcd that Etcd tenant-root/etcd provides — fix the ApplicationDefinition",
     );
-    // ... and not when none of its instances is at stake.
+    // ... and not when none of its instances is at stake (with the root's etcd switch off,
+    // so that the chart does not hold the Etcd either).
     c.instances.retain(|i| i.kind != "Monitoring");
     c.instances.retain(|i| i.kind != "Kubernetes");
+    root_values(&mut c)["etcd"] = json!(false);
     assert_allowed(
         &decide(
             &app(

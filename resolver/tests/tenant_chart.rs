@@ -2,7 +2,7 @@
 mod common;
 use common::*;
 use cozystack_resolver::Operation::*;
-use cozystack_resolver::{Instance, Request, Snapshot};
+use cozystack_resolver::{Instance, Request, Settings, Snapshot};
 use serde_json::{Value, json};
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -200,58 +200,219 @@ fn the_release_path_judges_the_same_switches() {
     assert_allowed(&decide(&created, &snapshot), &[]);
 }
 
+/// The HelmRelease of Tenant `name` in `parent`, as cozystack-api writes it, with `values`.
+fn tenant_release(parent: &str, name: &str, values: Value) -> Instance {
+    Instance {
+        release: format!("tenant-{name}"),
+        values,
+        ..instance("Tenant", parent, name)
+    }
+}
+
+const C_MONITORING_RENDERED: &str = "Monitoring tenant-c/monitoring is rendered by Tenant tenant-root/c (Helm release tenant-root/tenant-c), which would create it again; turn monitoring off in Tenant tenant-root/c instead of deleting it (protection.deletion: protect)";
+
 #[test]
-fn a_module_the_chart_renders_is_known_by_helm_ownership() {
+fn a_module_the_chart_renders_is_known_by_its_tenants_switch() {
     let admin = || user("carol", &["tenant-c-admin"]);
-    let delete = || app(Delete, "Monitoring", "tenant-c", "monitoring", admin());
-    for (rendered_by, refused) in [
-        // Created from Administration → Modules: cozystack-api writes no Helm metadata.
-        (None, false),
-        // Rendered by another Helm release: not the Tenant's switch.
-        (Some("cozy-system/cozystack-basics"), false),
-        (Some("tenant-root/tenant-c"), true),
+    let delete = |app_name| app(Delete, "Monitoring", "tenant-c", app_name, admin());
+    for (switch, rendered_by, refused) in [
+        // Rendered by the chart and never edited.
+        (true, Some("tenant-root/tenant-c"), true),
+        // Edited from Administration → Modules: cozystack-api's UPDATE drops Helm's metadata,
+        // and the chart still renders it.
+        (true, None, true),
+        // Annotations of another release do not matter either: the switch does.
+        (true, Some("cozy-system/cozystack-basics"), true),
+        // The switch went off in an upgrade that failed half-way: the chart renders it no more.
+        (false, Some("tenant-root/tenant-c"), false),
+        // Created from Administration → Modules with the switch off.
+        (false, None, false),
     ] {
         let mut snapshot = stock();
+        snapshot.instances.push(tenant_release(
+            "tenant-root",
+            "c",
+            json!({ "monitoring": switch }),
+        ));
         snapshot
             .instances
             .push(module("Monitoring", "tenant-c", "monitoring", rendered_by));
-        let verdict = decide(&delete(), &snapshot);
+        let verdict = decide(&delete("monitoring"), &snapshot);
         if refused {
-            assert_denied(
-                &verdict,
-                403,
-                "Monitoring tenant-c/monitoring is rendered by Tenant tenant-root/c (Helm release tenant-root/tenant-c), which would create it again; turn monitoring off in Tenant tenant-root/c instead of deleting it (protection.deletion: protect)",
-            );
+            assert_denied(&verdict, 403, C_MONITORING_RENDERED);
         } else {
             assert_allowed(&verdict, &[]);
         }
     }
-    // The root Tenant's modules are rendered by the tenant-root release in tenant-root.
+    // A Monitoring not named after the switch is none of the chart's, switch on or not.
+    let mut snapshot = stock();
+    snapshot.instances.push(tenant_release(
+        "tenant-root",
+        "c",
+        json!({"monitoring": true}),
+    ));
+    snapshot
+        .instances
+        .push(module("Monitoring", "tenant-c", "monitoring", None));
+    snapshot
+        .instances
+        .push(module("Monitoring", "tenant-c", "metrics", None));
+    assert_allowed(&decide(&delete("metrics"), &snapshot), &[]);
+    // Without the Tenant's release nothing renders the module.
     let mut snapshot = stock();
     snapshot
         .instances
-        .retain(|i| i.kind != "Monitoring" || i.namespace != "tenant-root");
-    snapshot.instances.push(module(
-        "Monitoring",
-        "tenant-root",
-        "monitoring",
-        Some("tenant-root/tenant-root"),
-    ));
+        .push(module("Monitoring", "tenant-c", "monitoring", None));
+    assert_allowed(&decide(&delete("monitoring"), &snapshot), &[]);
+    // The root Tenant's modules are rendered by the tenant-root release in tenant-root, whose
+    // values switch monitoring on.
+    let mut snapshot = stock();
     snapshot.instances.retain(|i| i.namespace != "tenant-c");
-    let verdict = decide(
-        &app(
+    let delete_root = || {
+        app(
             Delete,
             "Monitoring",
             "tenant-root",
             "monitoring",
             user("r", &["tenant-root-admin"]),
-        ),
+        )
+    };
+    assert_denied(
+        &decide(&delete_root(), &snapshot),
+        403,
+        "Monitoring tenant-root/monitoring is rendered by Tenant tenant-root/root (Helm release tenant-root/tenant-root), which would create it again; turn monitoring off in Tenant tenant-root/root instead of deleting it (protection.deletion: protect)",
+    );
+    root_values(&mut snapshot)["monitoring"] = json!(false);
+    assert_allowed(&decide(&delete_root(), &snapshot), &[]);
+}
+
+#[test]
+fn switches_turned_off_together_are_judged_together() {
+    // tenant-a's Etcd beside its Monitoring, and a ComputePlane there that consumes both.
+    let mut snapshot = stock();
+    snapshot
+        .instances
+        .retain(|i| !(i.kind == "Kubernetes" && i.namespace == "tenant-a-b"));
+    snapshot.instances.retain(|i| i.kind != "Postgres");
+    for ns in snapshot
+        .namespaces
+        .iter_mut()
+        .filter(|ns| ns.name.starts_with("tenant-a"))
+    {
+        ns.labels
+            .insert("namespace.cozystack.io/etcd".into(), "tenant-a".into());
+    }
+    snapshot
+        .instances
+        .push(instance("Etcd", "tenant-a", "etcd"));
+    snapshot
+        .instances
+        .push(instance("ComputePlane", "tenant-a", "computeplane"));
+    let on = json!({"monitoring": true, "etcd": true, "computeplane": true});
+    let turn = |new: Value, snapshot: &Snapshot| {
+        decide(&tenant("tenant-root", "a", Some(on.clone()), new), snapshot)
+    };
+    // The consumer goes in the same write: nothing is stranded.
+    assert_allowed(&turn(json!({"monitoring": true}), &snapshot), &[]);
+    // Etcd alone strands the ComputePlane that stays.
+    assert_denied(
+        &turn(json!({"monitoring": true, "computeplane": true}), &snapshot),
+        403,
+        "Tenant tenant-root/a: turning etcd off removes Etcd tenant-a/etcd: Etcd tenant-a/etcd is protected while it provides etcd to consumers: tenant-a/computeplane (ComputePlane); delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect)",
+    );
+    // A consumer that stays elsewhere is still named, the removed one is not.
+    snapshot
+        .instances
+        .push(instance("Kubernetes", "tenant-a-b", "dev"));
+    assert_denied(
+        &turn(json!({"monitoring": true}), &snapshot),
+        403,
+        "Tenant tenant-root/a: turning etcd off removes Etcd tenant-a/etcd: Etcd tenant-a/etcd is protected while it provides etcd to consumers: tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect)",
+    );
+    // Two providers of one class switched off together leave it unserved: neither keeps it.
+    let mut snapshot = stock();
+    snapshot.definitions.push(definition(
+        "metrics",
+        "Metrics",
+        json!({"protection": {"deletion": "protect"},
+               "capability": {"provides": ["monitoring"], "share": "children"}}),
+    ));
+    snapshot
+        .instances
+        .push(instance("Metrics", "tenant-a", "metrics"));
+    let mut settings = Settings::default();
+    settings
+        .tenant_modules
+        .insert("metrics".into(), "Metrics".into());
+    let both = json!({"monitoring": true, "metrics": true});
+    let verdict = cozystack_resolver::evaluate(
+        &tenant("tenant-root", "a", Some(both), json!({})),
+        &settings,
         &snapshot,
     );
     assert_denied(
         &verdict,
         403,
-        "Monitoring tenant-root/monitoring is rendered by Tenant tenant-root/root (Helm release tenant-root/tenant-root), which would create it again; turn monitoring off in Tenant tenant-root/root instead of deleting it (protection.deletion: protect)",
+        "Tenant tenant-root/a: turning metrics off removes Metrics tenant-a/metrics: Metrics tenant-a/metrics is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)",
+    );
+}
+
+#[test]
+fn a_switch_on_needs_its_name_free_for_helm() {
+    let on = || {
+        tenant(
+            "tenant-root",
+            "c",
+            Some(json!({})),
+            json!({"monitoring": true}),
+        )
+    };
+    // Created through the API under the key's name: Helm would refuse to adopt it.
+    let mut snapshot = stock();
+    snapshot
+        .instances
+        .push(module("Monitoring", "tenant-c", "monitoring", None));
+    assert_denied(
+        &decide(&on(), &snapshot),
+        403,
+        "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: its name is taken by Monitoring tenant-c/monitoring, which Helm release tenant-root/tenant-c does not own (it was created through the API), and Helm refuses to adopt an object without its ownership metadata, so the Tenant's release would fail; delete the existing Monitoring tenant-c/monitoring first, or leave monitoring off (tenantModules.monitoring)",
+    );
+    // The leftover of an uninstall that failed is the module itself.
+    let mut snapshot = stock();
+    snapshot.instances.push(module(
+        "Monitoring",
+        "tenant-c",
+        "monitoring",
+        Some("tenant-root/tenant-c"),
+    ));
+    assert_allowed(&decide(&on(), &snapshot), &[]);
+    // One being deleted goes by itself; Flux retries the install.
+    let mut snapshot = stock();
+    snapshot.instances.push(Instance {
+        terminating: true,
+        ..module("Monitoring", "tenant-c", "monitoring", None)
+    });
+    assert_allowed(&decide(&on(), &snapshot), &[]);
+    // A platform writer under platformWriters warn is told.
+    let mut snapshot = stock();
+    snapshot
+        .instances
+        .push(module("Monitoring", "tenant-c", "monitoring", None));
+    let mut through_release = release(
+        Update,
+        "tenant-root",
+        "tenant-c",
+        release_labels("Tenant", "c"),
+        user(API, &[]),
+    );
+    through_release.object.as_mut().unwrap().spec = json!({"values": {"monitoring": true}});
+    through_release.old_object.as_mut().unwrap().spec = json!({"values": {}});
+    let verdict = decide(&through_release, &snapshot);
+    assert_allowed(
+        &verdict,
+        &[
+            "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: its name is taken by Monitoring tenant-c/monitoring, which Helm release tenant-root/tenant-c does not own (it was created through the API), and Helm refuses to adopt an object without its ownership metadata, so the Tenant's release would fail; delete the existing Monitoring tenant-c/monitoring first, or leave monitoring off (tenantModules.monitoring) (admitted because system:serviceaccount:cozy-system:cozystack-api is a platform writer and platformWriters is warn)",
+        ],
     );
 }
 
