@@ -121,6 +121,11 @@ fn host() -> FakeHost {
                 "apps.cozystack.io/application.kind": "Monitoring", "apps.cozystack.io/application.group": "apps.cozystack.io", "apps.cozystack.io/application.name": "monitoring"}}}),
             json!({"metadata": {"name": "postgres-db", "namespace": "tenant-a", "labels": {
                 "apps.cozystack.io/application.kind": "Postgres", "apps.cozystack.io/application.group": "apps.cozystack.io", "apps.cozystack.io/application.name": "db"}}}),
+            // The root Tenant with no module switched on: its Monitoring was created through
+            // the API, and the Tenant chart renders none.
+            json!({"metadata": {"name": "tenant-root", "namespace": "tenant-root", "labels": {
+                "apps.cozystack.io/application.kind": "Tenant", "apps.cozystack.io/application.group": "apps.cozystack.io", "apps.cozystack.io/application.name": "root"}},
+                "spec": {"values": {"host": "example.org"}}}),
         ],
         calls: RefCell::default(),
         fail: None,
@@ -265,13 +270,12 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
         "{:?}",
         host.calls.borrow()[1]
     );
-    // Then, with no consumer in the way: is this the Tenant chart's module? Its Helm
-    // ownership annotations tell; the module kind states no release prefix here, so the
-    // chart's release, named after the switch, is the one read.
+    // Then, with no consumer in the way: is this the Tenant chart's module? The owning
+    // Tenant's switch tells (the root's release, tenant-root/tenant-root, monitoring off).
     let get = &host.calls.borrow()[2].1;
     assert_eq!(
         (&get["name"], &get["namespace"]),
-        (&json!("monitoring"), &json!("tenant-root"))
+        (&json!("tenant-root"), &json!("tenant-root"))
     );
     assert_eq!(
         get["field_masks"],
