@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cozystack_e2e::native::NativeHost;
-use cozystack_e2e::scenario::{self, Bundle, ShortRequest};
+use cozystack_e2e::scenario::{self, Bundle, ShortRequest, without_slots};
 use cozystack_e2e::{policy_path, workspace};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::host::HostCache;
@@ -249,6 +249,8 @@ fn settings_only(bundle: &Bundle) -> Value {
 
 /// Marks the workloads that read their rules from the settings alone.
 const SETTINGS_ONLY: &str = ", settings only";
+/// Marks the twin of a workload whose settings hold no `cardinality.slots`.
+const NO_SLOTS: &str = ", no slots";
 
 fn workloads(bundle: &Bundle) -> Vec<Workload> {
     let defaults = &bundle.settings;
@@ -493,23 +495,29 @@ fn workloads(bundle: &Bundle) -> Vec<Workload> {
         )
         .kwctl(84.0, 97.0),
     );
-    // A tenant administrator switches a module on from Administration → Modules.
-    out.push(workload(
-        &format!("CREATE of a module by its tenant admin, 100 tenants{SETTINGS_ONLY}"),
-        tree(bundle, 100, |ns, objects| {
-            objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
-        }),
-        ShortRequest::new(
-            "CREATE",
-            "Monitoring",
-            "tenant-new",
-            "monitoring",
-            "carol",
-            &["tenant-new-admin"],
-        ),
-        only_settings,
-        100,
-    ));
+    // A tenant administrator switches a module on from Administration → Modules; and the same
+    // with the kinds' slots dropped, for what the slot check costs on top.
+    for (suffix, settings) in [
+        ("", only_settings.clone()),
+        (NO_SLOTS, without_slots(only_settings)),
+    ] {
+        out.push(workload(
+            &format!("CREATE of a module by its tenant admin, 100 tenants{SETTINGS_ONLY}{suffix}"),
+            tree(bundle, 100, |ns, objects| {
+                objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
+            }),
+            ShortRequest::new(
+                "CREATE",
+                "Monitoring",
+                "tenant-new",
+                "monitoring",
+                "carol",
+                &["tenant-new-admin"],
+            ),
+            &settings,
+            100,
+        ));
+    }
     // The consumed DELETE at ten times the scale.
     out.push(workload(
         "DELETE shared provider, 40000 tenants",
@@ -791,6 +799,32 @@ fn main() {
     let consumed_40k = find("DELETE shared provider, 40000");
     let unconsumed = find("DELETE unconsumed provider, 4000");
     let by_flux = find("DELETE unconsumed provider by Flux");
+    let slotted_create = find(&format!(
+        "CREATE of a module by its tenant admin, 100 tenants{SETTINGS_ONLY}"
+    ));
+    let unslotted_create = find(&format!(
+        "CREATE of a module by its tenant admin, 100 tenants{SETTINGS_ONLY}{NO_SLOTS}"
+    ));
+    // The slot check alone: the two native CREATEs measured in turns, so that the shared
+    // machine's noise falls on both alike and the difference of their medians is the check.
+    let native_run = |row: &Row| {
+        let (policy, cache) = (&policy, Arc::<HostCache>::default());
+        let (cluster, payload) = (row.workload.cluster.clone(), row.workload.payload.clone());
+        move || {
+            let host = NativeHost(Mutex::new(policy.host_state(
+                cluster.clone(),
+                vec![],
+                Some(cache.clone()),
+            )));
+            timed(|| {
+                std::hint::black_box(cozystack_capabilities_policy::evaluate(&payload, &host));
+            })
+        }
+    };
+    let (mut slotted_run, mut unslotted_run) =
+        (native_run(slotted_create), native_run(unslotted_create));
+    let [with_slots, without] = measure(budget, [&mut slotted_run, &mut unslotted_run]);
+    let slot_cost = with_slots.median().as_secs_f64() - without.median().as_secs_f64();
     let stock_zero = find("Namespace label UPDATE, stock rule set");
     let empty_zero = find("Namespace label UPDATE, settings {}");
     let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
@@ -857,11 +891,23 @@ fn main() {
         ),
         (
             format!(
-                "unconsumed DELETE at 4,000 tenants makes at most 2 host calls: {} by Flux (the release, after a Tenant switch); {} by a tenant administrator through the API (+ the module's release for the tenant-rendered check)",
+                "unconsumed DELETE at 4,000 tenants makes at most 2 host calls: {} by Flux (the release, after a Tenant switch); {} by a tenant administrator through the API (+ the owning Tenant's release: is the module's switch on?)",
                 by_flux.model.calls, unconsumed.model.calls
             ),
             by_flux.model.calls <= 2,
             String::new(),
+        ),
+        (
+            format!(
+                "the slot check on a module CREATE costs no host call and under 5 µs natively: {} calls with slots, {} without; {:+.1} µs ({} µs against {} µs, medians measured in turns)",
+                slotted_create.model.calls,
+                unslotted_create.model.calls,
+                slot_cost * 1e6,
+                micros(with_slots.median()),
+                micros(without.median()),
+            ),
+            slotted_create.model.calls == unslotted_create.model.calls && slot_cost < 5e-6,
+            "the slot check runs after the count on the instances it listed: the free slots are a scan of that list in the slot's namespace".to_owned(),
         ),
         (
             format!("per-listed-item guest slope under 1 µs: {slope_ns:.0} ns/item"),

@@ -35,7 +35,8 @@ pub fn to_yaml_stream(documents: &[Value]) -> Result<String, String> {
 /// One object the policy flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// `fail` (a rule is broken) or `error` (the policy could not judge it).
+    /// `fail` (a rule is broken), `warn` (admitted with a warning) or `error` (the policy could
+    /// not judge it).
     pub result: &'static str,
     pub message: String,
 }
@@ -249,10 +250,16 @@ fn prefix_finding(
     }
 }
 
-/// A 403 is a broken rule; any other rejection means the object could not be judged.
+/// A 403 is a broken rule; any other rejection means the object could not be judged; an
+/// admission with warnings (an instance off its slot, a consumer without a provider) is a `warn`
+/// the operator reads before relying on the rules.
 fn finding(response: &Value) -> Option<Finding> {
     if response["accepted"] == true {
-        return None;
+        let warnings = cozystack_policy_runtime::policy::warnings_of(response);
+        return (!warnings.is_empty()).then(|| Finding {
+            result: "warn",
+            message: warnings.join("; "),
+        });
     }
     let message = response["message"]
         .as_str()
@@ -407,7 +414,7 @@ fn report(kind: &str, policy: &str, judged: &[&Judged]) -> Value {
             "name": format!("{policy}-preflight"),
             "labels": {"app.kubernetes.io/managed-by": "cozystack-preflight"},
         },
-        "summary": {"pass": count("pass"), "fail": count("fail"), "warn": 0, "error": count("error"), "skip": 0},
+        "summary": {"pass": count("pass"), "fail": count("fail"), "warn": count("warn"), "error": count("error"), "skip": 0},
         "results": results,
     })
 }

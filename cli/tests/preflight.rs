@@ -55,18 +55,18 @@ fn preflight_reports_exactly_the_known_problems() {
     };
 
     let report = replay("problems.yaml");
-    assert_eq!(report.findings(), 5);
+    assert_eq!(report.findings(), 6);
     let text = report.text(false);
     assert_eq!(text, committed("problems.txt"));
     // The clean namespaces are counted; named only on request.
     assert!(
         text.ends_with(
-            "5 findings in 4 namespaces; 3 namespaces clean (--list-clean names them)\n"
+            "6 findings in 4 namespaces; 3 namespaces clean (--list-clean names them)\n"
         ),
         "{text}"
     );
     assert!(report.text(true).ends_with(
-        "5 findings in 4 namespaces; 3 clean: cozy-system, tenant-clean, tenant-root\n"
+        "6 findings in 4 namespaces; 3 clean: cozy-system, tenant-clean, tenant-root\n"
     ));
     // Each duplicate is reported, naming the other.
     for (release, other) in [
@@ -80,6 +80,11 @@ fn preflight_reports_exactly_the_known_problems() {
             "{text}"
         );
     }
+    // An instance made before the slots, off its slot, is a warning that names its slot.
+    assert!(
+        text.contains("HelmRelease tenant-side/metrics [warn] Monitoring tenant-side/metrics is off its slot: Monitoring is held to at most 1 per tenant by its name (tenant-side/monitoring); create the instance anew as tenant-side/monitoring"),
+        "{text}"
+    );
     let reports = preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(reports, committed("problems.policyreport.yaml"));
@@ -153,8 +158,8 @@ fn preflight_reports_exactly_the_known_problems() {
     assert!(
         lines.len() == 3
             && lines[0] == "policy: the embedded policy v0.1.0"
-            && lines[1].starts_with("read 20 objects from the dump in ")
-            && lines[2].starts_with("replayed 16 objects, done in "),
+            && lines[1].starts_with("read 21 objects from the dump in ")
+            && lines[2].starts_with("replayed 17 objects, done in "),
         "{stderr}"
     );
     let clean_yaml = dump("clean.yaml");
@@ -189,7 +194,7 @@ fn preflight_reports_exactly_the_known_problems() {
         .unwrap_or_else(|e| panic!("script (util-linux): {e}"));
     let drawn = utf8(&on_tty.stdout);
     assert!(
-        drawn.contains("replaying ") && drawn.contains(" 16/16 "),
+        drawn.contains("replaying ") && drawn.contains(" 17/17 "),
         "{drawn}"
     );
     assert!(!utf8(&from_dump.stderr).contains("replaying "));
@@ -212,7 +217,7 @@ fn preflight_reports_exactly_the_known_problems() {
     let stderr = utf8(&live.stderr);
     assert!(
         stderr.contains(
-            "read from context loopback: 4 applicationdefinitions.cozystack.io (1 page), 9 helmreleases.helm.toolkit.fluxcd.io (3 pages), 7 namespaces (2 pages) in "
+            "read from context loopback: 4 applicationdefinitions.cozystack.io (1 page), 10 helmreleases.helm.toolkit.fluxcd.io (3 pages), 7 namespaces (2 pages) in "
         ) && stderr.lines().count() == 3,
         "{stderr}"
     );

@@ -44,7 +44,8 @@ fn ran(command: &mut Command) -> Ran {
 }
 
 /// An AdmissionReview as the API server sends it for a user's app CREATE (through cozystack-api).
-fn review(namespace: &str, user: &str, group: &str) -> PathBuf {
+/// A Monitoring CREATE named `name` in `namespace`.
+fn review(namespace: &str, name: &str, user: &str, group: &str) -> PathBuf {
     let text = format!(
         "apiVersion: admission.k8s.io/v1
 kind: AdmissionReview
@@ -53,18 +54,18 @@ request:
   kind: {{group: apps.cozystack.io, version: v1alpha1, kind: Monitoring}}
   resource: {{group: apps.cozystack.io, version: v1alpha1, resource: monitorings}}
   requestKind: {{group: apps.cozystack.io, version: v1alpha1, kind: Monitoring}}
-  name: second
+  name: {name}
   namespace: {namespace}
   operation: CREATE
   userInfo: {{username: {user}, groups: [{group}, 'system:authenticated']}}
   object:
     apiVersion: apps.cozystack.io/v1alpha1
     kind: Monitoring
-    metadata: {{name: second, namespace: {namespace}}}
+    metadata: {{name: {name}, namespace: {namespace}}}
   oldObject: null
 "
     );
-    let path = scratch(&format!("review-{namespace}.yaml"));
+    let path = scratch(&format!("review-{namespace}-{name}.yaml"));
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
     path
 }
@@ -111,7 +112,7 @@ fn every_verb_has_help() {
 #[test]
 fn run_prints_the_verdict_the_message_and_the_host_calls() {
     let settings = "e2e/cluster/settings.yaml";
-    let denied = review("tenant-root", "rita", "tenant-root-admin");
+    let denied = review("tenant-root", "second", "rita", "tenant-root-admin");
     let out = ran(cli()
         .args(["run", "--settings", settings, "--dump", "e2e/cluster"])
         .arg(&denied));
@@ -172,7 +173,8 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
     assert_eq!(json["hostCalls"].as_array().map(Vec::len), Some(2));
 
     // Allowed, read live from a loopback API serving the bundled cluster: exit 0, same calls.
-    let allowed = review("tenant-acme", "carol", "tenant-acme-admin");
+    // Under its slot: the stock Monitoring is held by the name the Tenant chart gives it.
+    let allowed = review("tenant-acme", "monitoring", "carol", "tenant-acme-admin");
     let from_dump = ran(cli()
         .args(["run", "--settings", settings, "--dump", "e2e/cluster"])
         .arg(&allowed));

@@ -74,6 +74,58 @@ check_invalid_settings() {
   check cardinality-update-is-not-counted
 }
 
+@test "cardinality-slot-off-slot-application" {
+  check cardinality-slot-off-slot-application
+}
+
+@test "cardinality-slot-count-first" {
+  check cardinality-slot-count-first
+}
+
+@test "cardinality-slot-in-a-namespace-owned-through-labels" {
+  check cardinality-slot-in-a-namespace-owned-through-labels
+}
+
+@test "cardinality-slot-namespace-scope" {
+  check cardinality-slot-namespace-scope
+}
+
+@test "cardinality-slot-namespace-scope-on-slot" {
+  check cardinality-slot-namespace-scope-on-slot
+}
+
+@test "cardinality-slot-release-path-after-the-prefix" {
+  check cardinality-slot-release-path-after-the-prefix
+}
+
+@test "cardinality-slot-cluster-scope" {
+  check cardinality-slot-cluster-scope
+}
+
+@test "cardinality-slot-cluster-scope-on-slot" {
+  check cardinality-slot-cluster-scope-on-slot
+}
+
+@test "cardinality-slot-flux-off-slot-warns" {
+  check cardinality-slot-flux-off-slot-warns
+}
+
+@test "cardinality-slot-flux-off-slot-deny" {
+  check cardinality-slot-flux-off-slot-deny
+}
+
+@test "cardinality-slot-tenant-switch-is-on-slot" {
+  check cardinality-slot-tenant-switch-is-on-slot
+}
+
+@test "cardinality-slot-beyond-max" {
+  check cardinality-slot-beyond-max
+}
+
+@test "cardinality-slot-beyond-max-slot-free" {
+  check cardinality-slot-beyond-max-slot-free
+}
+
 @test "visibility-module-by-tenant-user" {
   check visibility-module-by-tenant-user
 }
@@ -876,4 +928,12 @@ check_invalid_settings() {
 
 @test "audit-tenant-with-api-edited-module-passes" {
   check audit-tenant-with-api-edited-module-passes
+}
+
+@test "audit-off-slot-instance-warns" {
+  check audit-off-slot-instance-warns
+}
+
+@test "audit-off-slot-instance-update-admitted" {
+  check audit-off-slot-instance-update-admitted
 }

@@ -536,3 +536,21 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
         problems,
     })
 }
+
+/// `settings` with every kind's `cardinality.slots` and `slotNamespace` dropped: the same rules
+/// held by the count alone (the race test and the benchmark compare the two).
+pub fn without_slots(settings: &Value) -> Value {
+    let mut settings = settings.clone();
+    let blocks = settings
+        .get_mut("definitions")
+        .and_then(Value::as_object_mut)
+        .into_iter()
+        .flat_map(|definitions| definitions.values_mut());
+    for block in blocks {
+        if let Some(cardinality) = block.get_mut("cardinality").and_then(Value::as_object_mut) {
+            cardinality.remove("slots");
+            cardinality.remove("slotNamespace");
+        }
+    }
+    settings
+}

@@ -28,7 +28,10 @@ function render() {
     const item = document.createElement("li");
     item.dataset.kind = entry.kind;
     const name = Object.assign(document.createElement("span"), { className: "kind", textContent: entry.kind });
-    const button = Object.assign(document.createElement("button"), { textContent: "Create", disabled: !entry.canCreate });
+    // A kind held by its names is created under the slot the verdict was computed for.
+    const label = entry.slot ? `Create ${entry.slot}` : "Create";
+    const button = Object.assign(document.createElement("button"), { textContent: label, disabled: !entry.canCreate });
+    if (entry.slot) item.dataset.slot = entry.slot;
     item.append(name, button);
     if (entry.reason) item.append(Object.assign(document.createElement("span"), { className: "reason", textContent: entry.reason }));
     if (entry.refusedBy) item.dataset.refusedBy = entry.refusedBy;

@@ -57,6 +57,11 @@ async function row(section, kind) {
   };
 }
 
+async function slotOf(section, kind) {
+  const item = page.locator(`#${section} li[data-kind="${kind}"]`);
+  return { slot: await item.getAttribute("data-slot"), button: await item.locator("button").textContent() };
+}
+
 const rbac = (user, plural, namespace) =>
   `RBAC: ${user} may not create ${plural}.apps.cozystack.io in ${namespace} (no role grants it); ask an administrator of the tenant for a role that grants it`;
 
@@ -82,9 +87,12 @@ test("a tenant admin's role writes SeaweedFS and Info but not Monitoring; the po
   assert.deepEqual(await row("marketplace", "Redis"), { disabled: false, reason: null, refusedBy: null });
 });
 
-test("a super-admin may enable a module that is not there yet", async () => {
+test("a super-admin may enable a module that is not there yet, under its slot", async () => {
   await choose("sam — super-admin of tenant-acme", "tenant-acme");
   assert.deepEqual(await row("modules", "Monitoring"), { disabled: false, reason: null, refusedBy: null });
+  // Monitoring is held by its name: the page offers the create admission will take.
+  assert.deepEqual(await slotOf("modules", "Monitoring"), { slot: "monitoring", button: "Create monitoring" });
+  assert.deepEqual(await slotOf("marketplace", "Redis"), { slot: null, button: "Create" });
 });
 
 test("a singleton already present is refused by both halves, RBAC named first", async () => {

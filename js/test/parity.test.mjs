@@ -47,6 +47,9 @@ test("the catalog's RBAC half: a SelfSubjectRulesReview or verbs per resource, a
   assert.equal(verbs.Redis.refusedBy, "rbac");
   const policyOnly = catalog(undefined);
   assert.equal(policyOnly.Monitoring.canCreate, true);
+  // A slotted kind's entry carries the name the create will use, and its verdict is for it.
+  assert.equal(policyOnly.Monitoring.slot, "monitoring");
+  assert.equal(policyOnly.Redis.slot, undefined);
   assert.equal(policyOnly.Info.refusedBy, "policy");
   assert.throws(() => catalog([1, 2]), /access: /);
 });

@@ -349,9 +349,11 @@ fn the_stock_rule_table_is_the_bundled_settings() {
             consumes,
             share,
             _read_in,
+            slots,
+            _named_by,
         ] = cells[..]
         else {
-            panic!("a stock rule row has 8 cells: {row}");
+            panic!("a stock rule row has 10 cells: {row}");
         };
         let mut fields = serde_json::Map::new();
         if visibility != "catalog" {
@@ -362,10 +364,19 @@ fn the_stock_rule_table_is_the_bundled_settings() {
         }
         if let Some((scope, max)) = cardinality.split_once('/') {
             let max: u32 = max.parse().unwrap_or_else(|e| panic!("{row}: {e}"));
-            fields.insert(
-                "cardinality".into(),
-                serde_json::json!({"scope": scope, "max": max}),
-            );
+            let mut block = serde_json::json!({"scope": scope, "max": max});
+            // `name`, or `name (in namespace)` for a cluster scope's slotNamespace.
+            if !none(slots) {
+                let (names, namespace) = match slots.split_once(" (in ") {
+                    Some((names, ns)) => (names, Some(ns.trim_end_matches(')'))),
+                    None => (slots, None),
+                };
+                block["slots"] = serde_json::json!(list(names));
+                if let Some(namespace) = namespace {
+                    block["slotNamespace"] = namespace.into();
+                }
+            }
+            fields.insert("cardinality".into(), block);
         }
         if !none(protection) {
             let (key, value) = protection

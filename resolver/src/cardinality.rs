@@ -13,7 +13,7 @@
 
 use crate::evaluation::Evaluation;
 use crate::facts::InstanceRef;
-use crate::rules::{Cardinality, KindRules, Scope};
+use crate::rules::{Cardinality, KindRules, Scope, Slots};
 use crate::verdict::{Violation, list_some};
 
 /// How many existing instances a message names before "and N more".
@@ -49,7 +49,7 @@ impl<'s> Subject<'s> {
 }
 
 pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<(), Violation> {
-    let Some(Cardinality { scope, max }) = rules.cardinality else {
+    let Some(Cardinality { scope, max, .. }) = rules.cardinality.clone() else {
         return Ok(());
     };
     let namespace = subject.namespace;
@@ -96,4 +96,116 @@ pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<
         kind = rules.kind,
         list = list_some(&present, SHOWN),
     )))
+}
+
+/// Where a slotted kind's instances live: the namespace the scope fixes for `namespace`.
+/// `namespace`: that namespace; `tenant`: the owning tenant's own namespace (a namespace a
+/// tenant owns through labels holds no slot), or the namespace itself when no tenant owns it;
+/// `cluster`: `slotNamespace`.
+pub fn slot_namespace(
+    eval: &Evaluation,
+    scope: Scope,
+    slots: &Slots,
+    namespace: &str,
+) -> Result<String, Violation> {
+    Ok(match scope {
+        Scope::Namespace => namespace.to_owned(),
+        Scope::Tenant => eval
+            .owner_of(namespace)?
+            .unwrap_or_else(|| namespace.to_owned()),
+        Scope::Cluster => slots
+            .cluster_namespace
+            .clone()
+            .unwrap_or_else(|| namespace.to_owned()),
+    })
+}
+
+/// The application name an instance's release holds: the release after the kind's prefix,
+/// which is what the API server keeps unique; the name label when the prefix is unknown or the
+/// release does not carry it (a wrong `releasePrefixes` entry, which the pre-flight reports).
+fn held_name<'a>(rules: &KindRules, release: &'a str, app: &'a str) -> &'a str {
+    rules
+        .release_prefix
+        .as_deref()
+        .and_then(|prefix| release.strip_prefix(prefix))
+        .unwrap_or(app)
+}
+
+/// The slots of `rules` not held by an instance in `namespace`, in the order they are listed.
+/// An instance being deleted still holds its name until it is gone.
+pub fn free_slots(
+    eval: &Evaluation,
+    rules: &KindRules,
+    slots: &Slots,
+    namespace: &str,
+) -> Result<Vec<String>, Violation> {
+    let instances = eval.instances(rules)?;
+    Ok(slots
+        .names
+        .iter()
+        .filter(|slot| {
+            !instances.iter().any(|i| {
+                i.namespace == namespace && held_name(rules, i.release, i.app) == slot.as_str()
+            })
+        })
+        .cloned()
+        .collect())
+}
+
+/// Holds a slotted kind to its names: a CREATE must take a free slot, in the namespace the scope
+/// fixes, on both paths (the Application's name; the HelmRelease's name after the prefix). The
+/// count runs first (an off-slot instance made before slots existed still counts), so the
+/// instances are listed already and this reads nothing new. Once every slot is held the count
+/// alone speaks: with `max` beyond the slots, further instances may take any name and race as
+/// before.
+pub fn check_slot(
+    eval: &Evaluation,
+    rules: &KindRules,
+    subject: &Subject,
+) -> Result<(), Violation> {
+    let Some(Cardinality {
+        scope,
+        max,
+        slots: Some(slots),
+    }) = &rules.cardinality
+    else {
+        return Ok(());
+    };
+    let home = slot_namespace(eval, *scope, slots, subject.namespace)?;
+    let name = match &subject.release {
+        Some(release) => held_name(rules, release, subject.app),
+        None => subject.app,
+    };
+    let on_slot = subject.namespace == home && slots.names.iter().any(|s| s == name);
+    if on_slot {
+        return Ok(());
+    }
+    // With every slot held the count decides: it refuses when `max` is the number of slots
+    // (the holders are in scope), and lets further instances take any name beyond them.
+    let free = free_slots(eval, rules, slots, &home)?;
+    if free.is_empty() {
+        return Ok(());
+    }
+    let choice = free
+        .iter()
+        .map(|slot| format!("{home}/{slot}"))
+        .collect::<Vec<_>>();
+    let choice = match choice.as_slice() {
+        [one] => one.clone(),
+        many => format!("one of {}", many.join(", ")),
+    };
+    let kind = &rules.kind;
+    Err(Violation::waivable(if eval.is_audit() {
+        format!(
+            "{kind} {namespace}/{app} is off its slot: {kind} is held to at most {max} per {scope} by its name ({choice}); create the instance anew as {choice} with the same values and delete {namespace}/{app} before relying on slots (cardinality.slots)",
+            namespace = subject.namespace,
+            app = subject.app,
+        )
+    } else {
+        format!(
+            "{kind} {namespace}/{app}: {kind} is held to at most {max} per {scope} by its name: create it as {choice} (cardinality.slots)",
+            namespace = subject.namespace,
+            app = subject.app,
+        )
+    }))
 }

@@ -6,10 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::access::{Access, Rbac};
+use crate::cardinality;
+use crate::evaluation::Evaluation;
 use crate::facts::{Instance, Namespace, Snapshot};
 use crate::identity::User;
 use crate::request::{ObjectState, Operation, Request, Surface};
-use crate::rules::{Definition, DefinitionSet, Visibility};
+use crate::rules::{Definition, DefinitionSet, KindRules, Visibility};
 use crate::settings::Settings;
 
 /// Where the dashboard shows a kind.
@@ -40,6 +42,10 @@ pub struct Entry {
     /// What admission would warn about (a consumed class without a provider).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// For a kind held by its names (`cardinality.slots`): the name the create will use, the
+    /// first free slot, for which the verdict is computed. `None` when every slot is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
 }
 
 /// Which half of the answer refused.
@@ -79,7 +85,7 @@ pub fn catalog(
                 _ => Placement::Marketplace,
             };
             // An empty name never matches an existing instance: nothing is excluded from counts.
-            let request = Request {
+            let mut request = Request {
                 surface: Surface::Application,
                 operation: Operation::Create,
                 kind: definition.kind.clone(),
@@ -91,6 +97,13 @@ pub fn catalog(
                 object: Some(ObjectState::default()),
                 old_object: None,
             };
+            let slot = match set.get(&definition.kind) {
+                Ok(Some(rules)) => slot(&request, settings, &snapshot, rules),
+                _ => None,
+            };
+            if let Some(slot) = &slot {
+                request.name = slot.clone();
+            }
             let verdict = crate::evaluate(&request, settings, &snapshot);
             let plural = definition.plural.as_deref().unwrap_or(&definition.kind);
             let rbac = access.map_or(Rbac::Allowed, |access| {
@@ -112,7 +125,27 @@ pub fn catalog(
                 reason,
                 refused_by,
                 warnings: verdict.warnings,
+                slot,
             }
         })
         .collect()
+}
+
+/// The name a create of a slotted kind from `request`'s namespace will use: the first slot no
+/// instance holds where the slots live. `None` for a kind without slots, when every slot is held
+/// (a create under a held name would only meet AlreadyExists: the nameless one meets the count),
+/// or when what decides cannot be read.
+fn slot(
+    request: &Request,
+    settings: &Settings,
+    snapshot: &Snapshot,
+    rules: &KindRules,
+) -> Option<String> {
+    let cardinality = rules.cardinality.as_ref()?;
+    let slots = cardinality.slots.as_ref()?;
+    let eval = Evaluation::new(request, settings, snapshot);
+    let home =
+        cardinality::slot_namespace(&eval, cardinality.scope, slots, &request.namespace).ok()?;
+    let free = cardinality::free_slots(&eval, rules, slots, &home).ok()?;
+    free.into_iter().next()
 }

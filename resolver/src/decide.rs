@@ -62,6 +62,25 @@ pub(crate) fn rules_of(eval: &Evaluation, kind: &str) -> Result<Option<KindRules
         })
 }
 
+/// The slot rule after the count: refused like the count (waivable for platform writers); in a
+/// background audit an instance off its slot is a warning, since it was made before the slots
+/// and is renamed, not deleted, by the operator moving onto them.
+fn slots(
+    eval: &Evaluation,
+    rules: &KindRules,
+    subject: &Subject,
+    warnings: &mut Vec<String>,
+) -> Result<(), Violation> {
+    match cardinality::check_slot(eval, rules, subject) {
+        Ok(()) => Ok(()),
+        Err(v) if eval.is_audit() => {
+            warnings.push(v.message);
+            Ok(())
+        }
+        Err(v) => eval.enforce(v, warnings),
+    }
+}
+
 fn teardown_delete(eval: &Evaluation) -> bool {
     eval.request.operation == Operation::Delete && eval.user().is_teardown(eval.settings)
 }
@@ -141,6 +160,7 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
             if let Err(v) = cardinality::check(eval, &rules, &subject) {
                 eval.enforce(v, warnings)?;
             }
+            slots(eval, &rules, &subject, warnings)?;
             warnings.extend(awaiting_warnings(eval, &rules)?);
         }
         Operation::Delete => {
@@ -229,6 +249,7 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
         if let Err(v) = cardinality::check(eval, &rules, &subject(&entered.app)) {
             eval.enforce(v, warnings)?;
         }
+        slots(eval, &rules, &subject(&entered.app), warnings)?;
         if request.operation == Operation::Create {
             warnings.extend(awaiting_warnings(eval, &rules)?);
         }

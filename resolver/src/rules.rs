@@ -91,9 +91,92 @@ pub struct DashboardSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CardinalitySpec {
     pub scope: Scope,
-    /// Omitted or 0: unlimited.
+    /// 0: unlimited. Omitted: the number of `slots`, else unlimited.
     #[serde(default)]
-    pub max: u32,
+    pub max: Option<u32>,
+    /// The names the instances must take, one per allowed instance: the API server refuses a
+    /// second object of one name in one namespace, so no two racing CREATEs can both hold a
+    /// slot, whatever the policy-server's caches saw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slots: Vec<String>,
+    /// With `scope: cluster` and `slots`: the one namespace the slots live in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_namespace: Option<String>,
+}
+
+impl CardinalitySpec {
+    /// `max` as the rule applies it: the number of slots when omitted.
+    fn effective_max(&self) -> u32 {
+        self.max
+            .unwrap_or_else(|| u32::try_from(self.slots.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Checks what serde cannot: slot names, their number against `max`, and the namespace a
+    /// cluster scope holds its slots in. `path` prefixes the field names in errors.
+    fn validate(&self, path: &str) -> Result<(), RuleError> {
+        let invalid = |field: &str, reason: String| RuleError::Invalid {
+            path: format!("{path}cardinality.{field}"),
+            reason,
+        };
+        for (index, slot) in self.slots.iter().enumerate() {
+            if !crate::settings::is_dns_label(slot) {
+                return Err(invalid(
+                    &format!("slots[{index}]"),
+                    format!(
+                        "{slot:?} is not a DNS-1123 label (lower-case letters, digits and inner dashes, at most 63)"
+                    ),
+                ));
+            }
+            if self.slots[..index].contains(slot) {
+                return Err(invalid(
+                    &format!("slots[{index}]"),
+                    format!("{slot:?} is listed twice; each slot holds one instance"),
+                ));
+            }
+        }
+        if self.slots.is_empty() {
+            if self.slot_namespace.is_some() {
+                return Err(invalid(
+                    "slotNamespace",
+                    "names where the slots live, and there are no slots".into(),
+                ));
+            }
+            return Ok(());
+        }
+        let slots = self.slots.len();
+        if let Some(max) = self.max
+            && (max as usize) < slots
+        {
+            return Err(invalid(
+                "max",
+                format!(
+                    "{max} is below the {slots} slots (one name per allowed instance); raise max or drop slots"
+                ),
+            ));
+        }
+        match (self.scope, &self.slot_namespace) {
+            (Scope::Cluster, None) => Err(invalid(
+                "slotNamespace",
+                "scope cluster with slots needs the one namespace its slots live in".into(),
+            )),
+            (Scope::Cluster, Some(ns)) if !crate::settings::is_dns_label(ns) => Err(invalid(
+                "slotNamespace",
+                format!("{ns:?} is not a namespace name"),
+            )),
+            (Scope::Cluster, Some(_)) => Ok(()),
+            (scope, Some(_)) => Err(invalid(
+                "slotNamespace",
+                format!(
+                    "applies to scope cluster only; with scope {scope} the slots live in the {where_}",
+                    where_ = match scope {
+                        Scope::Tenant => "tenant's own namespace",
+                        _ => "request's namespace",
+                    }
+                ),
+            )),
+            (_, None) => Ok(()),
+        }
+    }
 }
 
 /// `spec.protection`.
@@ -144,8 +227,12 @@ impl RuleFields {
             && self.capability.is_none()
     }
 
-    /// Checks what serde cannot: class names. `path` prefixes the field names in errors.
+    /// Checks what serde cannot: class names and slots. `path` prefixes the field names in
+    /// errors.
     pub fn validate(&self, path: &str) -> Result<(), RuleError> {
+        if let Some(cardinality) = &self.cardinality {
+            cardinality.validate(path)?;
+        }
         if let Some(capability) = &self.capability {
             for (field, classes) in [
                 ("provides", &capability.provides),
@@ -211,10 +298,23 @@ impl fmt::Display for Class {
 }
 
 /// Counting rule with a real limit (`max` ≥ 1); `max: 0` never becomes one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Cardinality {
     pub scope: Scope,
     pub max: u32,
+    /// The names that hold the first instances, when the kind states any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slots: Option<Slots>,
+}
+
+/// Validated slots: at least one name, no more than `max`, and for a cluster scope the
+/// namespace they live in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Slots {
+    pub names: Vec<String>,
+    /// `slotNamespace`, for `scope: cluster`; the other scopes derive it from the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -261,10 +361,15 @@ impl KindRules {
             .cardinality
             .as_ref()
             .or(settings.cardinality.as_ref())
-            .filter(|c| c.max > 0)
+            .filter(|c| c.effective_max() > 0)
             .map(|c| Cardinality {
                 scope: c.scope,
-                max: c.max,
+                max: c.effective_max(),
+                // Both sources were validated before merging: slots fit `max` and their scope.
+                slots: (!c.slots.is_empty()).then(|| Slots {
+                    names: c.slots.clone(),
+                    cluster_namespace: c.slot_namespace.clone(),
+                }),
             });
         let protection = definition
             .protection

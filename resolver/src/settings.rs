@@ -380,7 +380,7 @@ fn check_kind(path: &str, kind: &str, what: &str) -> Result<(), RuleError> {
 }
 
 /// A DNS-1123 label: namespace names and release names.
-fn is_dns_label(name: &str) -> bool {
+pub(crate) fn is_dns_label(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && name

@@ -165,6 +165,7 @@ pub fn check_switches(
         let outcome = if is {
             check_name_free(eval, &rules, &subject, (parent, &owner), key)
                 .and_then(|()| cardinality::check(eval, &rules, &subject))
+                .and_then(|()| cardinality::check_slot(eval, &rules, &subject))
         } else {
             protection::check_removal(eval, &rules, &subject, &removed)
         };

@@ -311,3 +311,237 @@ fn two_concurrent_creates_race_and_the_next_one_sees_the_first() {
         "Monitoring: at most 1 per tenant tenant-c; already present: one; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
     );
 }
+
+/// The test cluster with Monitoring held to one per tenant by the name `monitoring`.
+fn slotted() -> cozystack_resolver::Snapshot {
+    let mut c = cluster();
+    c.definitions[0] = definition(
+        "monitoring",
+        "Monitoring",
+        json!({
+        "dashboard": {"visibility": "module"},
+        "cardinality": {"scope": "tenant", "slots": ["monitoring"]},
+        "protection": {"deletion": "protect"},
+        "capability": {"provides": ["monitoring"], "share": "children"}}),
+    );
+    c
+}
+
+#[test]
+fn a_slotted_kind_is_created_under_its_slot_only() {
+    let c = slotted();
+    let carol = || user("carol", &["tenant-c-admin"]);
+    // max defaults to the number of slots: one.
+    assert_allowed(
+        &decide(
+            &app(Create, "Monitoring", "tenant-c", "monitoring", carol()),
+            &c,
+        ),
+        &[],
+    );
+    assert_denied(
+        &decide(
+            &app(Create, "Monitoring", "tenant-c", "metrics", carol()),
+            &c,
+        ),
+        403,
+        "Monitoring tenant-c/metrics: Monitoring is held to at most 1 per tenant by its name: create it as tenant-c/monitoring (cardinality.slots)",
+    );
+    // Where the slot is held, the count speaks first.
+    assert_denied(
+        &decide(
+            &app(
+                Create,
+                "Monitoring",
+                "tenant-a",
+                "metrics",
+                user("alice", &["tenant-a-admin"]),
+            ),
+            &c,
+        ),
+        403,
+        "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
+    );
+    // Updates and deletes of an instance off its slot stay admitted.
+    let mut off = c.clone();
+    off.instances
+        .push(instance("Monitoring", "tenant-c", "metrics"));
+    for op in [Update, Delete] {
+        assert_allowed(
+            &decide(&app(op, "Monitoring", "tenant-c", "metrics", carol()), &off),
+            &[],
+        );
+    }
+}
+
+#[test]
+fn the_slot_check_reads_nothing_the_count_has_not() {
+    let c = slotted();
+    let carol = || user("carol", &["tenant-c-admin"]);
+    let calls = |name: &str| {
+        let recording = Recording::new(&c);
+        cozystack_resolver::evaluate(
+            &app(Create, "Monitoring", "tenant-c", name, carol()),
+            &cozystack_resolver::Settings::default(),
+            &recording,
+        );
+        recording.calls.borrow().clone()
+    };
+    assert_eq!(calls("metrics"), calls("monitoring"));
+}
+
+#[test]
+fn slots_in_each_scope() {
+    // A cluster scope holds its slots in slotNamespace.
+    let mut c = cluster();
+    c.definitions.push(definition(
+        "bootbox",
+        "BootBox",
+        json!({"cardinality": {"scope": "cluster", "slots": ["bootbox"], "slotNamespace": "tenant-root"}}),
+    ));
+    // A tenant administrator: a platform writer would only be warned.
+    let admin = user("carol", &["tenant-c-admin"]);
+    assert_denied(
+        &decide(
+            &app(Create, "BootBox", "tenant-c", "bootbox", admin.clone()),
+            &c,
+        ),
+        403,
+        "BootBox tenant-c/bootbox: BootBox is held to at most 1 per cluster by its name: create it as tenant-root/bootbox (cardinality.slots)",
+    );
+    assert_allowed(
+        &decide(
+            &app(
+                Create,
+                "BootBox",
+                "tenant-root",
+                "bootbox",
+                user("root", &["tenant-root-admin"]),
+            ),
+            &c,
+        ),
+        &[],
+    );
+    // A namespace scope with two slots names both while both are free, then the free one.
+    c.definitions.push(definition(
+        "redis",
+        "Redis",
+        json!({"cardinality": {"scope": "namespace", "slots": ["cache", "queue"]}}),
+    ));
+    c.definitions
+        .retain(|d| d.name != "redis" || d.cardinality.is_some());
+    assert_denied(
+        &decide(
+            &app(Create, "Redis", "tenant-c", "store", admin.clone()),
+            &c,
+        ),
+        403,
+        "Redis tenant-c/store: Redis is held to at most 2 per namespace by its name: create it as one of tenant-c/cache, tenant-c/queue (cardinality.slots)",
+    );
+    c.instances.push(instance("Redis", "tenant-c", "cache"));
+    assert_denied(
+        &decide(
+            &app(Create, "Redis", "tenant-c", "store", admin.clone()),
+            &c,
+        ),
+        403,
+        "Redis tenant-c/store: Redis is held to at most 2 per namespace by its name: create it as tenant-c/queue (cardinality.slots)",
+    );
+    // A tenant scope holds its slots in the tenant's own namespace, even from a namespace the
+    // tenant owns through its labels.
+    let mut c = slotted();
+    c.namespaces.push(cozystack_resolver::Namespace {
+        name: "c-web".into(),
+        labels: labels(&[
+            ("tenant.cozystack.io/tenant-root", ""),
+            ("tenant.cozystack.io/tenant-c", ""),
+        ]),
+    });
+    assert_denied(
+        &decide(
+            &app(
+                Create,
+                "Monitoring",
+                "c-web",
+                "monitoring",
+                user("carol", &["tenant-c-admin"]),
+            ),
+            &c,
+        ),
+        403,
+        "Monitoring c-web/monitoring: Monitoring is held to at most 1 per tenant by its name: create it as tenant-c/monitoring (cardinality.slots)",
+    );
+}
+
+#[test]
+fn beyond_the_slots_the_count_alone_holds() {
+    let mut c = slotted();
+    c.definitions[0].cardinality =
+        Some(json!({"scope": "tenant", "max": 2, "slots": ["monitoring"]}));
+    let alice = || user("alice", &["tenant-a-admin"]);
+    // tenant-a's slot is held: a second instance may take another name.
+    assert_allowed(
+        &decide(
+            &app(Create, "Monitoring", "tenant-a", "metrics", alice()),
+            &c,
+        ),
+        &[],
+    );
+    // tenant-c's is free: the first one takes it.
+    assert_denied(
+        &decide(
+            &app(
+                Create,
+                "Monitoring",
+                "tenant-c",
+                "metrics",
+                user("carol", &["tenant-c-admin"]),
+            ),
+            &c,
+        ),
+        403,
+        "Monitoring tenant-c/metrics: Monitoring is held to at most 2 per tenant by its name: create it as tenant-c/monitoring (cardinality.slots)",
+    );
+}
+
+#[test]
+fn slot_errors_name_the_field() {
+    let mut c = cluster();
+    for (cardinality, message) in [
+        (
+            json!({"scope": "tenant", "slots": ["Mon"]}),
+            "ApplicationDefinition monitoring: spec.cardinality.slots[0]: \"Mon\" is not a DNS-1123 label (lower-case letters, digits and inner dashes, at most 63)",
+        ),
+        (
+            json!({"scope": "tenant", "slots": ["a", "a"]}),
+            "ApplicationDefinition monitoring: spec.cardinality.slots[1]: \"a\" is listed twice; each slot holds one instance",
+        ),
+        (
+            json!({"scope": "tenant", "max": 1, "slots": ["a", "b"]}),
+            "ApplicationDefinition monitoring: spec.cardinality.max: 1 is below the 2 slots (one name per allowed instance); raise max or drop slots",
+        ),
+        (
+            json!({"scope": "cluster", "slots": ["a"]}),
+            "ApplicationDefinition monitoring: spec.cardinality.slotNamespace: scope cluster with slots needs the one namespace its slots live in",
+        ),
+    ] {
+        c.definitions[0].cardinality = Some(cardinality);
+        let verdict = decide(
+            &app(
+                Create,
+                "Monitoring",
+                "tenant-c",
+                "a",
+                user("carol", &["tenant-c-admin"]),
+            ),
+            &c,
+        );
+        assert_denied(
+            &verdict,
+            403,
+            &format!(
+                "{message}; the rules of kind Monitoring cannot be read, so the request is rejected — fix the ApplicationDefinition or the policy settings"
+            ),
+        );
+    }
+}

@@ -76,3 +76,50 @@ fn can_create_is_both_halves_and_the_reason_names_the_one_that_refused() {
     assert!(entry(&e, "Redis").can_create);
     assert_eq!(entry(&e, "Etcd").refused_by, Some(RefusedBy::Policy));
 }
+
+#[test]
+fn a_slotted_kind_is_offered_under_its_free_slot() {
+    let mut c = cluster();
+    c.definitions[0].cardinality = Some(json!({"scope": "tenant", "slots": ["monitoring"]}));
+    let entry = |namespace: usize, who: &str, groups: &[&str]| {
+        catalog(
+            &c.definitions,
+            &user(who, groups),
+            &c.namespaces[namespace],
+            &c.instances,
+            &Default::default(),
+            None,
+        )
+        .into_iter()
+        .find(|e| e.kind == "Monitoring")
+        .expect("Monitoring")
+    };
+    // tenant-c has no Monitoring: the create takes the slot, and admission would admit it.
+    let free = entry(3, "carol", &["tenant-c-admin"]);
+    assert_eq!(
+        (free.slot.as_deref(), free.can_create, free.reason),
+        (Some("monitoring"), true, None)
+    );
+    // tenant-a's slot is held: no name is offered, and the count is the reason.
+    let held = entry(1, "alice", &["tenant-a-admin"]);
+    assert_eq!((held.slot, held.can_create), (None, false));
+    assert_eq!(
+        held.reason.as_deref(),
+        Some(
+            "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)"
+        )
+    );
+    // A kind without slots carries none.
+    let redis = catalog(
+        &c.definitions,
+        &user("carol", &["tenant-c-admin"]),
+        &c.namespaces[3],
+        &c.instances,
+        &Default::default(),
+        None,
+    )
+    .into_iter()
+    .find(|e| e.kind == "Redis")
+    .expect("Redis");
+    assert_eq!(redis.slot, None);
+}
