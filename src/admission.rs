@@ -179,7 +179,8 @@ pub fn decode(raw: &RawValue, settings: &Settings) -> Result<Request, DecodeErro
     };
     // The audit scanner's replays carry no userInfo; any other request without a username is
     // malformed.
-    if user.username.is_empty() && !user.is_audit_replay(operation, settings) {
+    let audit_replay = operation == Operation::Create && user.is_audit_scanner(settings);
+    if user.username.is_empty() && !audit_replay {
         return Err(DecodeError::Empty("userInfo.username"));
     }
     let new = object("object", wire.object, surface)?;

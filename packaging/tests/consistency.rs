@@ -316,7 +316,7 @@ mod toml_version {
 /// `deploy/`, checked above) carries: a kind, a block or a class in one and not the other fails.
 #[test]
 fn the_stock_rule_table_is_the_bundled_settings() {
-    use cozystack_resolver::rules::RuleFields;
+    use cozystack_resolver::kinds::RuleFields;
     use std::collections::BTreeMap;
 
     let readme = read("README.md");

@@ -2,19 +2,20 @@
 
 use serde_json::Value;
 
-use crate::capability::awaiting_warnings;
-use crate::cardinality::{self, Subject};
-use crate::error::RuleError;
-use crate::evaluation::Evaluation;
-use crate::facts::Cluster;
-use crate::namespace;
-use crate::protection;
-use crate::request::{AppIdentity, ObjectState, Operation, Request, Surface};
-use crate::rules::KindRules;
-use crate::settings::Settings;
-use crate::tenant_chart::{self, TENANT_KIND, TENANT_RELEASE_PREFIX};
-use crate::verdict::{BAD_REQUEST, Verdict, Violation};
-use crate::visibility;
+use crate::composed::tenant_modules;
+use crate::model::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX};
+use crate::model::evaluation::Evaluation;
+use crate::model::facts::Cluster;
+use crate::model::kinds::KindRules;
+use crate::model::request::{AppIdentity, ObjectState, Operation, Request, Surface};
+use crate::model::settings::Settings;
+use crate::model::verdict::{BAD_REQUEST, Verdict, Violation};
+use crate::rules::capability::awaiting_warnings;
+use crate::rules::cardinality::{self, Subject};
+use crate::rules::groups;
+use crate::rules::namespace;
+use crate::rules::protection;
+use crate::rules::visibility;
 
 /// Decides one admission request. Pure: the only inputs are the request, the settings and
 /// what `cluster` answers.
@@ -44,22 +45,6 @@ pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -
             ..Verdict::deny(violation.code, violation.message)
         },
     }
-}
-
-pub(crate) fn rules_of(eval: &Evaluation, kind: &str) -> Result<Option<KindRules>, Violation> {
-    eval.definitions()?
-        .get(kind)
-        .map(|rules| rules.cloned())
-        .map_err(|err| match err {
-            // A settings block is decoded when its kind is first needed; one that does not
-            // decode is what `validate_settings` refuses, malformed input as ever.
-            RuleError::Invalid { .. } => {
-                Violation::failure(BAD_REQUEST, format!("invalid policy settings: {err}"))
-            }
-            RuleError::Definition { .. } => Violation::rule(format!(
-                "{err}; the rules of kind {kind} cannot be read, so the request is rejected — fix the ApplicationDefinition or the policy settings"
-            )),
-        })
 }
 
 /// The slot rule after the count: refused like the count (waivable for platform writers); in a
@@ -120,9 +105,9 @@ fn tenant_effects(
 ) -> Result<(), Violation> {
     let parent = &eval.request.namespace;
     if old.is_none() {
-        tenant_chart::check_groups(eval, parent, name)?;
+        groups::check_groups(eval, parent, name)?;
     }
-    tenant_chart::check_switches(eval, parent, name, old, new, warnings)
+    tenant_modules::check_switches(eval, parent, name, old, new, warnings)
 }
 
 /// `apps.cozystack.io` Applications, with the end user's identity.
@@ -143,7 +128,7 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
         };
         tenant_effects(eval, &request.name, old, &new.spec, warnings)?;
     }
-    let Some(rules) = rules_of(eval, &request.kind)? else {
+    let Some(rules) = eval.rules_of(&request.kind)? else {
         return Ok(());
     };
     visibility::check(eval, &rules, &request.namespace, eval.verb())?;
@@ -170,7 +155,7 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
                 if let Err(v) = protection::check_removal(eval, &rules, &subject, &[]) {
                     eval.enforce(v, warnings)?;
                 }
-                tenant_chart::check_rendered_removal(eval, &rules, &subject)?;
+                tenant_modules::check_rendered_removal(eval, &rules, &subject)?;
             }
         }
         Operation::Update | Operation::Connect => {}
@@ -238,13 +223,13 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
         release: Some(request.name.clone()),
     };
     if let Some(left) = leaving.filter(|_| !old_terminating)
-        && let Some(rules) = rules_of(eval, &left.kind)?
+        && let Some(rules) = eval.rules_of(&left.kind)?
         && let Err(v) = protection::check_removal(eval, &rules, &subject(&left.app), &[])
     {
         eval.enforce(v, warnings)?;
     }
     if let Some(entered) = entering
-        && let Some(rules) = rules_of(eval, &entered.kind)?
+        && let Some(rules) = eval.rules_of(&entered.kind)?
     {
         if let Err(v) = cardinality::check(eval, &rules, &subject(&entered.app)) {
             eval.enforce(v, warnings)?;

@@ -3,33 +3,39 @@
 //!
 //! No I/O lives here. The Kubewarden policy answers [`Cluster`] with host calls; the
 //! dashboard build and the tests answer it with a [`Snapshot`].
+//!
+//! The modules form layers, each importing only the ones below it (a test keeps the graph
+//! acyclic, `tests/layers.rs`):
+//! 1. [`model`]: the naming rule, identities, the request, each kind's rules and the settings,
+//!    the facts of the cluster, what the Tenant chart renders, and the evaluation context that
+//!    reads them once per request;
+//! 2. [`rules`]: one rule each — visibility, cardinality and slots, protection, capability,
+//!    namespace labels, tenant groups;
+//! 3. [`composed`]: the rules that compose others (a Tenant's module switches are a count and a
+//!    removal; a module the chart renders is removed by its switch);
+//! 4. [`decide`]: routes a request to the rules of its surface;
+//! 5. [`dashboard`]: the catalog a dashboard shows, from the same decision.
+//!
+//! Inside the crate each module is named by its own path (`crate::model::facts`); the short
+//! paths below are for users of the crate.
 
-pub mod access;
-pub mod capability;
-pub mod cardinality;
-pub mod catalog;
-pub(crate) mod decide;
-pub mod error;
-mod evaluation;
-pub mod facts;
-pub mod identity;
-#[cfg(feature = "js")]
-pub mod js;
-pub mod namespace;
-pub mod protection;
-pub mod request;
+pub mod composed;
+pub mod dashboard;
+pub mod decide;
+pub mod model;
 pub mod rules;
-pub mod settings;
-pub mod tenant;
-pub mod tenant_chart;
-pub mod verdict;
-pub mod visibility;
 
+pub use composed::tenant_modules;
+#[cfg(feature = "js")]
+pub use dashboard::js;
+pub use dashboard::{access, catalog};
 pub use decide::evaluate;
-pub use error::{LookupError, RuleError};
-pub use facts::{Cluster, Instance, InstanceRef, Instances, Namespace, Snapshot};
-pub use identity::User;
-pub use request::{ObjectState, Operation, Request, Surface};
-pub use rules::{Definition, DefinitionSet, KindRules};
-pub use settings::{DefinitionSource, PlatformWriters, Settings};
-pub use verdict::Verdict;
+pub use model::error::{LookupError, RuleError};
+pub use model::facts::{Cluster, Instance, InstanceRef, Instances, Namespace, Snapshot};
+pub use model::identity::User;
+pub use model::kinds::{Definition, DefinitionSet, KindRules};
+pub use model::request::{ObjectState, Operation, Request, Surface};
+pub use model::settings::{DefinitionSource, PlatformWriters, Settings};
+pub use model::verdict::Verdict;
+pub use model::{chart, error, facts, identity, kinds, request, settings, tenant, verdict};
+pub use rules::{capability, cardinality, groups, namespace, protection, visibility};

@@ -123,3 +123,19 @@ fn a_slotted_kind_is_offered_under_its_free_slot() {
     .expect("Redis");
     assert_eq!(redis.slot, None);
 }
+
+#[test]
+fn a_catalog_refusal_names_a_create_without_a_name() {
+    // ComputePlane is adminOnly and, in this cluster, held by no slot: the catalog's create has
+    // no name yet, and the refusal says so instead of printing `tenant-c/`.
+    let computeplane = entries("carol", &["tenant-c-admin"], None)
+        .into_iter()
+        .find(|e| e.kind == "ComputePlane")
+        .expect("ComputePlane");
+    assert_eq!(
+        computeplane.reason.as_deref(),
+        Some(
+            "a ComputePlane in tenant-c: only the platform may create it (protection.edit: adminOnly), and carol is not a platform identity; ask a platform administrator to make the change"
+        )
+    );
+}

@@ -5,14 +5,14 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use crate::error::LookupError;
-use crate::facts::{Cluster, Instances, Namespace, ReleaseMeta};
-use crate::identity::User;
-use crate::request::{Operation, Request};
-use crate::rules::{Definition, DefinitionSet, KindRules};
-use crate::settings::{DefinitionSource, PlatformWriters, Settings};
-use crate::tenant::{self, Placement};
-use crate::verdict::{LOOKUP_FAILED, Violation};
+use crate::model::error::{LookupError, RuleError};
+use crate::model::facts::{Cluster, Instances, Namespace, ReleaseMeta};
+use crate::model::identity::User;
+use crate::model::kinds::{Definition, DefinitionSet, KindRules};
+use crate::model::request::{Operation, Request};
+use crate::model::settings::{DefinitionSource, PlatformWriters, Settings};
+use crate::model::tenant::{self, Placement};
+use crate::model::verdict::{BAD_REQUEST, LOOKUP_FAILED, Violation};
 
 pub struct Evaluation<'a> {
     pub request: &'a Request,
@@ -61,9 +61,8 @@ impl<'a> Evaluation<'a> {
 
     /// A background-audit replay: it only learns what is wrong with the state.
     pub fn is_audit(&self) -> bool {
-        self.request
-            .user
-            .is_audit_replay(self.request.operation, self.settings)
+        self.request.operation == Operation::Create
+            && self.request.user.is_audit_scanner(self.settings)
     }
 
     /// What the request does, as a verb for messages.
@@ -106,6 +105,23 @@ impl<'a> Evaluation<'a> {
             &self.settings.definitions,
         ));
         Ok(self.definitions.get_or_init(|| set).clone())
+    }
+
+    /// The rules of `kind`, `None` when no source states any.
+    pub fn rules_of(&self, kind: &str) -> Result<Option<KindRules>, Violation> {
+        self.definitions()?
+            .get(kind)
+            .map(|rules| rules.cloned())
+            .map_err(|err| match err {
+                // A settings block is decoded when its kind is first needed; one that does not
+                // decode is what `validate_settings` refuses, malformed input as ever.
+                RuleError::Invalid { .. } => {
+                    Violation::failure(BAD_REQUEST, format!("invalid policy settings: {err}"))
+                }
+                RuleError::Definition { .. } => Violation::rule(format!(
+                    "{err}; the rules of kind {kind} cannot be read, so the request is rejected — fix the ApplicationDefinition or the policy settings"
+                )),
+            })
     }
 
     pub fn namespace(&self, name: &str) -> Result<Rc<Namespace>, Violation> {
@@ -247,7 +263,7 @@ impl<'a> Evaluation<'a> {
         // A tenant's own workloads are the tenant's: whoever runs them asks like a person.
         let tenant_workload = user
             .service_account()
-            .is_some_and(|(ns, _)| crate::tenant::looks_like_tenant(ns));
+            .is_some_and(|(ns, _)| crate::model::tenant::looks_like_tenant(ns));
         if !user.is_machine() || tenant_workload {
             return person.to_owned();
         }

@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::evaluation::Evaluation;
-use crate::facts::Namespace;
-use crate::rules::{Class, KindRules, Share};
-use crate::settings::Settings;
-use crate::tenant::ROOT;
-use crate::tenant_chart;
-use crate::verdict::{Violation, list_some};
+use crate::model::chart;
+use crate::model::evaluation::Evaluation;
+use crate::model::facts::Namespace;
+use crate::model::kinds::{Class, KindRules, Share};
+use crate::model::settings::Settings;
+use crate::model::tenant::ROOT;
+use crate::model::verdict::{Violation, list_some};
 
 pub const LABEL_PREFIX: &str = "namespace.cozystack.io/";
 pub const CAPABILITY_PREFIX: &str = "namespace.cozystack.io/capability.";
@@ -307,14 +307,12 @@ fn root_switch_on(eval: &Evaluation, providers: &[&KindRules]) -> Result<bool, V
     if keys.is_empty() {
         return Ok(false);
     }
-    let Some((namespace, name)) = tenant_chart::tenant_release(ROOT) else {
+    let Some((namespace, name)) = chart::tenant_release(ROOT) else {
         return Ok(false);
     };
     let release = eval.release(&namespace, &name)?;
     let values = release.as_ref().as_ref().map(|meta| &meta.values);
-    Ok(keys
-        .iter()
-        .any(|key| tenant_chart::switched_on(values, key)))
+    Ok(keys.iter().any(|key| chart::switched_on(values, key)))
 }
 
 /// The tenant whose provider serves `chain` (root first, the namespace's own tenant last):
@@ -331,7 +329,7 @@ pub fn nearest_provider(chain: &[String], provides: impl Fn(&str) -> bool) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tenant::Labels;
+    use crate::model::tenant::Labels;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 

@@ -1,10 +1,10 @@
 //! Who may write a kind: `catalog` anyone RBAC allows, `module` tenant administrators and
 //! the platform, `hidden` the platform only.
 
-use crate::evaluation::Evaluation;
-use crate::identity::admin_groups;
-use crate::rules::{KindRules, Visibility};
-use crate::verdict::{Violation, list_some};
+use crate::model::evaluation::Evaluation;
+use crate::model::identity::admin_groups;
+use crate::model::kinds::{KindRules, Visibility};
+use crate::model::verdict::{Violation, list_some};
 
 /// Whether the requester may `verb` (create, change, delete) an instance of `rules.kind` in
 /// `namespace`.

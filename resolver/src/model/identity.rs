@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::request::Operation;
-use crate::settings::Settings;
+use crate::model::settings::Settings;
 
 /// `request.userInfo` as far as the decisions read it. Under impersonation this is the
 /// impersonated user: the rules are only as strong as RBAC on the `impersonate` verb.
@@ -76,12 +75,11 @@ impl User {
                 .is_some_and(|(ns, _)| platform_namespace(ns))
     }
 
-    /// Kubewarden's audit scanner replaying an existing object: a CREATE with the scanner's
-    /// username and no groups. The API server never sends one, as every real user has a group.
-    pub fn is_audit_replay(&self, operation: Operation, settings: &Settings) -> bool {
-        operation == Operation::Create
-            && self.groups.is_empty()
-            && self.username == settings.audit_scanner_username
+    /// Kubewarden's audit scanner, which replays existing objects as CREATEs: the scanner's
+    /// username and no groups. The API server never sends such a user, as every real user has a
+    /// group.
+    pub fn is_audit_scanner(&self, settings: &Settings) -> bool {
+        self.groups.is_empty() && self.username == settings.audit_scanner_username
     }
 
     /// An identity that deletes everything of a tenant while the tenant is torn down.

@@ -219,6 +219,17 @@ pub fn is_tenant_name(name: &str) -> bool {
         })
 }
 
+/// A DNS-1123 label: namespace names and release names.
+pub fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

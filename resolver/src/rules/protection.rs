@@ -9,15 +9,15 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use crate::capability::ProviderKeys;
-use crate::cardinality::Subject;
-use crate::evaluation::Evaluation;
-use crate::facts::{InstanceRef, Instances, Namespace};
-use crate::request::Operation;
-use crate::rules::{Class, Deletion, Edit, KindRules, Share};
-use crate::settings::DefinitionSource;
-use crate::tenant::{self, ANCESTOR_PREFIX};
-use crate::verdict::{Violation, list_head};
+use crate::model::evaluation::Evaluation;
+use crate::model::facts::{InstanceRef, Instances, Namespace};
+use crate::model::kinds::{Class, Deletion, Edit, KindRules, Share};
+use crate::model::request::Operation;
+use crate::model::settings::DefinitionSource;
+use crate::model::tenant::{self, ANCESTOR_PREFIX};
+use crate::model::verdict::{Violation, list_head};
+use crate::rules::capability::ProviderKeys;
+use crate::rules::cardinality::Subject;
 
 const SHOWN: usize = 5;
 /// Namespaces a removal looks up one by one (a cached GET each) before it lists them all.
@@ -33,7 +33,11 @@ struct AtStake<'d> {
     namespace_still_served: bool,
     consumers: Vec<(&'d KindRules, std::rc::Rc<Instances>)>,
     /// Kinds whose rules cannot be read and that have instances: they might consume the class.
-    unreadable: Vec<(&'d str, crate::error::RuleError, std::rc::Rc<Instances>)>,
+    unreadable: Vec<(
+        &'d str,
+        crate::model::error::RuleError,
+        std::rc::Rc<Instances>,
+    )>,
 }
 
 /// Tells the instances being removed apart from the others of their kinds.
@@ -389,9 +393,14 @@ pub fn check_admin_only(
         },
         Operation::Connect => return Ok(()),
     };
+    // A create the dashboard's catalog judges has no name yet.
+    let instance = if app.is_empty() {
+        format!("a {} in {namespace}", rules.kind)
+    } else {
+        format!("{} {namespace}/{app}", rules.kind)
+    };
     Err(Violation::rule(format!(
-        "{kind} {namespace}/{app}: only the platform may {verb} (protection.edit: adminOnly), and {user} is not a platform identity; {remedy}",
-        kind = rules.kind,
+        "{instance}: only the platform may {verb} (protection.edit: adminOnly), and {user} is not a platform identity; {remedy}",
         user = request.user.username,
         remedy = eval.remedy("ask a platform administrator to make the change"),
     )))

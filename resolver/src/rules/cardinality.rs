@@ -11,10 +11,10 @@
 //! CREATE that will fail with AlreadyExists anyway). Terminating instances count: they exist
 //! until their finalizers finish, and not counting them would let a replacement overlap.
 
-use crate::evaluation::Evaluation;
-use crate::facts::InstanceRef;
-use crate::rules::{Cardinality, KindRules, Scope, Slots};
-use crate::verdict::{Violation, list_some};
+use crate::model::evaluation::Evaluation;
+use crate::model::facts::InstanceRef;
+use crate::model::kinds::{Cardinality, KindRules, Scope, Slots};
+use crate::model::verdict::{Violation, list_some};
 
 /// How many existing instances a message names before "and N more".
 const SHOWN: usize = 5;

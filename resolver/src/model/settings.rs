@@ -4,13 +4,12 @@
 //! A listed field replaces its default rather than extending it.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{RuleError, decode_json};
-use crate::rules::RuleFields;
+use crate::model::error::{RuleError, decode_json};
+use crate::model::kinds::{KindBlocks, RuleFields};
 
 /// What happens when a platform identity would break a cardinality or protection rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -140,128 +139,6 @@ impl Default for Settings {
     }
 }
 
-/// The settings' `definitions`: kept as written, split by kind when a kind's rules are first
-/// asked for, and each kind's block decoded then. Every request carries the settings, and most
-/// need one kind's block of a dozen, or none; [`Settings::from_json`] still decodes and checks
-/// every block.
-#[derive(Debug, Clone, Default)]
-pub struct KindBlocks {
-    raw: Option<Arc<str>>,
-    split: OnceLock<BTreeMap<String, KindBlock>>,
-}
-
-/// One kind's block: its JSON text, decoded and checked once.
-#[derive(Debug, Clone)]
-pub struct KindBlock {
-    kind: String,
-    raw: Arc<str>,
-    decoded: OnceLock<Result<RuleFields, RuleError>>,
-}
-
-impl KindBlock {
-    /// The block's fields, or the first problem with its path (`definitions.<Kind>.…`).
-    pub fn fields(&self) -> Result<&RuleFields, RuleError> {
-        self.decoded
-            .get_or_init(|| {
-                let path = format!("definitions.{}", self.kind);
-                let fields: RuleFields =
-                    decode_json(&self.raw).map_err(|err| RuleError::Invalid {
-                        path: crate::rules::join_path(&path, &err.path),
-                        reason: err.reason,
-                    })?;
-                fields.validate(&format!("{path}."))?;
-                Ok(fields)
-            })
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-}
-
-impl KindBlocks {
-    fn blocks(&self) -> &BTreeMap<String, KindBlock> {
-        self.split.get_or_init(|| {
-            let Some(raw) = &self.raw else {
-                return BTreeMap::new();
-            };
-            // An object already (checked when the settings were read).
-            let blocks: BTreeMap<String, &serde_json::value::RawValue> =
-                serde_json::from_str(raw).unwrap_or_default();
-            blocks
-                .into_iter()
-                .map(|(kind, raw)| {
-                    let block = KindBlock {
-                        kind: kind.clone(),
-                        raw: Arc::from(raw.get()),
-                        decoded: OnceLock::new(),
-                    };
-                    (kind, block)
-                })
-                .collect()
-        })
-    }
-
-    /// The block of `kind`, if the settings have one.
-    pub fn get(&self, kind: &str) -> Option<&KindBlock> {
-        self.blocks().get(kind)
-    }
-
-    pub fn kinds(&self) -> impl Iterator<Item = &str> {
-        self.blocks().keys().map(String::as_str)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &KindBlock)> {
-        self.blocks()
-            .iter()
-            .map(|(kind, block)| (kind.as_str(), block))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.blocks().is_empty()
-    }
-}
-
-impl PartialEq for KindBlocks {
-    /// The same kinds with the same decoded fields (or the same problem), however written.
-    fn eq(&self, other: &Self) -> bool {
-        self.blocks().len() == other.blocks().len()
-            && self
-                .iter()
-                .zip(other.iter())
-                .all(|((k1, b1), (k2, b2))| k1 == k2 && b1.fields() == b2.fields())
-    }
-}
-
-impl Eq for KindBlocks {}
-
-impl Serialize for KindBlocks {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::Error;
-        let raw = self.raw.as_deref().unwrap_or("{}");
-        serde_json::value::RawValue::from_string(raw.to_owned())
-            .map_err(S::Error::custom)?
-            .serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for KindBlocks {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
-        // Valid JSON already; an object is checked now, so that splitting it cannot fail.
-        let text = raw.get().trim();
-        if !text.starts_with('{') {
-            return Err(D::Error::custom(format!(
-                "invalid type: {text}, expected a map of kinds to their rule fields"
-            )));
-        }
-        let empty = text[1..].trim_start().starts_with('}');
-        Ok(KindBlocks {
-            raw: (!empty).then(|| Arc::from(text)),
-            split: OnceLock::new(),
-        })
-    }
-}
-
 impl Settings {
     /// Decodes settings JSON and checks every field, naming the exact path of the first
     /// problem: what `validate_settings` answers.
@@ -320,7 +197,7 @@ impl Settings {
         if let Some(index) = self
             .platform_service_account_namespaces
             .iter()
-            .position(|ns| !is_dns_label(ns))
+            .position(|ns| !crate::model::tenant::is_dns_label(ns))
         {
             return Err(RuleError::Invalid {
                 path: format!("platformServiceAccountNamespaces[{index}]"),
@@ -332,14 +209,14 @@ impl Settings {
             ("attachableClasses", &self.attachable_classes),
         ] {
             for (index, class) in classes.iter().enumerate() {
-                crate::rules::Class::parse(class).map_err(|reason| RuleError::Invalid {
+                crate::model::kinds::Class::parse(class).map_err(|reason| RuleError::Invalid {
                     path: format!("{name}[{index}]"),
                     reason,
                 })?;
             }
         }
         for (key, kind) in &self.tenant_modules {
-            if !is_dns_label(key) {
+            if !crate::model::tenant::is_dns_label(key) {
                 return Err(RuleError::Invalid {
                     path: format!("tenantModules.{key:?}"),
                     reason: "the key must be a Tenant values key that names the module's release, such as monitoring".into(),
@@ -377,17 +254,6 @@ fn check_kind(path: &str, kind: &str, what: &str) -> Result<(), RuleError> {
         });
     }
     Ok(())
-}
-
-/// A DNS-1123 label: namespace names and release names.
-pub(crate) fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
 }
 
 /// serde_path_to_error prints `.` for the root and `?` for a syntax error; say `settings`.

@@ -5,10 +5,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use wasm_bindgen::prelude::*;
 
-use crate::access::Access;
-use crate::facts::{Instance, Namespace, Snapshot};
-use crate::rules::Definition;
-use crate::{Request, Settings, User};
+use crate::dashboard::access::Access;
+use crate::model::facts::{Instance, Namespace, Snapshot};
+use crate::model::identity::User;
+use crate::model::kinds::Definition;
+use crate::model::request::Request;
+use crate::model::settings::Settings;
 
 fn parse<T: DeserializeOwned>(what: &str, json: &str) -> Result<T, JsError> {
     serde_json::from_str(json).map_err(|e| JsError::new(&format!("{what}: {e}")))
@@ -46,7 +48,7 @@ pub fn catalog(
     let namespace: Namespace = parse("namespace", namespace)?;
     let instances: Vec<Instance> = parse("instances", instances)?;
     let access: Option<Access> = access_json.map(|json| parse("access", &json)).transpose()?;
-    let entries = crate::catalog::catalog(
+    let entries = crate::dashboard::catalog::catalog(
         &definitions,
         &user,
         &namespace,
@@ -67,7 +69,7 @@ pub fn evaluate(
 ) -> Result<String, JsError> {
     let request: Request = parse("request", request)?;
     let facts: Snapshot = parse("facts", facts)?;
-    to_json(&crate::evaluate(
+    to_json(&crate::decide::evaluate(
         &request,
         &settings(settings_json)?,
         &facts,

@@ -6,12 +6,12 @@
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{RuleError, decode_json};
-use crate::settings::{KindBlock, KindBlocks};
+use crate::model::error::{RuleError, decode_json};
 
 /// Where the dashboard shows a kind, and therefore who may write it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -119,7 +119,7 @@ impl CardinalitySpec {
             reason,
         };
         for (index, slot) in self.slots.iter().enumerate() {
-            if !crate::settings::is_dns_label(slot) {
+            if !crate::model::tenant::is_dns_label(slot) {
                 return Err(invalid(
                     &format!("slots[{index}]"),
                     format!(
@@ -159,7 +159,7 @@ impl CardinalitySpec {
                 "slotNamespace",
                 "scope cluster with slots needs the one namespace its slots live in".into(),
             )),
-            (Scope::Cluster, Some(ns)) if !crate::settings::is_dns_label(ns) => Err(invalid(
+            (Scope::Cluster, Some(ns)) if !crate::model::tenant::is_dns_label(ns) => Err(invalid(
                 "slotNamespace",
                 format!("{ns:?} is not a namespace name"),
             )),
@@ -611,4 +611,126 @@ impl DefinitionSet {
 pub struct Matching<'a> {
     pub kinds: Vec<&'a KindRules>,
     pub unreadable: Vec<(&'a str, RuleError)>,
+}
+
+/// The settings' `definitions`: kept as written, split by kind when a kind's rules are first
+/// asked for, and each kind's block decoded then. Every request carries the settings, and most
+/// need one kind's block of a dozen, or none; [`Settings::from_json`] still decodes and checks
+/// every block.
+#[derive(Debug, Clone, Default)]
+pub struct KindBlocks {
+    raw: Option<Arc<str>>,
+    split: OnceLock<BTreeMap<String, KindBlock>>,
+}
+
+/// One kind's block: its JSON text, decoded and checked once.
+#[derive(Debug, Clone)]
+pub struct KindBlock {
+    kind: String,
+    raw: Arc<str>,
+    decoded: OnceLock<Result<RuleFields, RuleError>>,
+}
+
+impl KindBlock {
+    /// The block's fields, or the first problem with its path (`definitions.<Kind>.…`).
+    pub fn fields(&self) -> Result<&RuleFields, RuleError> {
+        self.decoded
+            .get_or_init(|| {
+                let path = format!("definitions.{}", self.kind);
+                let fields: RuleFields =
+                    decode_json(&self.raw).map_err(|err| RuleError::Invalid {
+                        path: join_path(&path, &err.path),
+                        reason: err.reason,
+                    })?;
+                fields.validate(&format!("{path}."))?;
+                Ok(fields)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+impl KindBlocks {
+    fn blocks(&self) -> &BTreeMap<String, KindBlock> {
+        self.split.get_or_init(|| {
+            let Some(raw) = &self.raw else {
+                return BTreeMap::new();
+            };
+            // An object already (checked when the settings were read).
+            let blocks: BTreeMap<String, &serde_json::value::RawValue> =
+                serde_json::from_str(raw).unwrap_or_default();
+            blocks
+                .into_iter()
+                .map(|(kind, raw)| {
+                    let block = KindBlock {
+                        kind: kind.clone(),
+                        raw: Arc::from(raw.get()),
+                        decoded: OnceLock::new(),
+                    };
+                    (kind, block)
+                })
+                .collect()
+        })
+    }
+
+    /// The block of `kind`, if the settings have one.
+    pub fn get(&self, kind: &str) -> Option<&KindBlock> {
+        self.blocks().get(kind)
+    }
+
+    pub fn kinds(&self) -> impl Iterator<Item = &str> {
+        self.blocks().keys().map(String::as_str)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &KindBlock)> {
+        self.blocks()
+            .iter()
+            .map(|(kind, block)| (kind.as_str(), block))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks().is_empty()
+    }
+}
+
+impl PartialEq for KindBlocks {
+    /// The same kinds with the same decoded fields (or the same problem), however written.
+    fn eq(&self, other: &Self) -> bool {
+        self.blocks().len() == other.blocks().len()
+            && self
+                .iter()
+                .zip(other.iter())
+                .all(|((k1, b1), (k2, b2))| k1 == k2 && b1.fields() == b2.fields())
+    }
+}
+
+impl Eq for KindBlocks {}
+
+impl Serialize for KindBlocks {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let raw = self.raw.as_deref().unwrap_or("{}");
+        serde_json::value::RawValue::from_string(raw.to_owned())
+            .map_err(S::Error::custom)?
+            .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for KindBlocks {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        // Valid JSON already; an object is checked now, so that splitting it cannot fail.
+        let text = raw.get().trim();
+        if !text.starts_with('{') {
+            return Err(D::Error::custom(format!(
+                "invalid type: {text}, expected a map of kinds to their rule fields"
+            )));
+        }
+        let empty = text[1..].trim_start().starts_with('}');
+        Ok(KindBlocks {
+            raw: (!empty).then(|| Arc::from(text)),
+            split: OnceLock::new(),
+        })
+    }
 }

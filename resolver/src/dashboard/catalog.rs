@@ -1,18 +1,18 @@
 //! What a dashboard shows: for every kind, where it appears and whether this user may create
-//! one in this namespace now. The policy's half is [`crate::evaluate`] on the CREATE the
+//! one in this namespace now. The policy's half is [`crate::decide::evaluate`] on the CREATE the
 //! dashboard would send, so the dashboard and admission cannot disagree; RBAC's half is what
 //! the dashboard learned from the API server ([`Access`]), which checks it before admission.
 
 use serde::{Deserialize, Serialize};
 
-use crate::access::{Access, Rbac};
-use crate::cardinality;
-use crate::evaluation::Evaluation;
-use crate::facts::{Instance, Namespace, Snapshot};
-use crate::identity::User;
-use crate::request::{ObjectState, Operation, Request, Surface};
-use crate::rules::{Definition, DefinitionSet, KindRules, Visibility};
-use crate::settings::Settings;
+use crate::dashboard::access::{Access, Rbac};
+use crate::model::evaluation::Evaluation;
+use crate::model::facts::{Instance, Namespace, Snapshot};
+use crate::model::identity::User;
+use crate::model::kinds::{Definition, DefinitionSet, KindRules, Visibility};
+use crate::model::request::{ObjectState, Operation, Request, Surface};
+use crate::model::settings::Settings;
+use crate::rules::cardinality;
 
 /// Where the dashboard shows a kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,7 +104,7 @@ pub fn catalog(
             if let Some(slot) = &slot {
                 request.name = slot.clone();
             }
-            let verdict = crate::evaluate(&request, settings, &snapshot);
+            let verdict = crate::decide::evaluate(&request, settings, &snapshot);
             let plural = definition.plural.as_deref().unwrap_or(&definition.kind);
             let rbac = access.map_or(Rbac::Allowed, |access| {
                 access.create(&user.username, &definition.kind, plural, &namespace.name)

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::identity::User;
-use crate::tenant::Labels;
+use crate::model::identity::User;
+use crate::model::tenant::Labels;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]

@@ -1,104 +1,17 @@
-//! What a Tenant application does beyond its own object: the namespace it creates, the groups
-//! that namespace's tenant is administered by, and the module instances its values switch on
-//! and off (the Tenant chart renders `monitoring: true` as the `monitoring` release of kind
-//! Monitoring in the tenant's namespace). A Tenant write is judged by those effects: a switch
-//! meets the state rules a create or delete of the module meets (cardinality, protection),
-//! while who may author the instance is the chart's business (see [`check_switches`]).
+//! What a Tenant write does to the modules its chart renders: a switch turned on or off meets
+//! the state rules a create or delete of the module meets (cardinality, slots, protection),
+//! while who may author the instance is the chart's business (see [`check_switches`]); and a
+//! module the chart renders is removed by its switch, not through the API.
 
 use serde_json::Value;
 
-use crate::cardinality::{self, Subject};
-use crate::evaluation::Evaluation;
-use crate::protection;
-use crate::rules::{Deletion, KindRules};
-use crate::tenant::{self, tenant_namespace};
-use crate::verdict::Violation;
-
-/// The application kind of tenants (hard-wired in cozystack-api as well).
-pub const TENANT_KIND: &str = "Tenant";
-
-/// The group levels Cozystack creates for every tenant: `<ns>-view`, `-use`, `-admin`,
-/// `-super-admin` (`cozy-lib.rbac`, Keycloak groups).
-const GROUP_LEVELS: &[&str] = &["-view", "-use", "-admin", "-super-admin"];
-
-/// Refuses a new Tenant whose groups would be groups of one of its ancestors: `super` under
-/// `tenant-a` gets `tenant-a-super-admin` as its admin group, which is tenant-a's own
-/// super-admin group, so whoever is made an administrator of the child would administer
-/// tenant-a. Every writer is refused: the collision is a flaw of the name, not of who asks.
-pub fn check_groups(eval: &Evaluation, parent: &str, name: &str) -> Result<(), Violation> {
-    let Some(child) = tenant_namespace(parent, name) else {
-        return Ok(());
-    };
-    let Some(ancestors) = tenant::chain_from_name(parent) else {
-        return Ok(());
-    };
-    let settings = eval.settings;
-    let levels: Vec<&str> = GROUP_LEVELS
-        .iter()
-        .copied()
-        .chain(
-            settings
-                .tenant_admin_group_suffixes
-                .iter()
-                .map(String::as_str),
-        )
-        .collect();
-    let prefix = &settings.tenant_group_prefix;
-    for ancestor in ancestors.iter().filter(|a| **a != child) {
-        for own in &levels {
-            for theirs in &levels {
-                if format!("{child}{own}") == format!("{ancestor}{theirs}") {
-                    return Err(Violation::rule(format!(
-                        "Tenant {parent}/{name} would get namespace {child}, whose group {prefix}{child}{own} is already {ancestor}'s {level} group: members given one would hold the other; choose a tenant name that is not a group level ({words})",
-                        level = theirs.trim_start_matches('-'),
-                        words = level_words(&levels),
-                    )));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `view, use, admin, super` from the level suffixes: the words a child name must avoid.
-fn level_words(levels: &[&str]) -> String {
-    let mut words: Vec<&str> = Vec::new();
-    for word in levels
-        .iter()
-        .filter_map(|l| l.trim_start_matches('-').split('-').next())
-    {
-        if !word.is_empty() && !words.contains(&word) {
-            words.push(word);
-        }
-    }
-    words.join(", ")
-}
-
-/// The Tenant HelmRelease whose chart renders `namespace`'s modules: its namespace and name.
-/// `tenant-<word>` in the parent namespace; the root's is `tenant-root` in `tenant-root`
-/// (`packages/system/cozystack-basics/templates/tenant-root.yaml`), which is the same rule
-/// with the root Tenant's name, `root`.
-pub fn tenant_release(namespace: &str) -> Option<(String, String)> {
-    let (parent, name) = tenant::tenant_application(namespace)?;
-    Some((parent, format!("{TENANT_RELEASE_PREFIX}{name}")))
-}
-
-/// Tenant releases are `tenant-<name>` (the Tenant chart's `tenant.name` refuses any other).
-pub const TENANT_RELEASE_PREFIX: &str = "tenant-";
-
-/// Whether the Tenant chart renders `key` for these values: Go templates' truth (`{{ if
-/// .Values.monitoring }}`), under which `false`, `0`, `""`, `null`, `[]` and `{}` are off and
-/// anything else is on. The key absent is off as well (`tenant.gatewayEffective`).
-pub fn switched_on(values: Option<&Value>, key: &str) -> bool {
-    match values.and_then(|v| v.get(key)) {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(on)) => *on,
-        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(items)) => !items.is_empty(),
-        Some(Value::Object(map)) => !map.is_empty(),
-    }
-}
+use crate::model::chart::{TENANT_RELEASE_PREFIX, switched_on, tenant_release};
+use crate::model::evaluation::Evaluation;
+use crate::model::kinds::{Deletion, KindRules};
+use crate::model::tenant::tenant_namespace;
+use crate::model::verdict::Violation;
+use crate::rules::cardinality::{self, Subject};
+use crate::rules::protection;
 
 /// Judges a Tenant write by the modules its values switch: Tenant `name` in `parent`, with
 /// `old` values (`None` on CREATE: every switch starts off) and `new` ones.
@@ -151,7 +64,7 @@ pub fn check_switches(
         .map(|(key, kind, _)| (*kind, module(&child, key)))
         .collect();
     for (key, kind, is) in flipped {
-        let Some(rules) = crate::decide::rules_of(eval, kind)? else {
+        let Some(rules) = eval.rules_of(kind)? else {
             continue;
         };
         let subject = module(&child, key);

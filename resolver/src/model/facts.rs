@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::LookupError;
-use crate::rules::Definition;
-use crate::tenant::Labels;
+use crate::model::error::LookupError;
+use crate::model::kinds::Definition;
+use crate::model::tenant::Labels;
 
 /// A namespace: its name and labels.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -304,9 +304,12 @@ impl Cluster for Snapshot {
             return Ok(None);
         };
         let labels = [
-            (crate::request::KIND_LABEL, i.kind.as_str()),
-            (crate::request::GROUP_LABEL, crate::request::APPS_GROUP),
-            (crate::request::NAME_LABEL, i.app.as_str()),
+            (crate::model::request::KIND_LABEL, i.kind.as_str()),
+            (
+                crate::model::request::GROUP_LABEL,
+                crate::model::request::APPS_GROUP,
+            ),
+            (crate::model::request::NAME_LABEL, i.app.as_str()),
         ];
         let owner = i.rendered_by.as_deref().and_then(|r| r.split_once('/'));
         let annotations = owner

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeSet;
 
-use crate::capability::{self, is_provider_key, provider_class};
-use crate::evaluation::Evaluation;
-use crate::tenant::{self, ANCESTOR_PREFIX, Labels};
-use crate::verdict::{BAD_REQUEST, Violation, list_some};
+use crate::model::evaluation::Evaluation;
+use crate::model::tenant::{self, ANCESTOR_PREFIX, Labels};
+use crate::model::verdict::{BAD_REQUEST, Violation, list_some};
+use crate::rules::capability::{self, is_provider_key, provider_class};
 
 pub fn check(eval: &Evaluation) -> Result<(), Violation> {
     let request = eval.request;

@@ -1,0 +1,3 @@
+//! The rules that compose other rules.
+
+pub mod tenant_modules;

@@ -1,0 +1,15 @@
+//! The model: what the rules read, with no rule in it. The naming rule of tenant namespaces,
+//! identities, the admission request, each kind's rules and the settings they come from, the
+//! facts of the cluster, what the Tenant chart renders, and the evaluation context that reads
+//! the cluster at most once per request.
+
+pub mod chart;
+pub mod error;
+pub(crate) mod evaluation;
+pub mod facts;
+pub mod identity;
+pub mod kinds;
+pub mod request;
+pub mod settings;
+pub mod tenant;
+pub mod verdict;
