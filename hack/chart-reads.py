@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Derives the `consumes` of every app kind from the `_namespace.<class>` reads of its chart.
 
-Usage: hack/chart-reads.py COZYSTACK_CHECKOUT [--check README.md]
+Usage: hack/chart-reads.py COZYSTACK_CHECKOUT [--check docs/stock-rules.md]
 
 Reads the ApplicationDefinitions of a cozystack/cozystack checkout
 (packages/system/*-rd/cozyrds/*.yaml), finds each kind's chart (packages/apps/<name> or
@@ -9,7 +9,7 @@ packages/extra/<name>), and collects the provider classes its templates read fro
 the Tenant chart hands down (`.Values._namespace.<class>`), following the HelmReleases a chart
 renders from another app chart with the tenant's `cozystack-values` (ComputePlane wraps
 apps/kubernetes). Template comments are skipped. With --check it compares the result with the
-README's stock rule table and exits 1 on a difference. Standard library only.
+stock rule table (docs/stock-rules.md) and exits 1 on a difference. Standard library only.
 """
 
 import argparse
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 CLASSES = ("etcd", "ingress", "gateway", "monitoring", "seaweedfs")
-# Reads the derivation leaves out on purpose; the README says why.
+# Reads the derivation leaves out on purpose; docs/stock-rules.md says why.
 OPTIONAL = {("Harbor", "gateway"): "falls back to an Ingress when empty"}
 # Charts that hand the classes down instead of using them.
 PROPAGATORS = {"tenant"}
@@ -83,10 +83,9 @@ def derive(root):
     return table
 
 
-def readme_table(path):
+def documented_table(path):
     text = Path(path).read_text()
-    section = text.split("\n### The stock rule set\n", 1)[1]
-    lines = section.splitlines()
+    lines = text.splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith("|"))
     rows = list(itertools.takewhile(lambda l: l.startswith("|"), lines[start:]))
     table = {}
@@ -100,7 +99,7 @@ def readme_table(path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("checkout", type=Path)
-    parser.add_argument("--check", metavar="README", help="compare with the README's stock rule table")
+    parser.add_argument("--check", metavar="TABLE", help="compare with the stock rule table (docs/stock-rules.md)")
     args = parser.parse_args()
     derived = derive(args.checkout)
     for kind, (consumes, found) in sorted(derived.items()):
@@ -112,14 +111,14 @@ def main():
         print(f"{kind}: consumes [{', '.join(consumes)}]{note}\n    {detail}")
     if not args.check:
         return 0
-    documented = readme_table(args.check)
+    documented = documented_table(args.check)
     problems = []
     for kind, (consumes, _) in sorted(derived.items()):
         if consumes and documented.get(kind) != consumes:
-            problems.append(f"{kind}: the charts read {consumes}, the README says {documented.get(kind)}")
+            problems.append(f"{kind}: the charts read {consumes}, docs/stock-rules.md says {documented.get(kind)}")
     for kind, consumes in sorted(documented.items()):
         if consumes and derived.get(kind, ([], {}))[0] != consumes:
-            problems.append(f"{kind}: the README says {consumes}, the charts read {derived.get(kind, ([], {}))[0]}")
+            problems.append(f"{kind}: docs/stock-rules.md says {consumes}, the charts read {derived.get(kind, ([], {}))[0]}")
     for problem in dict.fromkeys(problems):
         print(problem, file=sys.stderr)
     return 1 if problems else 0

@@ -16,6 +16,18 @@ fn yaml_block(value: &Value) -> Result<String, MetadataError> {
     Ok(serde_yaml::to_string(value)?)
 }
 
+/// The reference pages Artifact Hub links to, at the released version's tag.
+pub const DOCS: &[(&str, &str)] = &[
+    ("rules", "docs/rules.md"),
+    ("stock rule set", "docs/stock-rules.md"),
+    ("settings", "docs/settings.md"),
+    ("identities", "docs/identities.md"),
+    ("host calls", "docs/host-calls.md"),
+    ("security model", "docs/security.md"),
+    ("operator's tool", "docs/operator-tool.md"),
+    ("benchmarks", "docs/benchmarks.md"),
+];
+
 #[derive(Serialize)]
 struct Link {
     name: &'static str,
@@ -109,7 +121,13 @@ pub fn package(
                 name: "source",
                 url: source.clone(),
             },
-        ],
+        ]
+        .into_iter()
+        .chain(DOCS.iter().map(|(name, path)| Link {
+            name,
+            url: format!("{source}/blob/v{version}/{path}"),
+        }))
+        .collect(),
         install: format!(
             "The policy can be obtained using [`kwctl`](https://github.com/kubewarden/kwctl):\n```console\nkwctl pull {oci}:v{version}\n```\nThen, generate the policy manifest and tune it to your liking. For example:\n```console\nkwctl scaffold manifest -t ClusterAdmissionPolicy --allow-context-aware registry://{oci}:v{version}\n```\nThe policy-server needs get/list/watch on namespaces, helmreleases and applicationdefinitions: see deploy/ in the source.\n"
         ),

@@ -312,18 +312,14 @@ mod toml_version {
     }
 }
 
-/// The README's stock rule set, one row per kind, is what `e2e/cluster/settings.yaml` (and so
+/// The stock rule set (`docs/stock-rules.md`), one row per kind, is what `e2e/cluster/settings.yaml` (and so
 /// `deploy/`, checked above) carries: a kind, a block or a class in one and not the other fails.
 #[test]
 fn the_stock_rule_table_is_the_bundled_settings() {
     use cozystack_resolver::kinds::RuleFields;
     use std::collections::BTreeMap;
 
-    let readme = read("README.md");
-    let section = readme
-        .split("\n### The stock rule set\n")
-        .nth(1)
-        .expect("README has a section \"The stock rule set\"");
+    let section = read("docs/stock-rules.md");
     let rows = section
         .lines()
         .skip_while(|l| !l.starts_with('|'))
@@ -415,7 +411,31 @@ fn the_stock_rule_table_is_the_bundled_settings() {
         assert_eq!(
             expected.get(kind),
             actual.get(kind),
-            "{kind}: the README's stock rule table and e2e/cluster/settings.yaml disagree"
+            "{kind}: docs/stock-rules.md and e2e/cluster/settings.yaml disagree"
+        );
+    }
+}
+
+/// Every reference page Artifact Hub links to exists, and the README links every page of docs/.
+#[test]
+fn the_documentation_links_resolve() {
+    for (name, path) in cozystack_packaging::artifacthub::DOCS {
+        assert!(
+            root().join(path).is_file(),
+            "Artifact Hub link {name:?} names {path}, which does not exist"
+        );
+    }
+    let readme = read("README.md");
+    let mut pages: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    assert!(pages.len() >= 8, "{pages:?}");
+    for page in pages {
+        assert!(
+            readme.contains(&format!("](docs/{page})")),
+            "the README does not link docs/{page}"
         );
     }
 }

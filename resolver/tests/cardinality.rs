@@ -275,7 +275,7 @@ fn max_zero_is_unlimited() {
 #[test]
 fn two_concurrent_creates_race_and_the_next_one_sees_the_first() {
     // Admission cannot serialise requests: both CREATEs are judged on the same state and both
-    // pass (README, Security model: the race, its window, and what closes it).
+    // pass (docs/security.md: the race, its window, and what closes it).
     let c = cluster();
     let first = app(
         Create,

@@ -213,7 +213,7 @@ fn creating_a_tenant_namespace_with_its_chain_is_fine_for_flux() {
 #[test]
 fn deleting_a_tenant_namespace_hosting_a_referenced_provider_is_admitted() {
     // The subtree goes with it: child tenants are HelmReleases inside this namespace, so the
-    // consumers are deleted with the provider (README, Security model). Not even a lookup.
+    // consumers are deleted with the provider (docs/security.md). Not even a lookup.
     let c = cluster();
     let recording = Recording::new(&c);
     let mut request = namespace_update(

@@ -1,0 +1,167 @@
+//! The pre-flight over a 4,000-tenant cluster: from a `kubectl get -o yaml` dump and live
+//! through kube-rs from a loopback API.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cozystack_e2e::scenario::Bundle;
+use cozystack_e2e::workspace;
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::policy::Policy;
+use serde_json::{Value, json};
+
+use crate::workloads::{release, tree};
+
+/// An object as `kubectl get -o yaml` prints it from the API server: uid, resourceVersion,
+/// creation time, the managed fields of each writer, the last-applied annotation, and the
+/// status its controller keeps (a HelmRelease's conditions and history, a Namespace's phase).
+pub fn as_served(object: &Value, i: usize) -> Value {
+    let mut object = object.clone();
+    /// The managed-fields set of a value: `f:<key>` for every key, nested.
+    fn fields(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (format!("f:{k}"), fields(v)))
+                    .collect(),
+            ),
+            _ => json!({}),
+        }
+    }
+    let last_applied = serde_json::to_string(&object).unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+    let spec_fields = fields(&object["spec"]);
+    let label_fields = fields(&object["metadata"]["labels"]);
+    let meta = &mut object["metadata"];
+    meta["uid"] = json!(format!("7d3c{i:04x}-9f0e-4b1a-8c2d-{i:012x}"));
+    meta["resourceVersion"] = json!(format!("{}", 1_000_000 + i));
+    meta["creationTimestamp"] = json!("2026-10-01T08:00:00Z");
+    meta["annotations"] = json!({"kubectl.kubernetes.io/last-applied-configuration": last_applied});
+    let writer = json!({"manager": "helm-controller", "operation": "Update", "apiVersion": object["apiVersion"],
+        "time": "2026-10-01T08:00:00Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:labels": label_fields}, "f:spec": spec_fields}});
+    let status = match kind.as_str() {
+        "HelmRelease" => {
+            object["metadata"]["generation"] = json!(1);
+            object["metadata"]["finalizers"] = json!(["finalizers.fluxcd.io"]);
+            json!({"conditions": [
+                    {"type": "Ready", "status": "True", "reason": "InstallSucceeded", "message": "Helm install succeeded for release with chart version 1.6.0", "lastTransitionTime": "2026-10-01T08:01:00Z", "observedGeneration": 1},
+                    {"type": "Released", "status": "True", "reason": "InstallSucceeded", "message": "Helm install succeeded for release with chart version 1.6.0", "lastTransitionTime": "2026-10-01T08:01:00Z", "observedGeneration": 1}],
+                "history": [{"chartName": "app", "chartVersion": "1.6.0", "configDigest": "sha256:9f2b7c1e5d3a8f6b4c2e0d9a7b5c3e1f9d7b5a3c1e9f7d5b3a1c9e7f5d3b1a9c", "digest": "sha256:1c9e7f5d3b1a9c7e5f3d1b9a7c5e3f1d9b7a5c3e1f9d7b5a3c1e9f7d5b3a1c9e",
+                    "firstDeployed": "2026-10-01T08:00:30Z", "lastDeployed": "2026-10-01T08:00:30Z", "name": "app", "namespace": "tenant", "status": "deployed", "version": 1}],
+                "lastAttemptedConfigDigest": "sha256:9f2b7c1e5d3a8f6b4c2e0d9a7b5c3e1f9d7b5a3c1e9f7d5b3a1c9e7f5d3b1a9c",
+                "lastAttemptedGeneration": 1, "lastAttemptedReleaseAction": "install", "lastAttemptedRevision": "1.6.0",
+                "observedGeneration": 1, "storageNamespace": "tenant"})
+        }
+        "Namespace" => {
+            object["spec"] = json!({"finalizers": ["kubernetes"]});
+            json!({"phase": "Active"})
+        }
+        _ => json!({}),
+    };
+    let status_writer = json!({"manager": "helm-controller", "operation": "Update", "subresource": "status",
+        "apiVersion": object["apiVersion"], "time": "2026-10-01T08:01:00Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": fields(&status)}});
+    object["metadata"]["managedFields"] = json!([writer, status_writer]);
+    object["status"] = status;
+    object
+}
+
+pub struct PreflightRun {
+    pub objects: usize,
+    /// Objects flagged in a dump that has no problem (`usize::MAX`: the run failed).
+    pub findings: usize,
+    pub read: Duration,
+    pub replay: Duration,
+    /// The same objects read live through kube-rs from a loopback API, and replayed.
+    pub live: LiveRun,
+}
+
+pub struct LiveRun {
+    pub objects: usize,
+    pub findings: usize,
+    /// What the read said it listed (kinds, pages), or why it failed.
+    pub listed: String,
+    pub read: Duration,
+    pub replay: Duration,
+}
+
+/// The pre-flight over a 4,000-tenant dump, as `kubectl get -o yaml` prints it: reading the
+/// YAML and replaying every Namespace and HelmRelease through the wasm.
+pub fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
+    let cluster = tree(bundle, 4000, |ns, objects| {
+        objects.push(release(ns, "info", "Info", "info"));
+        objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"));
+    });
+    let items: Vec<Value> = cluster
+        .objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| as_served(o, i))
+        .collect();
+    let dump = serde_yaml::to_string(&json!({"apiVersion": "v1", "kind": "List",
+        "metadata": {"resourceVersion": ""}, "items": items}))
+    .expect("yaml");
+    let started = Instant::now();
+    let read = ClusterObjects::from_yaml(&dump).expect("dump");
+    let read_time = started.elapsed();
+    let objects = read.objects.len();
+    let started = Instant::now();
+    let findings =
+        cozystack_policy::preflight::run(policy, Arc::new(read), &bundle.settings, &|_, _| {})
+            .map_or(usize::MAX, |report| report.findings());
+    let replay = started.elapsed();
+    PreflightRun {
+        objects,
+        findings,
+        read: read_time,
+        replay,
+        live: live_preflight(policy, bundle, items),
+    }
+}
+
+/// `cozystack-policy preflight` without a dump: the objects listed through kube-rs in pages of
+/// 500 from a loopback API (which serialises each page as the API server does), then replayed.
+pub fn live_preflight(policy: &Policy, bundle: &Bundle, items: Vec<Value>) -> LiveRun {
+    let api = cozystack_e2e::loopback::serve(
+        items,
+        None,
+        500,
+        &workspace().join("target/tmp/bench-live"),
+    );
+    let target = cozystack_policy::live::Target {
+        kubeconfig: Some(api.kubeconfig.clone()),
+        context: None,
+    };
+    let started = Instant::now();
+    let snapshot = cozystack_policy::live::read(&target, &policy.metadata.context_aware_resources);
+    let read = started.elapsed();
+    let snapshot = match snapshot {
+        Ok(snapshot) => snapshot,
+        Err(err) => {
+            return LiveRun {
+                objects: 0,
+                findings: usize::MAX,
+                listed: err.to_string(),
+                read,
+                replay: Duration::ZERO,
+            };
+        }
+    };
+    let objects = snapshot.cluster.objects.len();
+    let started = Instant::now();
+    let findings = cozystack_policy::preflight::run(
+        policy,
+        Arc::new(snapshot.cluster),
+        &bundle.settings,
+        &|_, _| {},
+    )
+    .map_or(usize::MAX, |report| report.findings());
+    LiveRun {
+        objects,
+        findings,
+        listed: snapshot.listed.join(", "),
+        read,
+        replay: started.elapsed(),
+    }
+}

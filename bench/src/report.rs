@@ -1,0 +1,114 @@
+//! The report: one table row per workload, then the targets, met or missed with their causes.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::model::{Modelled, Stats, micros};
+use crate::targets::Target;
+use crate::workloads::Workload;
+
+/// One measured workload: its cost in the model, its multiple of the floor on the same payload,
+/// the guest's peak heap, and the verdict.
+pub struct Row {
+    pub workload: Workload,
+    pub model: Modelled,
+    pub floors: f64,
+    pub heap_peak: usize,
+    pub largest: usize,
+    pub verdict: Value,
+    /// The wasm's own p99 and spread, and the native build's median.
+    pub p99: Duration,
+    pub spread: f64,
+    pub native: Duration,
+}
+
+/// The table's head.
+pub fn header() {
+    println!(
+        "| workload | host calls | bytes served | largest answer | guest heap peak KiB | guest µs | host µs | modelled median µs | modelled p99 µs | spread | × floor | native µs | kwctl µs | model ÷ kwctl |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+}
+
+/// One workload's row, with kwctl's figure beside the model's where the workload has one.
+pub fn row(row: &Row) {
+    let (w, model) = (&row.workload, &row.model);
+    let kwctl = w.kwctl.map_or("–".to_owned(), |(low, high)| {
+        if low == high {
+            format!("{low:.0}")
+        } else {
+            format!("{low:.0}–{high:.0}")
+        }
+    });
+    let ratio = w.kwctl.map_or("–".to_owned(), |(low, high)| {
+        format!(
+            "{:.2}",
+            model.total.as_secs_f64() * 1e6 / ((low + high) / 2.0)
+        )
+    });
+    println!(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {kwctl} | {ratio} |",
+        w.name,
+        model.calls,
+        model.bytes,
+        row.largest,
+        row.heap_peak / 1024,
+        micros(model.guest()),
+        micros(model.host),
+        micros(model.total),
+        micros(row.p99 + model.residual()),
+        row.spread,
+        row.floors,
+        micros(row.native),
+    );
+}
+
+/// The accept-all floor's row (kwctl measured 28–44 µs; 36 is their middle).
+pub fn floor(floor: &Stats) {
+    println!(
+        "| accept-all floor | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | 1.00 | – | 28–44 | {:.2} |",
+        micros(floor.median()),
+        micros(floor.median()),
+        micros(floor.p99()),
+        floor.spread(),
+        floor.median().as_secs_f64() * 1e6 / 36.0
+    );
+}
+
+/// `validate_settings` on the bundled settings.
+pub fn validate_settings(settings: &Stats) {
+    println!(
+        "| validate_settings (bundled) | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | – | – | – | – |",
+        micros(settings.median()),
+        micros(settings.median()),
+        micros(settings.p99()),
+        settings.spread()
+    );
+}
+
+/// Prints the targets and the list keys; the number missed.
+pub fn targets(targets: &[Target], keys: &BTreeSet<String>) -> usize {
+    println!("\nTargets");
+    let mut missed = 0;
+    for target in targets {
+        println!(
+            "  [{}] {}",
+            if target.met { "met" } else { "MISSED" },
+            target.text
+        );
+        if !target.met && !target.cause.is_empty() {
+            println!("           cause: {}", target.cause);
+        }
+        missed += usize::from(!target.met);
+    }
+    println!(
+        "\nbench: {} passed, {missed} failed",
+        targets.len() - missed
+    );
+    for key in keys {
+        println!("  list key: {key}");
+    }
+    missed
+}

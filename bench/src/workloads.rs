@@ -1,0 +1,416 @@
+//! The workloads: trees of tenants shaped like the bundled cluster, and the requests measured
+//! on them.
+
+use std::sync::Arc;
+
+use cozystack_e2e::scenario::{Bundle, ShortRequest, without_slots};
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use serde_json::{Value, json};
+
+pub struct Workload {
+    pub name: String,
+    pub cluster: Arc<ClusterObjects>,
+    pub payload: Vec<u8>,
+    pub listed: usize,
+    /// kwctl 1.36 `bench` on the same workload (issue #13), median µs, low and high.
+    pub kwctl: Option<(f64, f64)>,
+}
+
+pub fn namespace(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
+/// A child of the root as the Tenant chart labels it: the root's values for every class but
+/// `monitoring` (the platform gateway is off, so `gateway` is empty).
+pub fn tenant_labels(name: &str, monitoring: &str) -> Value {
+    let mut labels = json!({"kubernetes.io/metadata.name": name, "namespace.cozystack.io/host": format!("{name}.example.org"),
+        "namespace.cozystack.io/monitoring": monitoring, "namespace.cozystack.io/etcd": "tenant-root", "namespace.cozystack.io/ingress": "tenant-root",
+        "namespace.cozystack.io/gateway": "", "namespace.cozystack.io/seaweedfs": "tenant-root", "tenant.cozystack.io/tenant-root": "",
+        "alpha.kubevirt.io/auto-memory-limits-ratio": "1.0", "app.kubernetes.io/managed-by": "Helm", "internal.cozystack.io/flux-shard": "shard0"});
+    labels[format!("tenant.cozystack.io/{name}")] = json!("");
+    labels
+}
+
+pub fn release(namespace: &str, name: &str, kind: &str, app: &str) -> Value {
+    json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": name, "namespace": namespace, "labels": {
+            "apps.cozystack.io/application.kind": kind, "apps.cozystack.io/application.group": "apps.cozystack.io",
+            "apps.cozystack.io/application.name": app, "sharding.fluxcd.io/key": "shard0"}},
+        "spec": {"interval": "5m", "chartRef": {"kind": "ExternalArtifact", "name": format!("cozystack-{}", kind.to_lowercase()), "namespace": "cozy-system"},
+                 "valuesFrom": [{"kind": "Secret", "name": "cozystack-values"}], "values": {}}})
+}
+
+/// The bundled definitions, the root, and `tenants` child tenants built by `each`.
+pub fn tree(
+    bundle: &Bundle,
+    tenants: usize,
+    each: impl Fn(&str, &mut Vec<Value>),
+) -> ClusterObjects {
+    let mut cluster = ClusterObjects {
+        objects: bundle
+            .cluster
+            .objects
+            .iter()
+            .filter(|o| o["kind"] == "ApplicationDefinition")
+            .cloned()
+            .collect(),
+    };
+    // cozystack-basics writes no provider label on tenant-root; its values resolve every class
+    // to it, and its Tenant's switches (set through `tenants/root`) render its modules.
+    cluster.objects.push(namespace(
+        "tenant-root",
+        json!({"kubernetes.io/metadata.name": "tenant-root", "platform.cozystack.io/no-delete": "true",
+            "namespace.cozystack.io/host": "example.org"}),
+    ));
+    let mut root = release("tenant-root", "tenant-root", "Tenant", "root");
+    root["spec"]["values"] = json!({"host": "example.org", "monitoring": true, "etcd": true, "ingress": true, "seaweedfs": true});
+    cluster.objects.push(root);
+    for (name, kind) in [
+        ("monitoring", "Monitoring"),
+        ("etcd", "Etcd"),
+        ("ingress", "Ingress"),
+        ("seaweedfs", "SeaweedFS"),
+    ] {
+        cluster
+            .objects
+            .push(release("tenant-root", name, kind, name));
+    }
+    for i in 0..tenants {
+        let name = format!("tenant-t{i}");
+        cluster
+            .objects
+            .push(namespace(&name, tenant_labels(&name, "tenant-root")));
+        each(&name, &mut cluster.objects);
+    }
+    cluster.objects.push(namespace(
+        "tenant-new",
+        tenant_labels("tenant-new", "tenant-root"),
+    ));
+    cluster
+}
+
+pub fn workload(
+    name: &str,
+    cluster: ClusterObjects,
+    request: ShortRequest,
+    settings: &Value,
+    listed: usize,
+) -> Workload {
+    let admission = request.expand(&cluster);
+    Workload {
+        name: name.to_owned(),
+        cluster: Arc::new(cluster),
+        payload: serde_json::to_vec(&json!({"request": admission, "settings": settings}))
+            .expect("payload"),
+        listed,
+        kwctl: None,
+    }
+}
+
+impl Workload {
+    fn kwctl(mut self, low: f64, high: f64) -> Self {
+        self.kwctl = Some((low, high));
+        self
+    }
+}
+
+/// The bundled settings with `definitionSource: settings`: the configuration for today's CRD,
+/// which prunes the rules from the ApplicationDefinitions.
+pub fn settings_only(bundle: &Bundle) -> Value {
+    let mut settings = bundle.settings.clone();
+    settings["definitionSource"] = json!("settings");
+    // Each definition's release prefix, as an operator copies them from `kubectl get`.
+    let prefixes: serde_json::Map<String, Value> = bundle
+        .cluster
+        .objects
+        .iter()
+        .filter_map(|d| {
+            let kind = d.pointer("/spec/application/kind")?.as_str()?;
+            Some((kind.to_owned(), d.pointer("/spec/release/prefix")?.clone()))
+        })
+        .collect();
+    settings["releasePrefixes"] = Value::Object(prefixes);
+    settings
+}
+
+/// Marks the workloads that read their rules from the settings alone.
+pub const SETTINGS_ONLY: &str = ", settings only";
+/// Marks the twin of a workload whose settings hold no `cardinality.slots`.
+pub const NO_SLOTS: &str = ", no slots";
+
+pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
+    let defaults = &bundle.settings;
+    let only_settings = &settings_only(bundle);
+    let mut out = Vec::new();
+    let settings = only_settings;
+    for n in [1usize, 100, 4000] {
+        let cluster = tree(bundle, n, |ns, objects| {
+            objects.push(release(ns, "info", "Info", "info"))
+        });
+        let request = ShortRequest::new(
+            "CREATE",
+            "Info",
+            "tenant-new",
+            "info",
+            "carol",
+            &["tenant-new-admin"],
+        );
+        out.push(workload(
+            &format!("CREATE counted kind, {n} instance(s){SETTINGS_ONLY}"),
+            cluster,
+            request,
+            settings,
+            n,
+        ));
+    }
+    let settings = defaults;
+    let request = ShortRequest::new(
+        "CREATE",
+        "Redis",
+        "tenant-new",
+        "cache",
+        "carol",
+        &["tenant-new-use"],
+    );
+    out.push(
+        workload(
+            "CREATE of a kind with no rules",
+            tree(bundle, 100, |_, _| {}),
+            request,
+            settings,
+            0,
+        )
+        .kwctl(693.0, 693.0),
+    );
+    let request = ShortRequest::new(
+        "CREATE",
+        "Kubernetes",
+        "tenant-new",
+        "dev",
+        "carol",
+        &["tenant-new-use"],
+    );
+    out.push(
+        workload(
+            "CREATE catalog consumer",
+            tree(bundle, 100, |_, _| {}),
+            request,
+            settings,
+            0,
+        )
+        .kwctl(694.0, 1050.0),
+    );
+    let request = ShortRequest::new(
+        "CREATE",
+        "Info",
+        "tenant-t0",
+        "info-2",
+        "carol",
+        &["tenant-t0-admin"],
+    );
+    out.push(
+        workload(
+            "CREATE second singleton, 100 tenants",
+            tree(bundle, 100, |ns, objects| {
+                objects.push(release(ns, "info", "Info", "info"))
+            }),
+            request,
+            settings,
+            100,
+        )
+        .kwctl(807.0, 1230.0),
+    );
+    // The same CREATEs with the rules in the settings alone.
+    for (name, kind, namespace, app, group, instances) in [
+        (
+            "CREATE of a kind with no rules",
+            "Redis",
+            "tenant-new",
+            "cache",
+            "tenant-new-use",
+            false,
+        ),
+        (
+            "CREATE catalog consumer",
+            "Kubernetes",
+            "tenant-new",
+            "dev",
+            "tenant-new-use",
+            false,
+        ),
+        (
+            "CREATE second singleton, 100 tenants",
+            "Info",
+            "tenant-t0",
+            "info-2",
+            "tenant-t0-admin",
+            true,
+        ),
+    ] {
+        let cluster = tree(bundle, 100, |ns, objects| {
+            if instances {
+                objects.push(release(ns, "info", "Info", "info"))
+            }
+        });
+        let request = ShortRequest::new("CREATE", kind, namespace, app, "carol", &[group]);
+        let listed = if instances { 100 } else { 0 };
+        out.push(workload(
+            &format!("{name}{SETTINGS_ONLY}"),
+            cluster,
+            request,
+            only_settings,
+            listed,
+        ));
+    }
+    // A new Tenant with two switches on: each module it will render is counted in a namespace
+    // that does not exist yet (no Namespace is read), here among 100 tenants' modules.
+    let mut request = ShortRequest::new(
+        "CREATE",
+        "Tenant",
+        "tenant-root",
+        "new",
+        "rita",
+        &["tenant-root-super-admin"],
+    );
+    request.object = Some(json!({"spec": {"monitoring": true, "etcd": true}}));
+    out.push(workload(
+        &format!("CREATE Tenant with two switches, 100 tenants{SETTINGS_ONLY}"),
+        tree(bundle, 100, |ns, objects| {
+            objects.push(release(ns, "monitoring", "Monitoring", "monitoring"));
+            objects.push(release(ns, "etcd", "Etcd", "etcd"));
+        }),
+        request,
+        only_settings,
+        100,
+    ));
+    // Every tenant runs a Kubernetes cluster on the root's providers.
+    let consumed_tree = |tenants| {
+        tree(bundle, tenants, |ns, objects| {
+            objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"))
+        })
+    };
+    let cluster = consumed_tree(4000);
+    let delete_root_monitoring = || {
+        ShortRequest::new(
+            "DELETE",
+            "Monitoring",
+            "tenant-root",
+            "monitoring",
+            "rita",
+            &["tenant-root-admin"],
+        )
+    };
+    out.push(
+        workload(
+            "DELETE shared provider, 4000 tenants",
+            cluster,
+            delete_root_monitoring(),
+            settings,
+            8002,
+        )
+        .kwctl(131_600.0, 131_600.0),
+    );
+    // The common DELETE: a provider nobody consumes, in the same 4,000-tenant tree.
+    out.push(
+        workload(
+            "DELETE unconsumed provider, 4000 tenants",
+            tree(bundle, 4000, |_, _| {}),
+            delete_root_monitoring(),
+            settings,
+            0,
+        )
+        .kwctl(1360.0, 1360.0),
+    );
+    // The path a module takes when a Tenant switches it off: Flux deletes the release.
+    let flux = ShortRequest::new(
+        "DELETE",
+        "HelmRelease",
+        "tenant-root",
+        "monitoring",
+        "system:serviceaccount:cozy-fluxcd:flux",
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:cozy-fluxcd",
+            "system:authenticated",
+        ],
+    );
+    out.push(workload(
+        "DELETE unconsumed provider by Flux, 4000 tenants",
+        tree(bundle, 4000, |_, _| {}),
+        flux,
+        settings,
+        0,
+    ));
+    let mut request = ShortRequest::new(
+        "UPDATE",
+        "Namespace",
+        "",
+        "tenant-t0",
+        "system:serviceaccount:cozy-system:cozystack-controller",
+        &[],
+    );
+    // A provider label pointing at the namespace itself: judged from the request alone.
+    request.set_labels.insert(
+        "namespace.cozystack.io/monitoring".into(),
+        Some("tenant-t0".into()),
+    );
+    // The same request, which makes no host call, with no settings and with the stock rule set
+    // as today's configuration carries it: what decoding the settings costs.
+    for (name, with) in [
+        ("Namespace label UPDATE, settings {}", &json!({})),
+        (
+            "Namespace label UPDATE, stock rule set, settings only",
+            only_settings,
+        ),
+    ] {
+        out.push(workload(
+            name,
+            tree(bundle, 1, |_, _| {}),
+            request.clone(),
+            with,
+            0,
+        ));
+    }
+    out.push(
+        workload(
+            "Namespace label UPDATE",
+            tree(bundle, 1, |_, _| {}),
+            request,
+            settings,
+            0,
+        )
+        .kwctl(84.0, 97.0),
+    );
+    // A tenant administrator switches a module on from Administration → Modules; and the same
+    // with the kinds' slots dropped, for what the slot check costs on top.
+    for (suffix, settings) in [
+        ("", only_settings.clone()),
+        (NO_SLOTS, without_slots(only_settings)),
+    ] {
+        out.push(workload(
+            &format!("CREATE of a module by its tenant admin, 100 tenants{SETTINGS_ONLY}{suffix}"),
+            tree(bundle, 100, |ns, objects| {
+                objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
+            }),
+            ShortRequest::new(
+                "CREATE",
+                "Monitoring",
+                "tenant-new",
+                "monitoring",
+                "carol",
+                &["tenant-new-admin"],
+            ),
+            &settings,
+            100,
+        ));
+    }
+    // The consumed DELETE at ten times the scale.
+    out.push(workload(
+        "DELETE shared provider, 40000 tenants",
+        consumed_tree(40_000),
+        delete_root_monitoring(),
+        settings,
+        80_002,
+    ));
+    out
+}
