@@ -12,7 +12,7 @@ pub mod host;
 pub mod scan;
 pub mod settings;
 
-use cozystack_resolver::Verdict;
+use cozystack_resolver::{DefinitionSource, Verdict};
 use kubewarden_policy_sdk::response::ValidationResponse;
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use kubewarden_policy_sdk::wapc_guest as guest;
@@ -38,9 +38,11 @@ fn validate(payload: &[u8]) -> guest::CallResult {
 
 fn validate_settings(payload: &[u8]) -> guest::CallResult {
     let response = match settings::parse(payload) {
-        Ok(_) => SettingsValidationResponse {
+        // With the built-in rule set, the accepted answer says which rules the module carries.
+        Ok(settings) => SettingsValidationResponse {
             valid: true,
-            message: None,
+            message: (settings.definition_source == DefinitionSource::Builtin)
+                .then(cozystack_resolver::model::builtin::summary),
         },
         Err(err) => SettingsValidationResponse {
             valid: false,

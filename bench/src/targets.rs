@@ -15,7 +15,9 @@ use serde_json::Value;
 use crate::model::{measure, micros, timed};
 use crate::preflight::PreflightRun;
 use crate::report::Row;
-use crate::workloads::{NO_SLOTS, SETTINGS_ONLY};
+use crate::workloads::{
+    NO_SLOTS, SETTINGS_ONLY, STOCK_DEPLOYMENT_CREATE, STOCK_DEPLOYMENT_ZERO_CALL,
+};
 
 /// One target: what it says with the measured numbers, whether it is met, and why not.
 pub struct Target {
@@ -130,9 +132,29 @@ pub fn targets(
     let slot_cost = with_slots.median().as_secs_f64() - without.median().as_secs_f64();
     let stock_zero = find("Namespace label UPDATE, stock rule set");
     let empty_zero = find("Namespace label UPDATE, settings {}");
+    let deployed_zero = find(STOCK_DEPLOYMENT_ZERO_CALL);
+    let deployed_create = find(STOCK_DEPLOYMENT_CREATE);
+    // The accept-all floor on the payload with settings {}.
+    let empty_floor = empty_zero.model.total.div_f64(empty_zero.floors);
+    let deployed_floors = deployed_zero.model.total.as_secs_f64() / empty_floor.as_secs_f64();
     let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
     // (what, met, the measured cause when missed)
     let checks: Vec<(String, bool, String)> = vec![
+        (
+            format!(
+                "a request without host calls under the stock deployment (built-in rules) at most 1.5× the accept-all floor with settings {{}}: {deployed_floors:.2}× ({} µs against {} µs); a module CREATE there makes {} host call(s) in {} µs",
+                micros(deployed_zero.model.total),
+                micros(empty_floor),
+                deployed_create.model.calls,
+                micros(deployed_create.model.total),
+            ),
+            deployed_floors <= 1.5,
+            format!(
+                "the built-in rules cost what settings {{}} cost ({} µs against {} µs): what stays over the floor is the guest decoding the payload and the request, which the accept-all policy does not",
+                micros(deployed_zero.model.total),
+                micros(empty_zero.model.total),
+            ),
+        ),
         (
             format!(
                 "a request without host calls, with the stock rule set, at most 2× the accept-all floor: {:.2}× ({:.2}× with settings {{}})",

@@ -135,6 +135,17 @@ pub fn settings_only(bundle: &Bundle) -> Value {
 
 /// Marks the workloads that read their rules from the settings alone.
 pub const SETTINGS_ONLY: &str = ", settings only";
+/// The settings of `deploy/`: the stock rule set built into the module.
+pub fn builtin_settings() -> Value {
+    json!({"platformWriters": "warn", "definitionSource": "builtin"})
+}
+
+/// The zero-call request and a module CREATE under the stock deployment's settings.
+pub const STOCK_DEPLOYMENT_ZERO_CALL: &str =
+    "Namespace label UPDATE, stock deployment (built-in rules)";
+pub const STOCK_DEPLOYMENT_CREATE: &str =
+    "CREATE of a module by its tenant admin, 100 tenants, stock deployment (built-in rules)";
+
 /// Marks the twin of a workload whose settings hold no `cardinality.slots`.
 pub const NO_SLOTS: &str = ", no slots";
 
@@ -354,14 +365,17 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         "namespace.cozystack.io/monitoring".into(),
         Some("tenant-t0".into()),
     );
-    // The same request, which makes no host call, with no settings and with the stock rule set
-    // as today's configuration carries it: what decoding the settings costs.
+    // The same request, which makes no host call, with no settings, with the stock rule set
+    // spelled out in the settings, and with the stock deployment (the rule set built in): what
+    // moving and decoding the settings costs.
+    let builtin = builtin_settings();
     for (name, with) in [
         ("Namespace label UPDATE, settings {}", &json!({})),
         (
             "Namespace label UPDATE, stock rule set, settings only",
             only_settings,
         ),
+        (STOCK_DEPLOYMENT_ZERO_CALL, &builtin),
     ] {
         out.push(workload(
             name,
@@ -381,8 +395,25 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         )
         .kwctl(84.0, 97.0),
     );
-    // A tenant administrator switches a module on from Administration → Modules; and the same
-    // with the kinds' slots dropped, for what the slot check costs on top.
+    // A tenant administrator switches a module on from Administration → Modules; the same with
+    // the kinds' slots dropped, for what the slot check costs on top; and under the stock
+    // deployment's settings (the rule set built in).
+    out.push(workload(
+        STOCK_DEPLOYMENT_CREATE,
+        tree(bundle, 100, |ns, objects| {
+            objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
+        }),
+        ShortRequest::new(
+            "CREATE",
+            "Monitoring",
+            "tenant-new",
+            "monitoring",
+            "carol",
+            &["tenant-new-admin"],
+        ),
+        &builtin,
+        100,
+    ));
     for (suffix, settings) in [
         ("", only_settings.clone()),
         (NO_SLOTS, without_slots(only_settings)),

@@ -155,6 +155,10 @@ struct InspectArgs {
     /// Pull over plain HTTP.
     #[arg(long)]
     insecure: bool,
+    /// Print the built-in rule set the module carries (`definitionSource: builtin`), as the
+    /// module itself reports it from validate_settings, instead of its metadata.
+    #[arg(long)]
+    rules: bool,
 }
 
 #[derive(Args)]
@@ -367,7 +371,20 @@ fn annotate(args: AnnotateArgs) -> Result<(), String> {
 }
 
 fn inspect(args: InspectArgs) -> Result<(), String> {
-    let (wasm, origin) = Source::parse(args.policy.as_deref(), args.insecure).read()?;
+    let source = Source::parse(args.policy.as_deref(), args.insecure);
+    if args.rules {
+        let (policy, origin) = source.load()?;
+        let answer =
+            policy.validate_settings(&serde_json::json!({"definitionSource": "builtin"}))?;
+        let rules = answer["message"]
+            .as_str()
+            .filter(|_| answer["valid"] == true);
+        let rules = rules.ok_or_else(|| {
+            format!("{origin}: the module does not report a built-in rule set (validate_settings answered {answer})")
+        })?;
+        return emit(&format!("{rules}\n"));
+    }
+    let (wasm, origin) = source.read()?;
     let meta = section::read_metadata(&wasm).map_err(|e| e.to_string())?;
     let meta =
         meta.ok_or_else(|| format!("{origin}: the module has no io.kubewarden.metadata section"))?;

@@ -161,12 +161,17 @@ pub fn run(
     Ok(Report { judged })
 }
 
-/// With `definitionSource: settings` the policy never reads an ApplicationDefinition: one that
-/// states rules different from the settings' would be silently ignored, so it is reported.
+/// With `definitionSource: settings` or `builtin` the policy never reads an
+/// ApplicationDefinition: one that states rules different from those the policy applies would be
+/// silently ignored, and so would a release prefix other than the one it assumes; both are
+/// reported.
 fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, String> {
+    use cozystack_resolver::kinds::RuleFields;
+    use cozystack_resolver::model::builtin;
     use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, Settings};
     let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
-    if settings.definition_source != DefinitionSource::Settings {
+    let source = settings.definition_source;
+    if source == DefinitionSource::ApplicationDefinitions {
         return Ok(Vec::new());
     }
     let text = |o: &Value, path: &str| o.pointer(path).and_then(Value::as_str).map(str::to_owned);
@@ -187,9 +192,38 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
             plural: None,
         };
         let kind = definition.kind.clone();
+        // The blocks the policy applies to the kind: the settings' block, over the built-in
+        // one for `builtin`.
+        let blocks = match source {
+            DefinitionSource::Builtin => {
+                let stock = builtin::KINDS
+                    .iter()
+                    .find(|k| k.kind == kind)
+                    .map(|k| k.fields());
+                let own = settings
+                    .definitions
+                    .get(&kind)
+                    .map(|block| block.fields().cloned())
+                    .transpose()
+                    .map_err(|e| e.to_string())?;
+                let effective = match (own, stock) {
+                    (Some(own), Some(stock)) => Some(RuleFields {
+                        dashboard: own.dashboard.or(stock.dashboard),
+                        cardinality: own.cardinality.or(stock.cardinality),
+                        protection: own.protection.or(stock.protection),
+                        capability: own.capability.or(stock.capability),
+                    }),
+                    (own, stock) => own.or(stock),
+                };
+                let blocks =
+                    effective.map_or_else(|| json!({}), |fields| json!({ kind.clone(): fields }));
+                serde_json::from_str(&blocks.to_string()).map_err(|e| e.to_string())?
+            }
+            _ => settings.definitions.clone(),
+        };
         // The rules a kind gets with these definitions; the prefix is not a rule.
         let rules = |definitions: Vec<Definition>| {
-            DefinitionSet::build(definitions, &settings.definitions)
+            DefinitionSet::build(definitions, &blocks)
                 .get(&kind)
                 .map(|rules| {
                     rules.cloned().map(|mut rules| {
@@ -199,8 +233,11 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
                 })
         };
         let (read, unread) = (rules(vec![definition.clone()]), rules(Vec::new()));
-        if let Some(finding) = prefix_finding(&settings, &definition, matches!(unread, Ok(Some(_))))
-        {
+        let finding = match source {
+            DefinitionSource::Builtin => builtin_prefix_finding(&settings, &definition),
+            _ => prefix_finding(&settings, &definition, matches!(unread, Ok(Some(_)))),
+        };
+        if let Some(finding) = finding {
             judged.push(Judged {
                 object: object.clone(),
                 finding: Some(finding),
@@ -212,14 +249,48 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
                 finding: Some(Finding {
                     result: "fail",
                     message: format!(
-                        "ApplicationDefinition {} states rules for {kind} that differ from the settings, and definitionSource is settings, so the policy does not read them; move them into the settings' definitions.{kind}, or set definitionSource: applicationDefinitions",
-                        definition.name
+                        "ApplicationDefinition {} states rules for {kind} that differ from the {applied}, and definitionSource is {source}, so the policy does not read them; move them into the settings' definitions.{kind}, or set definitionSource: applicationDefinitions",
+                        definition.name,
+                        applied = match source {
+                            DefinitionSource::Builtin => "built-in rule set and the settings",
+                            _ => "settings",
+                        },
+                        source = match source {
+                            DefinitionSource::Builtin => "builtin",
+                            _ => "settings",
+                        },
                     ),
                 }),
             });
         }
     }
     Ok(judged)
+}
+
+/// With `definitionSource: builtin` a kind's release prefix is the built-in one unless
+/// `releasePrefixes` names another: one the cluster's definition contradicts misnames every
+/// instance of the kind.
+fn builtin_prefix_finding(
+    settings: &cozystack_resolver::Settings,
+    definition: &cozystack_resolver::Definition,
+) -> Option<Finding> {
+    let (name, kind) = (&definition.name, &definition.kind);
+    let stated = definition.release_prefix.as_deref()?;
+    let assumed = match settings.release_prefixes.get(kind) {
+        Some(prefix) => prefix.as_str(),
+        None => {
+            cozystack_resolver::model::builtin::KINDS
+                .iter()
+                .find(|k| k.kind == kind.as_str())?
+                .release_prefix
+        }
+    };
+    (assumed != stated).then(|| Finding {
+        result: "fail",
+        message: format!(
+            "the policy assumes release prefix {assumed:?} for {kind}, but ApplicationDefinition {name} states spec.release.prefix {stated:?}: the policy would name every {kind} release wrongly; set releasePrefixes.{kind}: {stated:?}"
+        ),
+    })
 }
 
 /// With `definitionSource: settings` the release prefix of a kind comes from `releasePrefixes`:

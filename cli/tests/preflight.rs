@@ -112,7 +112,29 @@ fn preflight_reports_exactly_the_known_problems() {
         "spec": {"application": {"kind": "Redis"}, "cardinality": {"scope": "cluster", "max": 1}}
     }));
     let dump = Arc::new(dump);
-    let mut settings_only = settings.clone();
+    // The deployed settings read the built-in rule set: the Redis definition is not read
+    // either, and a definition whose release prefix is not the built-in one is named.
+    let report = preflight::run(&policy, dump.clone(), &settings, &|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.findings(), 1, "{}", report.text(false));
+    assert!(report.text(false).contains(
+        "  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the built-in rule set and the settings, and definitionSource is builtin, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
+    ), "{}", report.text(false));
+    let mut renamed = (*dump).clone();
+    renamed.objects.push(serde_json::json!({
+        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
+        "metadata": {"name": "bucket"},
+        "spec": {"application": {"kind": "Bucket"}, "release": {"prefix": "bkt-"}}
+    }));
+    let report = preflight::run(&policy, Arc::new(renamed), &settings, &|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.text(false).contains(
+        "  ApplicationDefinition bucket [fail] the policy assumes release prefix \"bucket-\" for Bucket, but ApplicationDefinition bucket states spec.release.prefix \"bkt-\": the policy would name every Bucket release wrongly; set releasePrefixes.Bucket: \"bkt-\"\n"
+    ), "{}", report.text(false));
+
+    // Rules in the settings alone (the bundled settings spell the stock set out).
+    let mut settings_only = settings::read(Some(&workspace().join("e2e/cluster/settings.yaml")))
+        .unwrap_or_else(|e| panic!("{e}"));
     settings_only["definitionSource"] = "settings".into();
     settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "", "Etcd": ""});
     let report = preflight::run(&policy, dump.clone(), &settings_only, &|_, _| {})

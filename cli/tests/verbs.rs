@@ -325,6 +325,22 @@ fn packaging_verbs_reproduce_what_the_build_ships() {
         "error: policy.wasm: the module has no io.kubewarden.metadata section"
     );
 
+    // inspect --rules: the built-in rule set, as the module's validate_settings reports it.
+    let rules = ran(cli().args(["inspect", "--rules"]));
+    assert_eq!(rules.code, Some(0), "{}", rules.stderr);
+    let lines: Vec<&str> = rules.stdout.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some("built-in rule set (cozystack/cozystack 3c780acd), 11 kinds:")
+    );
+    for line in [
+        "  Monitoring: module; tenant/1 held by monitoring; deletion protect; provides monitoring to children; release prefix \"\"",
+        "  BootBox: module; cluster/1 held by bootbox in tenant-root; consumes ingress; release prefix \"\"",
+        "  Kubernetes: catalog; consumes etcd, ingress, monitoring; release prefix \"kubernetes-\"",
+    ] {
+        assert!(lines.contains(&line), "{}", rules.stdout);
+    }
+
     // artifacthub keeps the committed createdAt: regenerating gives the committed file.
     let package = scratch("artifacthub-pkg.yml");
     std::fs::copy(workspace().join("artifacthub-pkg.yml"), &package)

@@ -526,6 +526,26 @@ check_invalid_settings() {
   check settings-source-default-reads-definition-blocks
 }
 
+@test "settings-builtin-is-the-stock-rule-set" {
+  check settings-builtin-is-the-stock-rule-set
+}
+
+@test "settings-builtin-holds-the-slots" {
+  check settings-builtin-holds-the-slots
+}
+
+@test "settings-builtin-block-overrides-its-block-only" {
+  check settings-builtin-block-overrides-its-block-only
+}
+
+@test "settings-builtin-block-adds-a-kind" {
+  check settings-builtin-block-adds-a-kind
+}
+
+@test "settings-builtin-kind-without-rules" {
+  check settings-builtin-kind-without-rules
+}
+
 @test "failure-namespace-not-found" {
   check failure-namespace-not-found
 }

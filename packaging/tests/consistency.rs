@@ -2,7 +2,7 @@
 //! Cargo.toml, policy-metadata.yml, artifacthub-pkg.yml and deploy/; the manifests must parse
 //! as the ClusterAdmissionPolicy CRD expects; the RBAC must cover every lookup.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -207,12 +207,117 @@ fn manifests_match_the_metadata() {
         let settings = serde_json::to_string(&spec.settings).unwrap();
         cozystack_resolver::Settings::from_json(&settings)
             .unwrap_or_else(|e| panic!("{path}: settings: {e}"));
-        let bundled: Value = serde_yaml::from_str(&read("e2e/cluster/settings.yaml")).unwrap();
         assert_eq!(
-            spec.settings, bundled,
-            "{path}: settings differ from e2e/cluster/settings.yaml"
+            spec.settings,
+            serde_json::json!({"platformWriters": "warn", "definitionSource": "builtin"}),
+            "{path}: a stock install carries nothing the built-in rule set holds"
+        );
+        assert_eq!(
+            stock_rules(&settings),
+            stock_rules(&bundled_settings()),
+            "{path}: its settings give other rules than e2e/cluster/settings.yaml"
         );
     }
+}
+
+fn bundled_settings() -> String {
+    let bundled: Value = serde_yaml::from_str(&read("e2e/cluster/settings.yaml")).unwrap();
+    serde_json::to_string(&bundled).unwrap()
+}
+
+/// The rules every kind gets under `settings` in the bundled cluster (its ApplicationDefinitions
+/// as today's CRD serves them: the prefix, no rule fields), kind by kind; a kind without a
+/// definition has no prefix to state, which the built-in set writes `""`.
+fn stock_rules(settings: &str) -> BTreeMap<String, Option<cozystack_resolver::KindRules>> {
+    use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, Settings};
+    let settings = Settings::from_json(settings).unwrap();
+    let definitions: Vec<Definition> =
+        serde_yaml::Deserializer::from_str(&read("e2e/cluster/definitions.yaml"))
+            .map(|d| Value::deserialize(d).unwrap())
+            .filter(|d| d["kind"] == "ApplicationDefinition")
+            .map(|d| Definition {
+                name: d["metadata"]["name"].as_str().unwrap().to_owned(),
+                kind: d["spec"]["application"]["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                dashboard: None,
+                cardinality: None,
+                protection: None,
+                capability: None,
+                release_prefix: d["spec"]["release"]["prefix"].as_str().map(str::to_owned),
+                plural: None,
+            })
+            .collect();
+    let kinds: BTreeSet<String> = definitions
+        .iter()
+        .map(|d| d.kind.clone())
+        .chain(settings.definitions.kinds().map(str::to_owned))
+        .chain(
+            cozystack_resolver::model::builtin::KINDS
+                .iter()
+                .map(|k| k.kind.to_owned()),
+        )
+        .collect();
+    let set = match settings.definition_source {
+        DefinitionSource::Builtin => cozystack_resolver::model::builtin::definitions(
+            &settings.definitions,
+            &settings.release_prefixes,
+        ),
+        _ => DefinitionSet::build(definitions, &settings.definitions),
+    };
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let rules = set.get(&kind).unwrap().cloned().map(|mut rules| {
+                rules.release_prefix.get_or_insert_with(String::new);
+                rules
+            });
+            (kind, rules)
+        })
+        .collect()
+}
+
+/// The built-in rule set, which `resolver/build.rs` compiles from the stock table of
+/// `docs/stock-rules.md`, gives every kind the rules `e2e/cluster/settings.yaml` spells out and
+/// the release prefix of its ApplicationDefinition, so the table, the bundled settings and the
+/// deploy manifests' `definitionSource: builtin` cannot disagree; settings blocks override it
+/// block by block.
+#[test]
+fn the_builtin_rule_set_is_the_bundled_settings() {
+    let builtin = stock_rules(r#"{"definitionSource": "builtin"}"#);
+    assert_eq!(builtin, stock_rules(&bundled_settings()));
+    assert!(builtin.values().flatten().count() >= 11, "{builtin:?}");
+    // A kind's block overrides that block only; a block for a kind the set lacks adds it.
+    let patched = stock_rules(
+        r#"{"definitionSource": "builtin", "definitions": {"Monitoring": {"cardinality": {"scope": "tenant", "max": 2}}, "Redis": {"cardinality": {"scope": "namespace", "max": 1}}}, "releasePrefixes": {"Bucket": "b-"}}"#,
+    );
+    let monitoring = patched["Monitoring"].as_ref().unwrap();
+    let stock = builtin["Monitoring"].as_ref().unwrap();
+    assert_eq!(
+        monitoring
+            .cardinality
+            .as_ref()
+            .map(|c| (c.max, c.slots.is_none())),
+        Some((2, true))
+    );
+    assert_eq!(
+        (
+            &monitoring.capability,
+            monitoring.deletion,
+            monitoring.visibility
+        ),
+        (&stock.capability, stock.deletion, stock.visibility)
+    );
+    assert!(patched["Redis"].is_some() && builtin["Redis"].is_none());
+    assert_eq!(
+        patched["Bucket"]
+            .as_ref()
+            .unwrap()
+            .release_prefix
+            .as_deref(),
+        Some("b-")
+    );
 }
 
 /// Whether the ClusterRole of `path` grants every one of `verbs` on `plural` in `group`.
@@ -309,110 +414,6 @@ mod toml_version {
         Manifest {
             workspace_version: version,
         }
-    }
-}
-
-/// The stock rule set (`docs/stock-rules.md`), one row per kind, is what `e2e/cluster/settings.yaml` (and so
-/// `deploy/`, checked above) carries: a kind, a block or a class in one and not the other fails.
-#[test]
-fn the_stock_rule_table_is_the_bundled_settings() {
-    use cozystack_resolver::kinds::RuleFields;
-    use std::collections::BTreeMap;
-
-    let section = read("docs/stock-rules.md");
-    let rows = section
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2);
-    let none = |cell: &str| cell.is_empty() || cell == "—";
-    let list = |cell: &str| -> Vec<String> {
-        if none(cell) {
-            Vec::new()
-        } else {
-            cell.split(',').map(|c| c.trim().to_owned()).collect()
-        }
-    };
-    let mut table: BTreeMap<String, Value> = BTreeMap::new();
-    for row in rows {
-        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
-        let [
-            kind,
-            visibility,
-            cardinality,
-            protection,
-            provides,
-            consumes,
-            share,
-            _read_in,
-            slots,
-            _named_by,
-        ] = cells[..]
-        else {
-            panic!("a stock rule row has 10 cells: {row}");
-        };
-        let mut fields = serde_json::Map::new();
-        if visibility != "catalog" {
-            fields.insert(
-                "dashboard".into(),
-                serde_json::json!({"visibility": visibility}),
-            );
-        }
-        if let Some((scope, max)) = cardinality.split_once('/') {
-            let max: u32 = max.parse().unwrap_or_else(|e| panic!("{row}: {e}"));
-            let mut block = serde_json::json!({"scope": scope, "max": max});
-            // `name`, or `name (in namespace)` for a cluster scope's slotNamespace.
-            if !none(slots) {
-                let (names, namespace) = match slots.split_once(" (in ") {
-                    Some((names, ns)) => (names, Some(ns.trim_end_matches(')'))),
-                    None => (slots, None),
-                };
-                block["slots"] = serde_json::json!(list(names));
-                if let Some(namespace) = namespace {
-                    block["slotNamespace"] = namespace.into();
-                }
-            }
-            fields.insert("cardinality".into(), block);
-        }
-        if !none(protection) {
-            let (key, value) = protection
-                .split_once(": ")
-                .unwrap_or_else(|| panic!("{row}: protection is `deletion: …` or `edit: …`"));
-            fields.insert("protection".into(), serde_json::json!({key: value}));
-        }
-        let (provides, consumes) = (list(provides), list(consumes));
-        if !provides.is_empty() || !consumes.is_empty() || !none(share) {
-            let mut capability = serde_json::Map::new();
-            if !provides.is_empty() {
-                capability.insert("provides".into(), serde_json::json!(provides));
-            }
-            if !consumes.is_empty() {
-                capability.insert("consumes".into(), serde_json::json!(consumes));
-            }
-            if !none(share) {
-                capability.insert("share".into(), share.into());
-            }
-            fields.insert("capability".into(), Value::Object(capability));
-        }
-        table.insert(kind.trim_matches('`').to_owned(), Value::Object(fields));
-    }
-    assert!(table.len() >= 10, "the table was not read: {table:?}");
-    let decode = |value: &Value| -> BTreeMap<String, RuleFields> {
-        serde_json::from_value(value.clone()).unwrap_or_else(|e| panic!("{e}: {value}"))
-    };
-    let bundled: Value = serde_yaml::from_str(&read("e2e/cluster/settings.yaml")).unwrap();
-    let expected = decode(&serde_json::to_value(&table).unwrap());
-    let actual = decode(&bundled["definitions"]);
-    for kind in expected
-        .keys()
-        .chain(actual.keys())
-        .collect::<BTreeSet<_>>()
-    {
-        assert_eq!(
-            expected.get(kind),
-            actual.get(kind),
-            "{kind}: docs/stock-rules.md and e2e/cluster/settings.yaml disagree"
-        );
     }
 }
 

@@ -5,6 +5,7 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
+use crate::model::builtin;
 use crate::model::error::{LookupError, RuleError};
 use crate::model::facts::{Cluster, Instances, Namespace, ReleaseMeta};
 use crate::model::identity::User;
@@ -80,6 +81,14 @@ impl<'a> Evaluation<'a> {
             return Ok(set.clone());
         }
         let definitions = match self.settings.definition_source {
+            // Compiled in: no definition is read, and no kind is made until it is asked for.
+            DefinitionSource::Builtin => {
+                let set = Rc::new(builtin::definitions(
+                    &self.settings.definitions,
+                    &self.settings.release_prefixes,
+                ));
+                return Ok(self.definitions.get_or_init(|| set).clone());
+            }
             DefinitionSource::ApplicationDefinitions => {
                 self.cluster.definitions().map_err(lookup_failed)?
             }

@@ -521,11 +521,26 @@ pub struct DefinitionSet {
     kinds: BTreeMap<String, Sources>,
 }
 
+/// The rules a kind has unless the settings say otherwise: its fields, made by `fields(index)`
+/// when a request first needs the kind, and its release prefix. Static data, so a set of them
+/// costs no allocation until then.
+#[derive(Debug, Clone, Copy)]
+pub struct Defaults {
+    pub kind: &'static str,
+    pub release_prefix: &'static str,
+    pub index: usize,
+    pub fields: fn(usize) -> RuleFields,
+}
+
 #[derive(Debug, Default)]
 struct Sources {
     /// The kind's ApplicationDefinition, or the error of a kind defined twice.
     definition: Option<Result<Definition, RuleError>>,
+    /// The rules the kind has unless the settings say otherwise (`definitionSource: builtin`).
+    defaults: Option<Defaults>,
     settings: Option<KindBlock>,
+    /// A `releasePrefixes` entry, which wins over the built-in prefix.
+    prefix: Option<String>,
     rules: OnceCell<Result<Option<KindRules>, RuleError>>,
 }
 
@@ -541,12 +556,26 @@ impl Sources {
                 None => (None, None),
             };
             let settings = self.settings.as_ref().map(KindBlock::fields).transpose()?;
-            Ok(
-                KindRules::merge(kind, fields.as_ref(), settings).map(|mut rules| {
-                    rules.release_prefix = prefix;
+            let merged = match self.defaults {
+                // A block the settings state overrides the default one of this kind.
+                Some(defaults) => {
+                    KindRules::merge(kind, settings, Some(&(defaults.fields)(defaults.index))).map(
+                        |mut rules| {
+                            rules.release_prefix = Some(
+                                self.prefix
+                                    .clone()
+                                    .unwrap_or_else(|| defaults.release_prefix.to_owned()),
+                            );
+                            rules
+                        },
+                    )
+                }
+                None => KindRules::merge(kind, fields.as_ref(), settings).map(|mut rules| {
+                    rules.release_prefix = prefix.or_else(|| self.prefix.clone());
                     rules
                 }),
-            )
+            };
+            Ok(merged)
         })
     }
 }
@@ -577,6 +606,29 @@ impl DefinitionSet {
         }
         for (kind, block) in settings.iter() {
             kinds.entry(kind.to_owned()).or_default().settings = Some(block.clone());
+        }
+        DefinitionSet { kinds }
+    }
+
+    /// `defaults` (the built-in rule set), each kind's block overridden by the settings' block
+    /// of that kind (a kind they lack is added by its block), and `releasePrefixes` over their
+    /// prefixes. Nothing is made or decoded until a request asks for a kind.
+    pub fn with_defaults(
+        defaults: impl IntoIterator<Item = Defaults>,
+        settings: &KindBlocks,
+        prefixes: &BTreeMap<String, String>,
+    ) -> Self {
+        let mut kinds: BTreeMap<String, Sources> = BTreeMap::new();
+        for entry in defaults {
+            kinds.entry(entry.kind.to_owned()).or_default().defaults = Some(entry);
+        }
+        for (kind, block) in settings.iter() {
+            kinds.entry(kind.to_owned()).or_default().settings = Some(block.clone());
+        }
+        for (kind, prefix) in prefixes {
+            if let Some(sources) = kinds.get_mut(kind) {
+                sources.prefix = Some(prefix.clone());
+            }
         }
         DefinitionSet { kinds }
     }

@@ -3,6 +3,7 @@
 //! facts of the cluster, what the Tenant chart renders, and the evaluation context that reads
 //! the cluster at most once per request.
 
+pub mod builtin;
 pub mod chart;
 pub mod error;
 pub(crate) mod evaluation;

@@ -279,6 +279,10 @@ fn unlisted_self(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Vio
             "check releasePrefixes.{kind} (\"{prefix}\") in the policy settings: it must equal the ApplicationDefinition's spec.release.prefix",
             kind = rules.kind
         ),
+        DefinitionSource::Builtin => format!(
+            "the built-in release prefix of {kind} (\"{prefix}\") is not this cluster's: set releasePrefixes.{kind} to the ApplicationDefinition's spec.release.prefix in the policy settings",
+            kind = rules.kind
+        ),
         DefinitionSource::ApplicationDefinitions => {
             "retry: the policy-server's list of releases may not hold it yet".to_owned()
         }

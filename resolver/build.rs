@@ -1,0 +1,134 @@
+//! Compiles the stock rule set of `docs/stock-rules.md` into the resolver as data: the table a
+//! person reads (and `hack/chart-reads.py` checks against Cozystack's charts) is the one the
+//! module carries, so the two cannot drift. No JSON is parsed at run time: the generated
+//! `builtin.rs` is a static array the rules are built from when a request needs a kind.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn main() {
+    let table = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/stock-rules.md");
+    println!("cargo::rerun-if-changed={}", table.display());
+    let text =
+        std::fs::read_to_string(&table).unwrap_or_else(|e| panic!("{}: {e}", table.display()));
+    let code = generate(&text).unwrap_or_else(|e| panic!("{}: {e}", table.display()));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("builtin.rs");
+    std::fs::write(&out, code).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+}
+
+/// The Rust source of `SOURCE` and `KINDS` from the document's first table.
+fn generate(text: &str) -> Result<String, String> {
+    let source = text
+        .split("cozystack/cozystack ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_hexdigit()).next())
+        .filter(|sha| sha.len() >= 7)
+        .ok_or("no `cozystack/cozystack <commit>` names the commit the table was derived from")?;
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let header = cells(rows.first().ok_or("no table")?);
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or(format!("the table has no column {name:?}"))
+    };
+    let [
+        kind,
+        visibility,
+        cardinality,
+        protection,
+        provides,
+        consumes,
+        share,
+        slots,
+        prefix,
+    ] = [
+        "kind",
+        "visibility",
+        "cardinality",
+        "protection",
+        "provides",
+        "consumes",
+        "share",
+        "slots",
+        "release prefix",
+    ]
+    .map(column);
+    let (kind, visibility, cardinality, protection) =
+        (kind?, visibility?, cardinality?, protection?);
+    let (provides, consumes, share, slots, prefix) =
+        (provides?, consumes?, share?, slots?, prefix?);
+    let mut code = format!(
+        "/// The Cozystack commit the built-in rule set was derived from.\npub const SOURCE: &str = \"cozystack/cozystack {source}\";\n\n/// The built-in rule set, one entry per kind, from `docs/stock-rules.md`.\npub static KINDS: &[BuiltinKind] = &[\n"
+    );
+    for row in rows.iter().skip(2) {
+        let cells = cells(row);
+        let cell = |i: usize| cells.get(i).copied().unwrap_or_default();
+        let none = |c: &str| c.is_empty() || c == "—";
+        let list = |c: &str| -> String {
+            if none(c) {
+                return "&[]".into();
+            }
+            let items: Vec<String> = c.split(',').map(|s| format!("{:?}", s.trim())).collect();
+            format!("&[{}]", items.join(", "))
+        };
+        let variant = |value: &str, what: &str| -> Result<String, String> {
+            let mut chars = value.chars();
+            let first = chars.next().ok_or(format!("{row}: empty {what}"))?;
+            Ok(format!("{}{}", first.to_ascii_uppercase(), chars.as_str()))
+        };
+        let card = cell(cardinality);
+        let cardinality = match card.split_once('/') {
+            None if none(card) => "None".to_owned(),
+            None => return Err(format!("{row}: cardinality is scope/max")),
+            Some((scope, max)) => {
+                let max: u32 = max.parse().map_err(|e| format!("{row}: {e}"))?;
+                let slot_cell = cell(slots);
+                let (names, namespace) = match slot_cell.split_once(" (in ") {
+                    Some((names, ns)) => (names, Some(ns.trim_end_matches(')'))),
+                    None => (slot_cell, None),
+                };
+                format!(
+                    "Some(BuiltinCardinality {{ scope: Scope::{}, max: {max}, slots: {}, slot_namespace: {:?} }})",
+                    variant(scope, "scope")?,
+                    list(names),
+                    namespace,
+                )
+            }
+        };
+        let (deletion, edit) = match cell(protection).split_once(": ") {
+            None if none(cell(protection)) => ("None", "None"),
+            Some(("deletion", "protect")) => ("Some(Deletion::Protect)", "None"),
+            Some(("edit", "adminOnly")) => ("None", "Some(Edit::AdminOnly)"),
+            other => return Err(format!("{row}: unknown protection {other:?}")),
+        };
+        let share = match cell(share) {
+            c if none(c) => "None".to_owned(),
+            c => format!("Some(Share::{})", variant(c, "share")?),
+        };
+        let release_prefix = cell(prefix).trim_matches('`').trim_matches('"');
+        writeln!(
+            code,
+            "    BuiltinKind {{ kind: {:?}, visibility: Visibility::{}, cardinality: {cardinality}, deletion: {deletion}, edit: {edit}, provides: {}, consumes: {}, share: {share}, release_prefix: {release_prefix:?} }},",
+            cell(kind),
+            variant(cell(visibility), "visibility")?,
+            list(cell(provides)),
+            list(cell(consumes)),
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    code.push_str("];\n");
+    Ok(code)
+}
+
+fn cells(row: &str) -> Vec<&str> {
+    row.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(str::trim)
+        .collect()
+}
