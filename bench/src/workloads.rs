@@ -135,6 +135,24 @@ pub fn settings_only(bundle: &Bundle) -> Value {
 
 /// Marks the workloads that read their rules from the settings alone.
 pub const SETTINGS_ONLY: &str = ", settings only";
+/// `settings` with its kind blocks repeated under made-up kinds until the whole is about 16 KB:
+/// what a large rule set in the settings costs a request that needs none of it.
+fn sixteen_kilobytes(settings: &Value) -> Value {
+    let blocks = settings["definitions"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let mut large = settings.clone();
+    let mut copy = 0;
+    while serde_json::to_vec(&large).map_or(usize::MAX, |bytes| bytes.len()) < 16 * 1024 {
+        for (kind, block) in &blocks {
+            large["definitions"][format!("{kind}Copy{copy}")] = block.clone();
+        }
+        copy += 1;
+    }
+    large
+}
+
 /// The settings of `deploy/`: the stock rule set built into the module.
 pub fn builtin_settings() -> Value {
     json!({"platformWriters": "warn", "definitionSource": "builtin"})
@@ -376,6 +394,10 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             only_settings,
         ),
         (STOCK_DEPLOYMENT_ZERO_CALL, &builtin),
+        (
+            "Namespace label UPDATE, 16 KB of settings",
+            &sixteen_kilobytes(only_settings),
+        ),
     ] {
         out.push(workload(
             name,
