@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use crate::model::{Modelled, measure, timed};
 use crate::preflight::preflight_run;
-use crate::report::Row;
+use crate::workloads::Row;
 use crate::workloads::workloads;
 
 #[global_allocator]

@@ -1,28 +1,10 @@
 //! The report: one table row per workload, then the targets, met or missed with their causes.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use serde_json::Value;
-
-use crate::model::{Modelled, Stats, micros};
+use crate::model::{Stats, micros};
 use crate::targets::Target;
-use crate::workloads::Workload;
-
-/// One measured workload: its cost in the model, its multiple of the floor on the same payload,
-/// the guest's peak heap, and the verdict.
-pub struct Row {
-    pub workload: Workload,
-    pub model: Modelled,
-    pub floors: f64,
-    pub heap_peak: usize,
-    pub largest: usize,
-    pub verdict: Value,
-    /// The wasm's own p99 and spread, and the native build's median.
-    pub p99: Duration,
-    pub spread: f64,
-    pub native: Duration,
-}
+use crate::workloads::Row;
 
 /// The table's head.
 pub fn header() {

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::model::{measure, micros, timed};
 use crate::preflight::PreflightRun;
-use crate::report::Row;
+use crate::workloads::Row;
 use crate::workloads::{
     NO_SLOTS, SETTINGS_ONLY, STOCK_DEPLOYMENT_CREATE, STOCK_DEPLOYMENT_ZERO_CALL,
 };

@@ -2,10 +2,13 @@
 //! on them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use cozystack_e2e::scenario::{Bundle, ShortRequest, without_slots};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::{Value, json};
+
+use crate::model::Modelled;
 
 pub struct Workload {
     pub name: String,
@@ -466,4 +469,19 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         80_002,
     ));
     out
+}
+
+/// One measured workload: its cost in the model, its multiple of the floor on the same payload,
+/// the guest's peak heap, and the verdict.
+pub struct Row {
+    pub workload: Workload,
+    pub model: Modelled,
+    pub floors: f64,
+    pub heap_peak: usize,
+    pub largest: usize,
+    pub verdict: Value,
+    /// The wasm's own p99 and spread, and the native build's median.
+    pub p99: Duration,
+    pub spread: f64,
+    pub native: Duration,
 }
