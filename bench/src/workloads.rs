@@ -423,28 +423,16 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     // A tenant administrator switches a module on from Administration → Modules; the same with
     // the kinds' slots dropped, for what the slot check costs on top; and under the stock
     // deployment's settings (the rule set built in).
-    out.push(workload(
-        STOCK_DEPLOYMENT_CREATE,
-        tree(bundle, 100, |ns, objects| {
-            objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
-        }),
-        ShortRequest::new(
-            "CREATE",
-            "Monitoring",
-            "tenant-new",
-            "monitoring",
-            "carol",
-            &["tenant-new-admin"],
-        ),
-        &builtin,
-        100,
-    ));
-    for (suffix, settings) in [
-        ("", only_settings.clone()),
-        (NO_SLOTS, without_slots(only_settings)),
+    let module = |suffix: &str| {
+        format!("CREATE of a module by its tenant admin, 100 tenants{SETTINGS_ONLY}{suffix}")
+    };
+    for (name, settings) in [
+        (STOCK_DEPLOYMENT_CREATE.to_owned(), builtin.clone()),
+        (module(""), only_settings.clone()),
+        (module(NO_SLOTS), without_slots(only_settings)),
     ] {
         out.push(workload(
-            &format!("CREATE of a module by its tenant admin, 100 tenants{SETTINGS_ONLY}{suffix}"),
+            &name,
             tree(bundle, 100, |ns, objects| {
                 objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
             }),
