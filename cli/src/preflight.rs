@@ -166,7 +166,6 @@ pub fn run(
 /// silently ignored, and so would a release prefix other than the one it assumes; both are
 /// reported.
 fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, String> {
-    use cozystack_resolver::kinds::RuleFields;
     use cozystack_resolver::model::builtin;
     use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, Settings};
     let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
@@ -174,6 +173,11 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
     if source == DefinitionSource::ApplicationDefinitions {
         return Ok(Vec::new());
     }
+    // What the policy applies instead of the definitions, and the setting's value.
+    let (applied, named) = match source {
+        DefinitionSource::Builtin => ("built-in rule set and the settings", "builtin"),
+        _ => ("settings", "settings"),
+    };
     let text = |o: &Value, path: &str| o.pointer(path).and_then(Value::as_str).map(str::to_owned);
     let mut judged = Vec::new();
     for object in cluster
@@ -192,45 +196,23 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
             plural: None,
         };
         let kind = definition.kind.clone();
-        // The blocks the policy applies to the kind: the settings' block, over the built-in
-        // one for `builtin`.
-        let blocks = match source {
-            DefinitionSource::Builtin => {
-                let stock = builtin::KINDS
-                    .iter()
-                    .find(|k| k.kind == kind)
-                    .map(|k| k.fields());
-                let own = settings
-                    .definitions
-                    .get(&kind)
-                    .map(|block| block.fields().cloned())
-                    .transpose()
-                    .map_err(|e| e.to_string())?;
-                let effective = match (own, stock) {
-                    (Some(own), Some(stock)) => Some(RuleFields {
-                        dashboard: own.dashboard.or(stock.dashboard),
-                        cardinality: own.cardinality.or(stock.cardinality),
-                        protection: own.protection.or(stock.protection),
-                        capability: own.capability.or(stock.capability),
-                    }),
-                    (own, stock) => own.or(stock),
-                };
-                let blocks =
-                    effective.map_or_else(|| json!({}), |fields| json!({ kind.clone(): fields }));
-                serde_json::from_str(&blocks.to_string()).map_err(|e| e.to_string())?
-            }
-            _ => settings.definitions.clone(),
-        };
-        // The rules a kind gets with these definitions; the prefix is not a rule.
+        // The rules a kind gets with these definitions read over what the policy applies (the
+        // settings' blocks, over the built-in set for `builtin`); the prefix is not a rule.
         let rules = |definitions: Vec<Definition>| {
-            DefinitionSet::build(definitions, &blocks)
-                .get(&kind)
-                .map(|rules| {
-                    rules.cloned().map(|mut rules| {
-                        rules.release_prefix = None;
-                        rules
-                    })
+            let set = match source {
+                DefinitionSource::Builtin => builtin::definitions(
+                    definitions,
+                    &settings.definitions,
+                    &settings.release_prefixes,
+                ),
+                _ => DefinitionSet::build(definitions, &settings.definitions),
+            };
+            set.get(&kind).map(|rules| {
+                rules.cloned().map(|mut rules| {
+                    rules.release_prefix = None;
+                    rules
                 })
+            })
         };
         let (read, unread) = (rules(vec![definition.clone()]), rules(Vec::new()));
         let finding = match source {
@@ -249,16 +231,8 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
                 finding: Some(Finding {
                     result: "fail",
                     message: format!(
-                        "ApplicationDefinition {} states rules for {kind} that differ from the {applied}, and definitionSource is {source}, so the policy does not read them; move them into the settings' definitions.{kind}, or set definitionSource: applicationDefinitions",
+                        "ApplicationDefinition {} states rules for {kind} that differ from the {applied}, and definitionSource is {named}, so the policy does not read them; move them into the settings' definitions.{kind}, or set definitionSource: applicationDefinitions",
                         definition.name,
-                        applied = match source {
-                            DefinitionSource::Builtin => "built-in rule set and the settings",
-                            _ => "settings",
-                        },
-                        source = match source {
-                            DefinitionSource::Builtin => "builtin",
-                            _ => "settings",
-                        },
                     ),
                 }),
             });

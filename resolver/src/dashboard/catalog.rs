@@ -76,13 +76,11 @@ pub fn catalog(
     definitions
         .iter()
         .map(|definition| {
-            let placement = match set.get(&definition.kind) {
-                Ok(Some(rules)) => match rules.visibility {
-                    Visibility::Catalog => Placement::Marketplace,
-                    Visibility::Module => Placement::Modules,
-                    Visibility::Hidden => Placement::Hidden,
-                },
-                _ => Placement::Marketplace,
+            let rules = set.get(&definition.kind).ok().flatten();
+            let placement = match rules.map(|rules| rules.visibility) {
+                Some(Visibility::Module) => Placement::Modules,
+                Some(Visibility::Hidden) => Placement::Hidden,
+                Some(Visibility::Catalog) | None => Placement::Marketplace,
             };
             // An empty name never matches an existing instance: nothing is excluded from counts.
             let mut request = Request {
@@ -97,10 +95,7 @@ pub fn catalog(
                 object: Some(ObjectState::default()),
                 old_object: None,
             };
-            let slot = match set.get(&definition.kind) {
-                Ok(Some(rules)) => slot(&request, settings, &snapshot, rules),
-                _ => None,
-            };
+            let slot = rules.and_then(|rules| slot(&request, settings, &snapshot, rules));
             if let Some(slot) = &slot {
                 request.name = slot.clone();
             }

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use crate::model::kinds::{
-    CapabilitySpec, CardinalitySpec, DashboardSpec, Defaults, DefinitionSet, Deletion, Edit,
-    KindBlocks, ProtectionSpec, RuleFields, Scope, Share, Visibility,
+    CapabilitySpec, CardinalitySpec, DashboardSpec, Defaults, Definition, DefinitionSet, Deletion,
+    Edit, KindBlocks, ProtectionSpec, RuleFields, Scope, Share, Visibility,
 };
 
 /// One kind of the built-in rule set, as the table states it.
@@ -37,8 +37,13 @@ pub struct BuiltinCardinality {
 include!(concat!(env!("OUT_DIR"), "/builtin.rs"));
 
 /// The built-in rule set under the settings' `definitions` (a kind's block overrides that block
-/// of that kind) and `releasePrefixes`.
-pub fn definitions(settings: &KindBlocks, prefixes: &BTreeMap<String, String>) -> DefinitionSet {
+/// of that kind) and `releasePrefixes`, and under `read`, ApplicationDefinitions whose blocks
+/// win over both (the policy reads none; the pre-flight asks what reading one would change).
+pub fn definitions(
+    read: Vec<Definition>,
+    settings: &KindBlocks,
+    prefixes: &BTreeMap<String, String>,
+) -> DefinitionSet {
     let defaults = KINDS.iter().enumerate().map(|(index, kind)| Defaults {
         kind: kind.kind,
         release_prefix: kind.release_prefix,
@@ -50,7 +55,7 @@ pub fn definitions(settings: &KindBlocks, prefixes: &BTreeMap<String, String>) -
                 .unwrap_or_default()
         },
     });
-    DefinitionSet::with_defaults(defaults, settings, prefixes)
+    DefinitionSet::with_defaults(read, defaults, settings, prefixes)
 }
 
 fn strings(items: &[&str]) -> Vec<String> {

@@ -9,7 +9,7 @@ use crate::model::builtin;
 use crate::model::error::{LookupError, RuleError};
 use crate::model::facts::{Cluster, Instances, Namespace, ReleaseMeta};
 use crate::model::identity::User;
-use crate::model::kinds::{Definition, DefinitionSet, KindRules};
+use crate::model::kinds::{DefinitionSet, KindRules};
 use crate::model::request::{Operation, Request};
 use crate::model::settings::{DefinitionSource, PlatformWriters, Settings};
 use crate::model::tenant::{self, Placement};
@@ -80,39 +80,27 @@ impl<'a> Evaluation<'a> {
         if let Some(set) = self.definitions.get() {
             return Ok(set.clone());
         }
-        let definitions = match self.settings.definition_source {
+        let settings = self.settings;
+        let set = match settings.definition_source {
             // Compiled in: no definition is read, and no kind is made until it is asked for.
-            DefinitionSource::Builtin => {
-                let set = Rc::new(builtin::definitions(
-                    &self.settings.definitions,
-                    &self.settings.release_prefixes,
-                ));
-                return Ok(self.definitions.get_or_init(|| set).clone());
-            }
-            DefinitionSource::ApplicationDefinitions => {
-                self.cluster.definitions().map_err(lookup_failed)?
-            }
+            DefinitionSource::Builtin => builtin::definitions(
+                Vec::new(),
+                &settings.definitions,
+                &settings.release_prefixes,
+            ),
             // No definition is read; the prefixes stand in for what theirs would state.
-            DefinitionSource::Settings => self
-                .settings
-                .release_prefixes
-                .iter()
-                .map(|(kind, prefix)| Definition {
-                    name: format!("releasePrefixes.{kind}"),
-                    kind: kind.clone(),
-                    dashboard: None,
-                    cardinality: None,
-                    protection: None,
-                    capability: None,
-                    release_prefix: Some(prefix.clone()),
-                    plural: None,
-                })
-                .collect(),
+            DefinitionSource::Settings => DefinitionSet::with_defaults(
+                Vec::new(),
+                [],
+                &settings.definitions,
+                &settings.release_prefixes,
+            ),
+            DefinitionSource::ApplicationDefinitions => DefinitionSet::build(
+                self.cluster.definitions().map_err(lookup_failed)?,
+                &settings.definitions,
+            ),
         };
-        let set = Rc::new(DefinitionSet::build(
-            definitions,
-            &self.settings.definitions,
-        ));
+        let set = Rc::new(set);
         Ok(self.definitions.get_or_init(|| set).clone())
     }
 

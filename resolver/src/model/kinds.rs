@@ -220,6 +220,25 @@ impl RuleFields {
             .or_else(|| (dashboard.module == Some(true)).then_some(Visibility::Module))
     }
 
+    /// These blocks over `lower`'s, block by block: a block stated here wins, `lower` fills the
+    /// rest. The dashboard counts as stated only when it states a visibility (a definition's
+    /// dashboard always carries a category and the like).
+    pub fn over(&self, lower: &RuleFields) -> RuleFields {
+        RuleFields {
+            dashboard: if self.visibility().is_some() {
+                self.dashboard.clone()
+            } else {
+                lower.dashboard.clone()
+            },
+            cardinality: self
+                .cardinality
+                .clone()
+                .or_else(|| lower.cardinality.clone()),
+            protection: self.protection.clone().or_else(|| lower.protection.clone()),
+            capability: self.capability.clone().or_else(|| lower.capability.clone()),
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.visibility().is_none()
             && self.cardinality.is_none()
@@ -348,19 +367,16 @@ impl KindRules {
         settings: Option<&RuleFields>,
     ) -> Option<KindRules> {
         let empty = RuleFields::default();
-        let definition = definition.unwrap_or(&empty);
-        let settings = settings.unwrap_or(&empty);
-        if definition.is_empty() && settings.is_empty() {
+        let fields = definition
+            .unwrap_or(&empty)
+            .over(settings.unwrap_or(&empty));
+        if fields.is_empty() {
             return None;
         }
-        let visibility = definition
-            .visibility()
-            .or_else(|| settings.visibility())
-            .unwrap_or_default();
-        let cardinality = definition
+        let visibility = fields.visibility().unwrap_or_default();
+        let cardinality = fields
             .cardinality
             .as_ref()
-            .or(settings.cardinality.as_ref())
             .filter(|c| c.effective_max() > 0)
             .map(|c| Cardinality {
                 scope: c.scope,
@@ -371,15 +387,10 @@ impl KindRules {
                     cluster_namespace: c.slot_namespace.clone(),
                 }),
             });
-        let protection = definition
-            .protection
-            .clone()
-            .or_else(|| settings.protection.clone())
-            .unwrap_or_default();
-        let capability = definition
+        let protection = fields.protection.clone().unwrap_or_default();
+        let capability = fields
             .capability
             .as_ref()
-            .or(settings.capability.as_ref())
             .map(|c| Capability {
                 // Both sources were validated before merging; invalid names cannot reach here.
                 provides: c
@@ -539,7 +550,7 @@ struct Sources {
     /// The rules the kind has unless the settings say otherwise (`definitionSource: builtin`).
     defaults: Option<Defaults>,
     settings: Option<KindBlock>,
-    /// A `releasePrefixes` entry, which wins over the built-in prefix.
+    /// A `releasePrefixes` entry: the prefix when no definition is read, over the built-in one.
     prefix: Option<String>,
     rules: OnceCell<Result<Option<KindRules>, RuleError>>,
 }
@@ -556,26 +567,22 @@ impl Sources {
                 None => (None, None),
             };
             let settings = self.settings.as_ref().map(KindBlock::fields).transpose()?;
-            let merged = match self.defaults {
-                // A block the settings state overrides the default one of this kind.
-                Some(defaults) => {
-                    KindRules::merge(kind, settings, Some(&(defaults.fields)(defaults.index))).map(
-                        |mut rules| {
-                            rules.release_prefix = Some(
-                                self.prefix
-                                    .clone()
-                                    .unwrap_or_else(|| defaults.release_prefix.to_owned()),
-                            );
-                            rules
-                        },
-                    )
-                }
-                None => KindRules::merge(kind, fields.as_ref(), settings).map(|mut rules| {
-                    rules.release_prefix = prefix.or_else(|| self.prefix.clone());
+            // A block the settings state overrides the default one of this kind.
+            let defaults = self.defaults.map(|d| (d.fields)(d.index));
+            let lower = match (settings, defaults) {
+                (Some(settings), Some(defaults)) => Some(settings.over(&defaults)),
+                (settings, defaults) => defaults.or_else(|| settings.cloned()),
+            };
+            // The definition's prefix, else a `releasePrefixes` entry, else the default one.
+            let prefix = prefix
+                .or_else(|| self.prefix.clone())
+                .or_else(|| self.defaults.map(|d| d.release_prefix.to_owned()));
+            Ok(
+                KindRules::merge(kind, fields.as_ref(), lower.as_ref()).map(|mut rules| {
+                    rules.release_prefix = prefix;
                     rules
                 }),
-            };
-            Ok(merged)
+            )
         })
     }
 }
@@ -610,27 +617,30 @@ impl DefinitionSet {
         DefinitionSet { kinds }
     }
 
-    /// `defaults` (the built-in rule set), each kind's block overridden by the settings' block
-    /// of that kind (a kind they lack is added by its block), and `releasePrefixes` over their
-    /// prefixes. Nothing is made or decoded until a request asks for a kind.
+    /// `defaults` (the built-in rule set; none for `definitionSource: settings`), each kind's block
+    /// overridden by the settings' block of that kind (a kind they lack is added by its block),
+    /// and `releasePrefixes` over their prefixes. Nothing is made or decoded until a request asks
+    /// for a kind.
+    ///
+    /// `definitions` stand over both, as with [`DefinitionSet::build`]: the policy passes none
+    /// (it reads no definition then); the pre-flight passes one to learn what reading it would
+    /// change.
     pub fn with_defaults(
+        definitions: Vec<Definition>,
         defaults: impl IntoIterator<Item = Defaults>,
         settings: &KindBlocks,
         prefixes: &BTreeMap<String, String>,
     ) -> Self {
-        let mut kinds: BTreeMap<String, Sources> = BTreeMap::new();
+        let mut set = DefinitionSet::build(definitions, settings);
         for entry in defaults {
-            kinds.entry(entry.kind.to_owned()).or_default().defaults = Some(entry);
-        }
-        for (kind, block) in settings.iter() {
-            kinds.entry(kind.to_owned()).or_default().settings = Some(block.clone());
+            set.kinds.entry(entry.kind.to_owned()).or_default().defaults = Some(entry);
         }
         for (kind, prefix) in prefixes {
-            if let Some(sources) = kinds.get_mut(kind) {
+            if let Some(sources) = set.kinds.get_mut(kind) {
                 sources.prefix = Some(prefix.clone());
             }
         }
-        DefinitionSet { kinds }
+        set
     }
 
     /// The rules of `kind`; `Ok(None)` when no source states any.
