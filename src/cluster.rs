@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cozystack_resolver::facts::{ByPrefix, ReleaseMeta};
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
-use cozystack_resolver::{Cluster, Definition, Instances, LookupError, Namespace};
+use cozystack_resolver::{Cluster, Definition, Instances, LookupError, Namespace, RawField};
 use kubewarden_policy_sdk::host_capabilities::kubernetes::{
     GetResourceRequest, ListAllResourcesRequest,
 };
@@ -146,14 +146,15 @@ struct Object<S> {
 struct DefinitionSpec {
     #[serde(default)]
     application: Option<ApplicationSpec>,
+    // Kept as text: only the kinds a request needs are decoded (`Definition::rule_fields`).
     #[serde(default)]
-    dashboard: Option<serde_json::Value>,
+    dashboard: Option<RawField>,
     #[serde(default)]
-    cardinality: Option<serde_json::Value>,
+    cardinality: Option<RawField>,
     #[serde(default)]
-    protection: Option<serde_json::Value>,
+    protection: Option<RawField>,
     #[serde(default)]
-    capability: Option<serde_json::Value>,
+    capability: Option<RawField>,
     #[serde(default)]
     release: Option<ReleasePrefix>,
 }

@@ -3,7 +3,7 @@
 
 use cozystack_resolver::facts::{Instance, Namespace, Snapshot};
 use cozystack_resolver::request::{ObjectState, Operation, Request, Surface};
-use cozystack_resolver::{Definition, Settings, User};
+use cozystack_resolver::{Definition, RawField, Settings, User};
 use serde_json::json;
 
 use crate::host::Host;
@@ -285,14 +285,17 @@ pub fn evaluation(data: &[u8]) {
         .collect();
     let scope = ["namespace", "tenant", "cluster"][usize::from(c.next(3))];
     let max = c.next(3);
+    let raw = RawField::from_value;
     let definitions = vec![
         Definition {
             name: "monitoring".into(),
             kind: "Monitoring".into(),
-            dashboard: Some(json!({"module": true})),
-            cardinality: Some(json!({"scope": scope, "max": max})),
-            protection: Some(json!({"deletion": "protect"})),
-            capability: Some(json!({"provides": ["monitoring"], "share": "children"})),
+            dashboard: Some(raw(&json!({"module": true}))),
+            cardinality: Some(raw(&json!({"scope": scope, "max": max}))),
+            protection: Some(raw(&json!({"deletion": "protect"}))),
+            capability: Some(raw(
+                &json!({"provides": ["monitoring"], "share": "children"}),
+            )),
             release_prefix: None,
             plural: None,
         },
@@ -302,14 +305,14 @@ pub fn evaluation(data: &[u8]) {
             dashboard: None,
             cardinality: None,
             protection: None,
-            capability: Some(json!({"consumes": ["monitoring"]})),
+            capability: Some(raw(&json!({"consumes": ["monitoring"]}))),
             release_prefix: None,
             plural: None,
         },
         Definition {
             name: "gateway".into(),
             kind: "Gateway".into(),
-            dashboard: Some(json!({"visibility": "hidden"})),
+            dashboard: Some(raw(&json!({"visibility": "hidden"}))),
             cardinality: None,
             protection: None,
             capability: None,

@@ -11,6 +11,7 @@
 
 mod heap;
 mod model;
+mod peer;
 mod preflight;
 mod report;
 mod targets;
@@ -39,12 +40,10 @@ fn main() {
     let policy = Policy::load_annotated(&policy_path())
         .unwrap_or_else(|e| panic!("{e}"))
         .with_callback_thread();
-    let floor_path = root.join("target/accept-all-policy.wasm");
-    let floor_policy = Policy::load(
-        &read_module(&floor_path).unwrap_or_else(|e| panic!("{e}")),
-        Metadata::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let floor_wasm =
+        read_module(&root.join("target/accept-all-policy.wasm")).unwrap_or_else(|e| panic!("{e}"));
+    let floor_policy =
+        Policy::load(&floor_wasm, Metadata::default()).unwrap_or_else(|e| panic!("{e}"));
     let bundle = Bundle::load(&root.join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}"));
     let budget = Duration::from_millis(
         std::env::var("BENCH_MS")
@@ -188,7 +187,15 @@ fn main() {
     report::validate_settings(&settings);
     let preflight = preflight_run(&policy, &bundle);
 
-    let (targets, keys) = targets::targets(&policy, &bundle, &root, &rows, budget, &preflight);
+    let create = rows
+        .iter()
+        .find(|r| r.workload.name == workloads::STOCK_DEPLOYMENT_CREATE)
+        .expect("the stock deployment's CREATE");
+    let peer = peer::measure_peer(&floor_wasm, create, budget);
+    report::peer(&peer);
+
+    let (targets, keys) =
+        targets::targets(&policy, &bundle, &root, &rows, budget, &preflight, &peer);
     if report::targets(&targets, &keys) > 0 {
         std::process::exit(1);
     }

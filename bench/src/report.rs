@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::model::{Stats, micros};
+use crate::model::{Modelled, Stats, micros};
 use crate::targets::Target;
 use crate::workloads::Row;
 
@@ -56,6 +56,19 @@ pub fn floor(floor: &Stats) {
         micros(floor.p99()),
         floor.spread(),
         floor.median().as_secs_f64() * 1e6 / 36.0
+    );
+}
+
+/// The context-aware peer's row (`bench/src/peer.rs`).
+pub fn peer(peer: &Modelled) {
+    println!(
+        "| context-aware peer (the context-aware test policy's {} lookups, SDK) | {} | {} | – | – | {} | {} | {} | – | – | – | – | – | – |",
+        peer.calls,
+        peer.calls,
+        peer.bytes,
+        micros(peer.guest()),
+        micros(peer.host),
+        micros(peer.total),
     );
 }
 

@@ -167,6 +167,10 @@ pub const STOCK_DEPLOYMENT_ZERO_CALL: &str =
 pub const STOCK_DEPLOYMENT_CREATE: &str =
     "CREATE of a module by its tenant admin, 100 tenants, stock deployment (built-in rules)";
 
+/// The module CREATE with `definitionSource: applicationDefinitions`, by the number listed.
+pub const DEFINITIONS_READ: &str =
+    "CREATE of a module by its tenant admin, 100 tenants, rules read from ";
+
 /// Marks the twin of a workload whose settings hold no `cardinality.slots`.
 pub const NO_SLOTS: &str = ", no slots";
 
@@ -426,6 +430,21 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     let module = |suffix: &str| {
         format!("CREATE of a module by its tenant admin, 100 tenants{SETTINGS_ONLY}{suffix}")
     };
+    let module_tree = || {
+        tree(bundle, 100, |ns, objects| {
+            objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
+        })
+    };
+    let module_create = || {
+        ShortRequest::new(
+            "CREATE",
+            "Monitoring",
+            "tenant-new",
+            "monitoring",
+            "carol",
+            &["tenant-new-admin"],
+        )
+    };
     for (name, settings) in [
         (STOCK_DEPLOYMENT_CREATE.to_owned(), builtin.clone()),
         (module(""), only_settings.clone()),
@@ -433,18 +452,43 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     ] {
         out.push(workload(
             &name,
-            tree(bundle, 100, |ns, objects| {
-                objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
-            }),
-            ShortRequest::new(
-                "CREATE",
-                "Monitoring",
-                "tenant-new",
-                "monitoring",
-                "carol",
-                &["tenant-new-admin"],
-            ),
+            module_tree(),
+            module_create(),
             &settings,
+            100,
+        ));
+    }
+    // The same CREATE with the rules read from the ApplicationDefinitions (one more list), with
+    // the 14 stock definitions and with ten times as many (copies under made-up kinds): what a
+    // definition the request does not need costs it.
+    for copies in [0usize, 9] {
+        let mut cluster = module_tree();
+        let stock: Vec<Value> = cluster
+            .objects
+            .iter()
+            .filter(|o| o["kind"] == "ApplicationDefinition")
+            .cloned()
+            .collect();
+        for copy in 1..=copies {
+            cluster.objects.extend(stock.iter().map(|definition| {
+                let mut definition = definition.clone();
+                let name = definition["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned();
+                definition["metadata"]["name"] = json!(format!("{name}-copy{copy}"));
+                if let Some(kind) = definition.pointer_mut("/spec/application/kind") {
+                    *kind = json!(format!("{}Copy{copy}", kind.as_str().unwrap_or("")));
+                }
+                definition
+            }));
+        }
+        let definitions = stock.len() * (copies + 1);
+        out.push(workload(
+            &format!("{DEFINITIONS_READ}{definitions} ApplicationDefinitions"),
+            cluster,
+            module_create(),
+            defaults,
             100,
         ));
     }

@@ -167,7 +167,7 @@ pub fn run(
 /// reported.
 fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, String> {
     use cozystack_resolver::model::builtin;
-    use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, Settings};
+    use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, RawField, Settings};
     let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
     let source = settings.definition_source;
     if source == DefinitionSource::ApplicationDefinitions {
@@ -188,10 +188,12 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
         let definition = Definition {
             name: text(object, "/metadata/name").unwrap_or_default(),
             kind: text(object, "/spec/application/kind").unwrap_or_default(),
-            dashboard: object.pointer("/spec/dashboard").cloned(),
-            cardinality: object.pointer("/spec/cardinality").cloned(),
-            protection: object.pointer("/spec/protection").cloned(),
-            capability: object.pointer("/spec/capability").cloned(),
+            dashboard: object.pointer("/spec/dashboard").map(RawField::from_value),
+            cardinality: object
+                .pointer("/spec/cardinality")
+                .map(RawField::from_value),
+            protection: object.pointer("/spec/protection").map(RawField::from_value),
+            capability: object.pointer("/spec/capability").map(RawField::from_value),
             release_prefix: text(object, "/spec/release/prefix"),
             plural: None,
         };

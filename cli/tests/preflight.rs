@@ -44,7 +44,9 @@ fn utf8(bytes: &[u8]) -> String {
 
 #[test]
 fn preflight_reports_exactly_the_known_problems() {
-    let (policy, _) = Source::Embedded.load().unwrap_or_else(|e| panic!("{e}"));
+    let (policy, _) = Source::Embedded
+        .load(None)
+        .unwrap_or_else(|e| panic!("{e}"));
     let settings_path = workspace().join("deploy/policy-protect.yaml");
     let settings = settings::read(Some(&settings_path)).unwrap_or_else(|e| panic!("{e}"));
     let replay = |dump: &str| {

@@ -33,7 +33,7 @@ pub use decide::evaluate;
 pub use model::error::{LookupError, RuleError};
 pub use model::facts::{Cluster, Instance, InstanceRef, Instances, Namespace, Snapshot};
 pub use model::identity::User;
-pub use model::kinds::{Definition, DefinitionSet, KindRules};
+pub use model::kinds::{Definition, DefinitionSet, KindRules, RawField};
 pub use model::request::{ObjectState, Operation, Request, Surface};
 pub use model::settings::{DefinitionSource, PlatformWriters, Settings};
 pub use model::verdict::Verdict;

@@ -476,8 +476,9 @@ fn slots_in_each_scope() {
 #[test]
 fn beyond_the_slots_the_count_alone_holds() {
     let mut c = slotted();
-    c.definitions[0].cardinality =
-        Some(json!({"scope": "tenant", "max": 2, "slots": ["monitoring"]}));
+    c.definitions[0].cardinality = Some(cozystack_resolver::RawField::from_value(
+        &json!({"scope": "tenant", "max": 2, "slots": ["monitoring"]}),
+    ));
     let alice = || user("alice", &["tenant-a-admin"]);
     // tenant-a's slot is held: a second instance may take another name.
     assert_allowed(
@@ -525,7 +526,7 @@ fn slot_errors_name_the_field() {
             "ApplicationDefinition monitoring: spec.cardinality.slotNamespace: scope cluster with slots needs the one namespace its slots live in",
         ),
     ] {
-        c.definitions[0].cardinality = Some(cardinality);
+        c.definitions[0].cardinality = Some(cozystack_resolver::RawField::from_value(&cardinality));
         let verdict = decide(
             &app(
                 Create,

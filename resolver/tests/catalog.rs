@@ -80,7 +80,9 @@ fn can_create_is_both_halves_and_the_reason_names_the_one_that_refused() {
 #[test]
 fn a_slotted_kind_is_offered_under_its_free_slot() {
     let mut c = cluster();
-    c.definitions[0].cardinality = Some(json!({"scope": "tenant", "slots": ["monitoring"]}));
+    c.definitions[0].cardinality = Some(cozystack_resolver::RawField::from_value(
+        &json!({"scope": "tenant", "slots": ["monitoring"]}),
+    ));
     let entry = |namespace: usize, who: &str, groups: &[&str]| {
         catalog(
             &c.definitions,

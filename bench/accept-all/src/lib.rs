@@ -1,12 +1,25 @@
-//! Accepts everything after decoding the request with the SDK: what decoding alone costs.
+//! Accepts everything after decoding the request with the SDK: what decoding alone costs (the
+//! benchmark's floor, settings `{}`). With `{"lookups": true}` it first makes the four typed
+//! lookups of Kubewarden's context-aware test policy (`kubewarden/context-aware-test-policy`,
+//! the one policy-evaluator's integration tests run): the request's Namespace, the Deployments
+//! labelled `app.kubernetes.io/component` `database` and `frontend` in it, and the Service
+//! `api-auth-service` there. The benchmark's context-aware peer.
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use kubewarden_policy_sdk::host_capabilities::kubernetes::{
+    GetResourceRequest, ListResourcesByNamespaceRequest, get_resource, list_resources_by_namespace,
+};
 use kubewarden_policy_sdk::request::ValidationRequest;
 use kubewarden_policy_sdk::settings::Validatable;
 use kubewarden_policy_sdk::wapc_guest as guest;
 use serde::Deserialize;
 
 #[derive(Deserialize, Default)]
-struct Settings {}
+struct Settings {
+    #[serde(default)]
+    lookups: bool,
+}
 
 impl Validatable for Settings {
     fn validate(&self) -> Result<(), String> {
@@ -28,6 +41,36 @@ pub extern "C" fn wapc_init() {
 }
 
 fn validate(payload: &[u8]) -> guest::CallResult {
-    let _request = ValidationRequest::<serde_json::Value>::new(payload)?;
+    let request = ValidationRequest::<Settings>::new(payload)?;
+    if request.settings.lookups {
+        let namespace = request.request.namespace.clone();
+        let get = |kind: &str, api_version: &str, name: &str, namespace: Option<&str>| {
+            GetResourceRequest {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                namespace: namespace.map(str::to_owned),
+                disable_cache: false,
+                field_masks: None,
+            }
+        };
+        let found: Namespace = get_resource(&get("Namespace", "v1", &namespace, None))?;
+        std::hint::black_box(found.metadata.labels);
+        for component in ["database", "frontend"] {
+            let deployments =
+                list_resources_by_namespace::<Deployment>(&ListResourcesByNamespaceRequest {
+                    api_version: "apps/v1".to_owned(),
+                    kind: "Deployment".to_owned(),
+                    namespace: namespace.clone(),
+                    label_selector: Some(format!("app.kubernetes.io/component={component}")),
+                    field_selector: None,
+                    field_masks: None,
+                })?;
+            std::hint::black_box(deployments.items.len());
+        }
+        let service: Service =
+            get_resource(&get("Service", "v1", "api-auth-service", Some(&namespace)))?;
+        std::hint::black_box(service.metadata.labels);
+    }
     kubewarden_policy_sdk::accept_request()
 }

@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use cozystack_resolver::request::{GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::tenant::Labels;
 use cozystack_resolver::{
-    Cluster, Definition, Instance, LookupError, Namespace, ObjectState, Operation, Request,
-    Settings, Snapshot, Surface, User, Verdict,
+    Cluster, Definition, Instance, LookupError, Namespace, ObjectState, Operation, RawField,
+    Request, Settings, Snapshot, Surface, User, Verdict,
 };
 use serde_json::json;
 
@@ -45,10 +45,10 @@ pub fn definition(name: &str, kind: &str, fields: serde_json::Value) -> Definiti
     Definition {
         name: name.into(),
         kind: kind.into(),
-        dashboard: fields.get("dashboard").cloned(),
-        cardinality: fields.get("cardinality").cloned(),
-        protection: fields.get("protection").cloned(),
-        capability: fields.get("capability").cloned(),
+        dashboard: fields.get("dashboard").map(RawField::from_value),
+        cardinality: fields.get("cardinality").map(RawField::from_value),
+        protection: fields.get("protection").map(RawField::from_value),
+        capability: fields.get("capability").map(RawField::from_value),
         release_prefix: None,
         plural: None,
     }
