@@ -8,7 +8,7 @@ E2E := cargo run $(CARGO_FLAGS) -q -p cozystack-e2e --
 # The operator's tool, from the workspace (`make cli` builds the release binary).
 POLICY_CLI := cargo run $(CARGO_FLAGS) -q -p cozystack-policy --
 
-.PHONY: all cli install binaryen bench fuzz js js-unit js-test chromium wasm-bindgen-cli registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: all cli install binaryen bench fuzz js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -94,15 +94,34 @@ unit: toolchain
 e2e: annotated-policy.wasm
 	cargo test $(CARGO_FLAGS) -p cozystack-e2e -p cozystack-policy
 
+# CycloneDX's own generator for Cargo projects, at a pinned version.
+CYCLONEDX_VERSION := 0.5.9
+cargo-cyclonedx:
+	@cargo cyclonedx --version 2>/dev/null | grep -q " $(CYCLONEDX_VERSION)$$" || \
+	  cargo install --locked --force cargo-cyclonedx --version $(CYCLONEDX_VERSION)
+
+# The module's SBOM: CycloneDX 1.5 JSON of its crate graph from Cargo.lock, for the wasm target,
+# without build scripts' dependencies. The generator writes one per workspace member; only the
+# policy's is kept.
+sbom: policy.cdx.json
+policy.cdx.json: Cargo.toml Cargo.lock resolver/Cargo.toml | cargo-cyclonedx
+	cargo cyclonedx -q --manifest-path Cargo.toml --format json --spec-version 1.5 \
+	  --target $(WASM_TARGET) --no-build-deps --all
+	mv cozystack-capabilities-policy.cdx.json $@
+	rm -f */*.cdx.json */*/*.cdx.json
+
 # Push to and pull from a real registry (Debian's docker-registry on 127.0.0.1), then run
-# scenarios through the pulled module. Installs docker-registry when missing.
-registry-test: annotated-policy.wasm
+# scenarios through the pulled module; sign, verify and attach the SBOM there. Installs
+# docker-registry when missing.
+registry-test: annotated-policy.wasm policy.cdx.json
 	bash e2e/registry-test.sh
 
-# Push the annotated policy: make push REGISTRY=host:port/repo TAG=vX.Y.Z [INSECURE=--insecure]
-push: annotated-policy.wasm
+# Push the annotated policy with its SBOM: make push REGISTRY=host:port/repo TAG=vX.Y.Z
+# [SIGN_KEY=cosign.key (password in $$COSIGN_PASSWORD)] [INSECURE=--insecure]
+push: annotated-policy.wasm policy.cdx.json
 	@test -n "$(REGISTRY)" -a -n "$(TAG)" || { echo "usage: make push REGISTRY=host:port/repo TAG=vX.Y.Z"; exit 2; }
-	$(POLICY_CLI) push annotated-policy.wasm $(REGISTRY):$(TAG) $(INSECURE)
+	$(POLICY_CLI) push annotated-policy.wasm $(REGISTRY):$(TAG) --sbom policy.cdx.json $(INSECURE) \
+	  $(if $(SIGN_KEY),--sign-key $(SIGN_KEY) --key-password-env COSIGN_PASSWORD)
 
 # Per-request cost against the accept-all floor and the native build; checks the targets.
 bench: annotated-policy.wasm binaryen
@@ -139,4 +158,4 @@ test: fmt lint unit e2e registry-test js-test
 
 clean:
 	cargo clean
-	rm -f policy.wasm annotated-policy.wasm
+	rm -f policy.wasm annotated-policy.wasm policy.cdx.json

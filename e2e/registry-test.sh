@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End to end through a real OCI registry: Debian's docker-registry (the CNCF distribution
 # registry) on 127.0.0.1, push the annotated policy, pull it back by digest, check the digest
-# and media types, then run scenarios through the pulled module.
+# and media types, then run scenarios through the pulled module. Then the supply chain: sign
+# with a cosign key, attach the SBOM (policy.cdx.json), and check that verification refuses
+# what it must (e2e/signing-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,23 +15,35 @@ if ! command -v docker-registry >/dev/null 2>&1; then
 fi
 
 work=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat > "$work/config.yml" <<CONF
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
+# serve NAME [AUTH-YAML]: a registry on a free loopback port, storage under $work/NAME; sets
+# $served to the port once it answers (401 counts: an authenticating registry answers without
+# credentials).
+serve() {
+  local name=$1 auth=${2:-} port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  cat > "$work/$name.yml" <<CONF
 version: 0.1
 log: {level: warn}
 storage:
-  filesystem: {rootdirectory: $work/data}
+  filesystem: {rootdirectory: $work/$name}
 http:
   addr: 127.0.0.1:$port
+$auth
 CONF
-docker-registry serve "$work/config.yml" > "$work/registry.log" 2>&1 &
-registry=$!
-trap 'kill $registry 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 50); do
-  curl -fs "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-curl -fs "http://127.0.0.1:$port/v2/" >/dev/null || { cat "$work/registry.log"; exit 1; }
+  docker-registry serve "$work/$name.yml" > "$work/$name.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 50); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" != 000 ] && break
+    sleep 0.2
+  done
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" != 000 ] ||
+    { cat "$work/$name.log" >&2; exit 1; }
+  served=$port
+}
+serve data
+port=$served
 
 policy="cargo run --locked -q -p cozystack-policy --"
 version=$(sed -n 's/^ *io.kubewarden.policy.version: *//p' policy-metadata.yml)
@@ -79,3 +93,10 @@ grep -q "^policy: 127.0.0.1:$port/cozystack/capabilities@$digest ($digest)$" "$w
   { echo "run through the registry module (exit $code):"; echo "$verdict"; cat "$work/run.err"; exit 1; }
 echo "cozystack-policy run --policy registry://…@$digest: DENIED (403), exit 1"
 echo "registry: 2 passed, 0 failed"
+
+# A registry that wants credentials (htpasswd, bcrypt): those `docker login` stored are used.
+python3 -W ignore -c 'import crypt; print("alice:" + crypt.crypt("wonderland", crypt.mksalt(crypt.METHOD_BLOWFISH)))' > "$work/htpasswd"
+serve locked "auth: {htpasswd: {realm: cozystack-test, path: $work/htpasswd}}"
+locked=$served
+
+registry="127.0.0.1:$port" locked="127.0.0.1:$locked" work="$work" policy="$policy" bash e2e/signing-test.sh

@@ -2,15 +2,20 @@
 //! for the Cozystack capabilities policy.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use cozystack_packaging::{artifacthub, metadata, oci, section};
+use cozystack_packaging::{artifacthub, metadata, section};
 use cozystack_policy::live::{self, Target};
+use cozystack_policy::output::{emit, json, read, read_text};
 use cozystack_policy::source::Source;
+use cozystack_policy::supply::{
+    self, KeygenArgs, PullArgs, PushArgs, SbomArgs, SignArgs, VerificationConfigArgs, VerifyArgs,
+    VerifyKeyArgs,
+};
 use cozystack_policy::{evaluate, preflight, settings};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
@@ -23,7 +28,8 @@ use serde_json::Value;
     about = "The Cozystack capabilities policy, run the way Kubewarden runs it",
     long_about = "The Cozystack capabilities policy, run the way Kubewarden runs it: evaluate one \
 request or pre-flight a whole cluster (read from a dump or live through the current kubeconfig \
-context), and package the module (annotate, inspect, push, pull, Artifact Hub)."
+context), and package the module (annotate, inspect, push, pull, Artifact Hub) and sign it \
+(keygen, sign, verify, sbom)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -49,6 +55,20 @@ enum Command {
     Push(PushArgs),
     /// Pull a policy artifact, check its digest and media types, and write the module.
     Pull(PullArgs),
+    /// Write a cosign key pair (ECDSA P-256, cosign's default): PREFIX.key sealed with a
+    /// password, and PREFIX.pub.
+    Keygen(KeygenArgs),
+    /// Sign a pushed artifact, and the SBOM attached to it, with a cosign private key, as
+    /// `cosign sign --key` does.
+    Sign(SignArgs),
+    /// Check an artifact's cosign signature against a public key, as `kwctl verify -k` does.
+    /// Exit 0 verified, 1 refused, 2 when it cannot be checked.
+    Verify(VerifyArgs),
+    /// Print the CycloneDX SBOM attached to an artifact.
+    Sbom(SbomArgs),
+    /// Print a Kubewarden verification config requiring signatures by these keys (for a
+    /// PolicyServer's `verificationConfig` ConfigMap, or `verify --verification-config`).
+    VerificationConfig(VerificationConfigArgs),
 }
 
 /// Which policy module to run.
@@ -61,6 +81,8 @@ struct PolicyArgs {
     /// Pull over plain HTTP (a registry on loopback or a lab network).
     #[arg(long)]
     insecure: bool,
+    #[command(flatten)]
+    verify: VerifyKeyArgs,
 }
 
 /// Which cluster the policy's host calls read.
@@ -155,6 +177,8 @@ struct InspectArgs {
     /// Pull over plain HTTP.
     #[arg(long)]
     insecure: bool,
+    #[command(flatten)]
+    verify: VerifyKeyArgs,
     /// Print the built-in rule set the module carries (`definitionSource: builtin`), as the
     /// module itself reports it from validate_settings, instead of its metadata.
     #[arg(long)]
@@ -177,29 +201,6 @@ struct ArtifacthubArgs {
     output: PathBuf,
 }
 
-#[derive(Args)]
-struct PushArgs {
-    /// The annotated module.
-    wasm: PathBuf,
-    /// REGISTRY/REPO:TAG.
-    target: String,
-    /// Push over plain HTTP.
-    #[arg(long)]
-    insecure: bool,
-}
-
-#[derive(Args)]
-struct PullArgs {
-    /// REGISTRY/REPO@DIGEST (or :TAG).
-    source: String,
-    /// Where to write the module.
-    #[arg(short, value_name = "OUT")]
-    output: PathBuf,
-    /// Pull over plain HTTP.
-    #[arg(long)]
-    insecure: bool,
-}
-
 /// Exit 2: what the verb was given cannot be used (clap's code for a bad command line too).
 const UNUSABLE: u8 = 2;
 
@@ -211,37 +212,20 @@ fn main() -> ExitCode {
         Command::Annotate(args) => annotate(args).map(|()| ExitCode::SUCCESS),
         Command::Inspect(args) => inspect(args).map(|()| ExitCode::SUCCESS),
         Command::Artifacthub(args) => package(args).map(|()| ExitCode::SUCCESS),
-        Command::Push(args) => push(args).map(|()| ExitCode::SUCCESS),
-        Command::Pull(args) => pull(args).map(|()| ExitCode::SUCCESS),
+        Command::Push(args) => supply::push(args).map(|()| ExitCode::SUCCESS),
+        Command::Pull(args) => supply::pull(args).map(|()| ExitCode::SUCCESS),
+        Command::Keygen(args) => supply::keygen(args).map(|()| ExitCode::SUCCESS),
+        Command::Sign(args) => supply::sign(args).map(|()| ExitCode::SUCCESS),
+        Command::Verify(args) => supply::verify(args),
+        Command::Sbom(args) => supply::print_sbom(args).map(|()| ExitCode::SUCCESS),
+        Command::VerificationConfig(args) => {
+            supply::verification_config(args).map(|()| ExitCode::SUCCESS)
+        }
     };
     result.unwrap_or_else(|err| {
         eprintln!("error: {err}");
         ExitCode::from(UNUSABLE)
     })
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn read_text(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Pretty JSON, one trailing newline.
-fn json(value: &impl serde::Serialize) -> Result<String, String> {
-    serde_json::to_string_pretty(value)
-        .map(|text| text + "\n")
-        .map_err(|e| e.to_string())
-}
-
-/// Writes the verb's output; a reader that stopped early (`| head`) is not an error.
-fn emit(text: &str) -> Result<(), String> {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
-        _ => Ok(()),
-    }
 }
 
 /// The settings, the module and the objects its host calls read: the dump, or the kinds the
@@ -257,7 +241,7 @@ fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), Str
         None => settings::read(args.settings.as_deref())?,
     };
     let source = Source::parse(args.policy.policy.as_deref(), args.policy.insecure);
-    let (policy, origin) = source.load()?;
+    let (policy, origin) = source.load(args.policy.verify.trust()?.as_ref())?;
     eprintln!("policy: {origin}");
     let cluster = cluster(&args.cluster, &policy)?;
     Ok((settings, policy, cluster))
@@ -372,8 +356,9 @@ fn annotate(args: AnnotateArgs) -> Result<(), String> {
 
 fn inspect(args: InspectArgs) -> Result<(), String> {
     let source = Source::parse(args.policy.as_deref(), args.insecure);
+    let trust = args.verify.trust()?;
     if args.rules {
-        let (policy, origin) = source.load()?;
+        let (policy, origin) = source.load(trust.as_ref())?;
         let answer =
             policy.validate_settings(&serde_json::json!({"definitionSource": "builtin"}))?;
         let rules = answer["message"]
@@ -384,7 +369,7 @@ fn inspect(args: InspectArgs) -> Result<(), String> {
         })?;
         return emit(&format!("{rules}\n"));
     }
-    let (wasm, origin) = source.read()?;
+    let (wasm, origin) = source.read(trust.as_ref())?;
     let meta = section::read_metadata(&wasm).map_err(|e| e.to_string())?;
     let meta =
         meta.ok_or_else(|| format!("{origin}: the module has no io.kubewarden.metadata section"))?;
@@ -406,16 +391,4 @@ fn package(args: ArtifacthubArgs) -> Result<(), String> {
     let doc =
         artifacthub::package(&meta, &created, questions.as_deref()).map_err(|e| e.to_string())?;
     std::fs::write(&args.output, doc).map_err(|e| format!("{}: {e}", args.output.display()))
-}
-
-fn push(args: PushArgs) -> Result<(), String> {
-    let artifact =
-        oci::push(&read(&args.wasm)?, &args.target, args.insecure).map_err(|e| e.to_string())?;
-    emit(&json(&artifact)?)
-}
-
-fn pull(args: PullArgs) -> Result<(), String> {
-    let (wasm, artifact) = oci::pull(&args.source, args.insecure).map_err(|e| e.to_string())?;
-    std::fs::write(&args.output, wasm).map_err(|e| format!("{}: {e}", args.output.display()))?;
-    emit(&json(&artifact)?)
 }

@@ -1,9 +1,13 @@
 //! Where the policy module comes from: the release embedded at build time, a file, or an OCI
-//! registry (pulled and checked against its digest by the packaging crate, as kwctl pulls it).
+//! registry (pulled and checked against its digest by the packaging crate, as kwctl pulls it;
+//! with a key, only once its cosign signature verifies, and then by the verified digest).
 
 use std::path::PathBuf;
 
+use cozystack_packaging::signing;
 use cozystack_policy_runtime::policy::{Policy, read_module};
+
+use cozystack_packaging::signing::Trust;
 
 /// The module embedded by `build.rs`, when the build had one.
 #[cfg(embedded_policy)]
@@ -34,8 +38,36 @@ impl Source {
         }
     }
 
-    /// The module's bytes and a line naming where they came from.
-    pub fn read(&self) -> Result<(Vec<u8>, String), String> {
+    /// The module's bytes and a line naming where they came from. With `trust`, only a
+    /// registry artifact whose signature verifies is read.
+    pub fn read(&self, trust: Option<&Trust>) -> Result<(Vec<u8>, String), String> {
+        if let (
+            Some(trust),
+            Source::Registry {
+                reference,
+                insecure,
+            },
+        ) = (trust, self)
+        {
+            // Verify, then pull the digest that verified: a tag moved in between is not read.
+            let signature =
+                signing::verify(reference, trust, *insecure).map_err(|e| e.to_string())?;
+            let (wasm, _) = cozystack_packaging::oci::pull(&signature.immutable_ref, *insecure)
+                .map_err(|e| format!("registry://{}: {e}", signature.immutable_ref))?;
+            return Ok((
+                wasm,
+                format!(
+                    "{reference} ({}), signature verified with {}",
+                    signature.manifest_digest, trust.key.path
+                ),
+            ));
+        }
+        if trust.is_some() {
+            return Err(
+                "--verify-key checks a registry artifact's signature: give --policy registry://REF"
+                    .to_owned(),
+            );
+        }
         match self {
             Source::Embedded => EMBEDDED
                 .map(|wasm| (wasm.to_vec(), format!("the embedded policy v{}", env!("CARGO_PKG_VERSION"))))
@@ -55,8 +87,8 @@ impl Source {
     }
 
     /// The module compiled once and ready to evaluate, and where it came from.
-    pub fn load(&self) -> Result<(Policy, String), String> {
-        let (wasm, origin) = self.read()?;
+    pub fn load(&self, trust: Option<&Trust>) -> Result<(Policy, String), String> {
+        let (wasm, origin) = self.read(trust)?;
         let policy = Policy::from_annotated(&wasm).map_err(|e| format!("{origin}: {e}"))?;
         Ok((policy, origin))
     }
@@ -85,7 +117,7 @@ mod tests {
     #[test]
     fn a_missing_file_names_itself() {
         let err = Source::parse(Some("/nonexistent/p.wasm"), false)
-            .read()
+            .read(None)
             .unwrap_err();
         assert!(err.starts_with("/nonexistent/p.wasm: "), "{err}");
     }

@@ -16,6 +16,9 @@ fn yaml_block(value: &Value) -> Result<String, MetadataError> {
     Ok(serde_yaml::to_string(value)?)
 }
 
+/// Kubewarden's verificationConfig for the project's signatures.
+pub const VERIFICATION_CONFIG: &str = "deploy/verification-config.yaml";
+
 /// The reference pages Artifact Hub links to, at the released version's tag.
 pub const DOCS: &[(&str, &str)] = &[
     ("rules", "docs/rules.md"),
@@ -118,6 +121,14 @@ pub fn package(
                 url: format!("{source}/releases/download/v{version}/policy.wasm"),
             },
             Link {
+                name: "SBOM (CycloneDX)",
+                url: format!("{source}/releases/download/v{version}/policy.cdx.json"),
+            },
+            Link {
+                name: "signature verification config",
+                url: format!("{source}/blob/v{version}/{VERIFICATION_CONFIG}"),
+            },
+            Link {
                 name: "source",
                 url: source.clone(),
             },
@@ -129,7 +140,7 @@ pub fn package(
         }))
         .collect(),
         install: format!(
-            "The policy can be obtained using [`kwctl`](https://github.com/kubewarden/kwctl):\n```console\nkwctl pull {oci}:v{version}\n```\nThen, generate the policy manifest and tune it to your liking. For example:\n```console\nkwctl scaffold manifest -t ClusterAdmissionPolicy --allow-context-aware registry://{oci}:v{version}\n```\nThe policy-server needs get/list/watch on namespaces, helmreleases and applicationdefinitions: see deploy/ in the source.\n"
+            "The policy can be obtained using [`kwctl`](https://github.com/kubewarden/kwctl):\n```console\nkwctl pull {oci}:v{version}\n```\nThen, generate the policy manifest and tune it to your liking. For example:\n```console\nkwctl scaffold manifest -t ClusterAdmissionPolicy --allow-context-aware registry://{oci}:v{version}\n```\nThe policy-server needs get/list/watch on namespaces, helmreleases and applicationdefinitions: see deploy/ in the source.\n\nThe artifact is signed with cosign, keyless, by the release workflow of {source} (no key to fetch: the signer is that workflow's identity), and carries a signed CycloneDX SBOM (cosign's `.sbom` attachment). Verify it before it runs:\n```console\nkwctl verify --verification-config-path verification-config.yaml registry://{oci}:v{version}\n```\nwith {VERIFICATION_CONFIG} from the source, which is also what the PolicyServer's `verificationConfig` ConfigMap holds.\n"
         ),
         maintainers: vec![maintainer],
         provider: json!({"name": "kubewarden"}),

@@ -25,9 +25,29 @@ pub enum OciError {
     #[error("{0}")]
     Section(#[from] crate::section::SectionError),
     #[error("registry: {0}")]
-    Registry(#[from] oci_client::errors::OciDistributionError),
+    Registry(oci_client::errors::OciDistributionError),
+    /// The registry refused the credentials sent (none, or those stored for it).
+    #[error(
+        "registry: {url}: authentication required or refused: log in with `docker login` (or `podman login`) to the registry; this tool reads the credentials they store"
+    )]
+    Unauthorized { url: String },
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<oci_client::errors::OciDistributionError> for OciError {
+    fn from(error: oci_client::errors::OciDistributionError) -> Self {
+        use oci_client::errors::OciDistributionError as E;
+        match error {
+            E::ServerError {
+                code: 401 | 403,
+                url,
+                ..
+            } => OciError::Unauthorized { url },
+            E::AuthenticationFailure(url) => OciError::Unauthorized { url },
+            other => OciError::Registry(other),
+        }
+    }
 }
 
 /// What a push or pull reports.
@@ -44,7 +64,7 @@ pub struct Artifact {
     pub annotations: std::collections::BTreeMap<String, String>,
 }
 
-fn client(insecure: bool) -> Client {
+pub(crate) fn client(insecure: bool) -> Client {
     Client::new(ClientConfig {
         protocol: if insecure {
             ClientProtocol::Http
@@ -55,17 +75,44 @@ fn client(insecure: bool) -> Client {
     })
 }
 
-fn reference(text: &str) -> Result<Reference, OciError> {
+/// The credentials `docker login` (or `podman login`) stored for `reference`'s registry, as
+/// kwctl reads them; anonymous when none is stored. A credential helper that fails is an error,
+/// not a silent anonymous request.
+pub(crate) fn auth(reference: &Reference) -> Result<RegistryAuth, OciError> {
+    use docker_credential::{CredentialRetrievalError as Missing, DockerCredential};
+    let server = reference.resolve_registry();
+    let stored = docker_credential::get_credential(server).or_else(|err| match err {
+        Missing::ConfigNotFound | Missing::ConfigReadError | Missing::NoCredentialConfigured => {
+            docker_credential::get_podman_credential(server)
+        }
+        other => Err(other),
+    });
+    match stored {
+        Ok(DockerCredential::UsernamePassword(user, password)) => {
+            Ok(RegistryAuth::Basic(user, password))
+        }
+        Ok(DockerCredential::IdentityToken(_)) => Err(OciError::Invalid(format!(
+            "{server}: the stored credential is an identity token, which is not supported: log in with a username and password"
+        ))),
+        Err(
+            Missing::ConfigNotFound | Missing::ConfigReadError | Missing::NoCredentialConfigured,
+        ) => Ok(RegistryAuth::Anonymous),
+        Err(err) => Err(OciError::Invalid(format!("{server}: credentials: {err}"))),
+    }
+}
+
+/// A reference as kwctl names it (`registry://` optional).
+pub(crate) fn reference(text: &str) -> Result<Reference, OciError> {
     let text = text.strip_prefix("registry://").unwrap_or(text);
     text.parse()
         .map_err(|e: oci_client::ParseError| OciError::Reference(text.to_owned(), e.to_string()))
 }
 
-fn sha256(data: &[u8]) -> String {
+pub(crate) fn sha256(data: &[u8]) -> String {
     format!("sha256:{:x}", Sha256::digest(data))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, OciError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, OciError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -113,19 +160,12 @@ pub fn push(wasm: &[u8], target: &str, insecure: bool) -> Result<Artifact, OciEr
         Some(manifest_annotations(&metadata)),
     );
     let client = client(insecure);
+    let auth = auth(&reference)?;
     runtime()?.block_on(async {
         client
-            .push(
-                &reference,
-                &[layer],
-                config,
-                &RegistryAuth::Anonymous,
-                Some(manifest),
-            )
+            .push(&reference, &[layer], config, &auth, Some(manifest))
             .await?;
-        let (manifest, digest) = client
-            .pull_image_manifest(&reference, &RegistryAuth::Anonymous)
-            .await?;
+        let (manifest, digest) = client.pull_image_manifest(&reference, &auth).await?;
         Ok(describe(&reference, &manifest, &digest, wasm.len()))
     })
 }
@@ -134,9 +174,10 @@ pub fn push(wasm: &[u8], target: &str, insecure: bool) -> Result<Artifact, OciEr
 pub fn pull(source: &str, insecure: bool) -> Result<(Vec<u8>, Artifact), OciError> {
     let reference = reference(source)?;
     let client = client(insecure);
+    let auth = auth(&reference)?;
     runtime()?.block_on(async {
         let image = client
-            .pull(&reference, &RegistryAuth::Anonymous, vec![LAYER_MEDIA_TYPE])
+            .pull(&reference, &auth, vec![LAYER_MEDIA_TYPE])
             .await?;
         let manifest = image
             .manifest
@@ -175,4 +216,127 @@ pub fn pull(source: &str, insecure: bool) -> Result<(Vec<u8>, Artifact), OciErro
         }
         Ok((layer.data.to_vec(), artifact))
     })
+}
+
+/// `registry/repo@digest` of the manifest `reference` names now (a tag resolved once).
+pub fn resolve(reference: &str, insecure: bool) -> Result<String, OciError> {
+    let reference = self::reference(reference)?;
+    let auth = auth(&reference)?;
+    let digest = runtime()?.block_on(client(insecure).fetch_manifest_digest(&reference, &auth))?;
+    Ok(format!(
+        "{}/{}@{digest}",
+        reference.registry(),
+        reference.repository()
+    ))
+}
+
+/// A manifest the registry does not have (as opposed to a registry that failed).
+fn not_found(error: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::{OciDistributionError as E, OciErrorCode};
+    match error {
+        E::ImageManifestNotFoundError(_) => true,
+        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NotFound
+            )
+        }),
+        E::ServerError { code, .. } => *code == 404,
+        _ => false,
+    }
+}
+
+/// The layers of `media_type` under `reference`, or `None` when there is no such manifest.
+pub(crate) async fn pull_layers(
+    reference: &str,
+    media_type: &str,
+    insecure: bool,
+) -> Result<Option<Vec<Vec<u8>>>, OciError> {
+    let reference = self::reference(reference)?;
+    match client(insecure)
+        .pull(&reference, &auth(&reference)?, vec![media_type])
+        .await
+    {
+        Ok(image) => Ok(Some(
+            image.layers.into_iter().map(|l| l.data.to_vec()).collect(),
+        )),
+        Err(e) if not_found(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// An attachment in cosign's layout: an image manifest of one layer under the tag
+/// `sha256-<digest>.<suffix>` beside the artifact (`cosign attach sbom` writes `.sbom`).
+pub(crate) struct Attachment<'a> {
+    pub suffix: &'a str,
+    pub media_type: &'a str,
+}
+
+impl Attachment<'_> {
+    /// The tag of this attachment to the manifest `reference` names.
+    async fn tag(
+        &self,
+        client: &Client,
+        reference: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<Reference, OciError> {
+        let digest = client.fetch_manifest_digest(reference, auth).await?;
+        let tag = Reference::with_tag(
+            reference.registry().to_owned(),
+            reference.repository().to_owned(),
+            format!("{}.{}", digest.replace(':', "-"), self.suffix),
+        );
+        Ok(tag)
+    }
+
+    /// Attaches `data` to `reference`; returns the attachment's own `repo@digest`.
+    pub fn push(&self, reference: &str, data: &[u8], insecure: bool) -> Result<String, OciError> {
+        let reference = self::reference(reference)?;
+        let client = client(insecure);
+        let auth = auth(&reference)?;
+        runtime()?.block_on(async {
+            let tag = self.tag(&client, &reference, &auth).await?;
+            let layer = ImageLayer::new(data.to_vec(), self.media_type.to_owned(), None);
+            let config = Config::oci_v1(b"{}".to_vec(), None);
+            let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+            client
+                .push(&tag, &[layer], config, &auth, Some(manifest))
+                .await?;
+            let digest = client.fetch_manifest_digest(&tag, &auth).await?;
+            Ok(format!("{}/{}@{digest}", tag.registry(), tag.repository()))
+        })
+    }
+
+    /// The attachment of `reference`: its data and its own `repo@digest`, `None` when absent.
+    pub fn pull(
+        &self,
+        reference: &str,
+        insecure: bool,
+    ) -> Result<Option<(Vec<u8>, String)>, OciError> {
+        let reference = self::reference(reference)?;
+        let client = client(insecure);
+        let auth = auth(&reference)?;
+        runtime()?.block_on(async {
+            let tag = self.tag(&client, &reference, &auth).await?;
+            let image = match client.pull(&tag, &auth, vec![self.media_type]).await {
+                Ok(image) => image,
+                Err(e) if not_found(&e) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let digest = image
+                .digest
+                .ok_or_else(|| OciError::Invalid("the registry returned no digest".into()))?;
+            let [layer] = image.layers.as_slice() else {
+                return Err(OciError::Invalid(format!(
+                    "{tag}: expected one {} layer, got {}",
+                    self.media_type,
+                    image.layers.len()
+                )));
+            };
+            Ok(Some((
+                layer.data.to_vec(),
+                format!("{}/{}@{digest}", tag.registry(), tag.repository()),
+            )))
+        })
+    }
 }

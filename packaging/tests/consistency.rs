@@ -441,3 +441,45 @@ fn the_documentation_links_resolve() {
         );
     }
 }
+
+/// deploy/'s verification config is Kubewarden's format, requires the project's release
+/// workflow (the repository Cargo.toml names), and keeps Kubewarden's own policies loading on
+/// the same PolicyServer.
+#[test]
+fn the_verification_config_requires_the_project_release_workflow() {
+    use cozystack_packaging::verification::{Requirement, VerificationConfig};
+    let path = cozystack_packaging::artifacthub::VERIFICATION_CONFIG;
+    let config = VerificationConfig::read(&read(path), path).unwrap_or_else(|e| panic!("{e}"));
+    let repository = read("Cargo.toml")
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("[workspace.package] repository")
+        .to_owned();
+    let (owner, repo) = repository
+        .trim_start_matches("https://github.com/")
+        .split_once('/')
+        .expect("a GitHub repository");
+    let any = config.any_of.expect("anyOf");
+    assert_eq!(any.minimum_matches, 1);
+    let actions: Vec<(String, Option<String>)> = any
+        .signatures
+        .iter()
+        .map(|r| match r {
+            Requirement::GithubAction { owner, repo, .. } => (owner.clone(), repo.clone()),
+            other => panic!("{path}: unexpected requirement {other:?}"),
+        })
+        .collect();
+    assert!(
+        actions.contains(&(owner.to_owned(), Some(repo.to_owned()))),
+        "{path} does not require {repository}'s release workflow: {actions:?}"
+    );
+    assert!(
+        actions.contains(&("kubewarden".to_owned(), None)),
+        "{path} would stop Kubewarden's own policies on the same PolicyServer: {actions:?}"
+    );
+    assert!(
+        config.all_of.is_empty(),
+        "{path}: allOf would bind every policy of the server"
+    );
+}
