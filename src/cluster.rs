@@ -10,31 +10,21 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cozystack_resolver::facts::{ByPrefix, ReleaseMeta};
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
-use cozystack_resolver::{Cluster, Definition, Instances, LookupError, Namespace, RawField};
+use cozystack_resolver::{Cluster, DefinitionList, Instances, LookupError, Namespace};
 use kubewarden_policy_sdk::host_capabilities::kubernetes::{
     GetResourceRequest, ListAllResourcesRequest,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use crate::definitions::{DEFINITION_API, DEFINITION_KIND, DEFINITION_MASKS, ListedDefinitions};
 use crate::host::Host;
+use crate::objects::Object;
 use crate::scan;
 
-pub const DEFINITION_API: &str = "cozystack.io/v1alpha1";
-pub const DEFINITION_KIND: &str = "ApplicationDefinition";
 pub const RELEASE_API: &str = "helm.toolkit.fluxcd.io/v2";
 pub const RELEASE_KIND: &str = "HelmRelease";
 
-const DEFINITION_MASKS: &[&str] = &[
-    "metadata.name",
-    "spec.application.kind",
-    "spec.dashboard.visibility",
-    "spec.dashboard.module",
-    "spec.cardinality",
-    "spec.protection",
-    "spec.capability",
-    "spec.release.prefix",
-];
 const NAMESPACE_MASKS: &[&str] = &["metadata.name", "metadata.labels"];
 /// A release's labels are most of its bytes; they are read only for a kind whose
 /// ApplicationDefinition states no release prefix to derive app names from.
@@ -50,7 +40,7 @@ const RELEASE_MASKS_WITH_LABELS: &[&str] = &[
     "metadata.labels",
 ];
 
-fn masks(paths: &[&str]) -> Option<BTreeSet<String>> {
+pub(crate) fn masks(paths: &[&str]) -> Option<BTreeSet<String>> {
     Some(paths.iter().map(|p| p.to_string()).collect())
 }
 
@@ -117,65 +107,11 @@ fn release_metadata<'a>(item: &mut scan::Reader<'a>) -> Result<ListedRelease<'a>
     })
 }
 
-#[derive(Deserialize)]
-struct List<T> {
-    #[serde(default = "Vec::new")]
-    items: Vec<T>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Meta {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
-}
-
-#[derive(Deserialize)]
-struct Object<S> {
-    #[serde(default)]
-    metadata: Meta,
-    #[serde(default)]
-    spec: Option<S>,
-}
-
-#[derive(Deserialize, Default)]
-struct DefinitionSpec {
-    #[serde(default)]
-    application: Option<ApplicationSpec>,
-    // Kept as text: only the kinds a request needs are decoded (`Definition::rule_fields`).
-    #[serde(default)]
-    dashboard: Option<RawField>,
-    #[serde(default)]
-    cardinality: Option<RawField>,
-    #[serde(default)]
-    protection: Option<RawField>,
-    #[serde(default)]
-    capability: Option<RawField>,
-    #[serde(default)]
-    release: Option<ReleasePrefix>,
-}
-
-#[derive(Deserialize, Default)]
-struct ReleasePrefix {
-    #[serde(default)]
-    prefix: Option<String>,
-}
-
 /// A HelmRelease's spec as far as the policy reads it: a Tenant's values hold its switches.
 #[derive(Deserialize, Default)]
 struct ReleaseSpec {
     #[serde(default)]
     values: serde_json::Value,
-}
-
-#[derive(Deserialize, Default)]
-struct ApplicationSpec {
-    #[serde(default)]
-    kind: String,
 }
 
 /// What a Namespace list item's metadata holds for the policy.
@@ -227,28 +163,25 @@ impl<'h> HostCluster<'h> {
         decode(what, &response)
     }
 
-    /// Lists with `request` and reads the response with `read`, which borrows from it.
+    /// Lists with `request`: the answer as text, checked to be UTF-8.
+    fn list_text(
+        &self,
+        what: &str,
+        request: &ListAllResourcesRequest,
+    ) -> Result<String, LookupError> {
+        let response = self.call_raw(what, "list_resources_all", request)?;
+        scan::text(response).map_err(|err| undecodable(what, err))
+    }
+
+    /// Lists with `request` and reads the answer with `read`, which borrows from it.
     fn scan_list<R>(
         &self,
         what: &str,
         request: &ListAllResourcesRequest,
-        read: impl FnOnce(&[u8]) -> Result<R, scan::ScanError>,
+        read: impl FnOnce(&str) -> Result<R, scan::ScanError>,
     ) -> Result<R, LookupError> {
-        let response = self.call_raw(what, "list_resources_all", request)?;
-        read(&response).map_err(|err| undecodable(what, err))
-    }
-
-    fn list_all<T: DeserializeOwned>(
-        &self,
-        what: &str,
-        api_version: &str,
-        kind: &str,
-        label_selector: Option<String>,
-        field_masks: &[&str],
-    ) -> Result<Vec<T>, LookupError> {
-        let request = list_request(api_version, kind, label_selector, field_masks);
-        let list: List<T> = self.call(what, "list_resources_all", &request)?;
-        Ok(list.items)
+        let text = self.list_text(what, request)?;
+        read(&text).map_err(|err| undecodable(what, err))
     }
 }
 
@@ -283,31 +216,14 @@ fn namespace_of(object: Object<serde::de::IgnoredAny>) -> Namespace {
 }
 
 impl Cluster for HostCluster<'_> {
-    fn definitions(&self) -> Result<Vec<Definition>, LookupError> {
-        let items: Vec<Object<DefinitionSpec>> = self.list_all(
-            "list ApplicationDefinitions",
-            DEFINITION_API,
-            DEFINITION_KIND,
-            None,
-            DEFINITION_MASKS,
-        )?;
-        Ok(items
-            .into_iter()
-            .filter_map(|item| {
-                let spec = item.spec.unwrap_or_default();
-                let kind = spec.application.map(|a| a.kind).filter(|k| !k.is_empty())?;
-                Some(Definition {
-                    name: item.metadata.name,
-                    kind,
-                    dashboard: spec.dashboard,
-                    cardinality: spec.cardinality,
-                    protection: spec.protection,
-                    capability: spec.capability,
-                    release_prefix: spec.release.and_then(|r| r.prefix),
-                    plural: None,
-                })
-            })
-            .collect())
+    fn definitions(&self) -> Result<Box<dyn DefinitionList>, LookupError> {
+        let what = "list ApplicationDefinitions";
+        let request = list_request(DEFINITION_API, DEFINITION_KIND, None, DEFINITION_MASKS);
+        let text = self.list_text(what, &request)?;
+        match ListedDefinitions::index(text) {
+            Ok(listed) => Ok(Box::new(listed)),
+            Err(err) => Err(undecodable(what, err)),
+        }
     }
 
     fn namespace(&self, name: &str) -> Result<Namespace, LookupError> {
@@ -328,8 +244,8 @@ impl Cluster for HostCluster<'_> {
         let what = "list Namespaces";
         let request = list_request("v1", "Namespace", None, NAMESPACE_MASKS);
         let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
-        self.scan_list(what, &request, |bytes| {
-            let items = scan::list_items(bytes, |item| {
+        self.scan_list(what, &request, |text| {
+            let items = scan::list_items(text, |item| {
                 scan::metadata(item, |meta: &mut ListedNamespace, r, key| {
                     if key.is("name") {
                         meta.name = scan::optional_text(r)?.map(Cow::into_owned);
@@ -396,8 +312,8 @@ impl Cluster for HostCluster<'_> {
             Some(releases_selector(&names)?),
             RELEASE_MASKS,
         );
-        self.scan_list(&what, &request, |bytes| {
-            let items = scan::list_items(bytes, release_metadata)?;
+        self.scan_list(&what, &request, |text| {
+            let items = scan::list_items(text, release_metadata)?;
             let mut sorted = ByPrefix::new(kinds);
             for meta in &items {
                 let release = meta.name.as_deref().unwrap_or_default();
@@ -425,8 +341,8 @@ impl Cluster for HostCluster<'_> {
                 None => RELEASE_MASKS_WITH_LABELS,
             },
         );
-        self.scan_list(&what, &request, |bytes| {
-            let items = scan::list_items(bytes, release_metadata)?;
+        self.scan_list(&what, &request, |text| {
+            let items = scan::list_items(text, release_metadata)?;
             let mut instances = Instances::new(kind);
             for meta in &items {
                 let release = meta.name.as_deref().unwrap_or_default();

@@ -6,9 +6,11 @@
 
 pub mod admission;
 pub mod cluster;
+pub mod definitions;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod host;
+pub mod objects;
 pub mod scan;
 pub mod settings;
 

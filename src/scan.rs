@@ -7,6 +7,7 @@
 //! parts included, so a truncated or malformed response is an error, never a shorter list.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use thiserror::Error;
 
@@ -40,6 +41,17 @@ impl<'a> Str<'a> {
         } else {
             self.content() == text.as_bytes()
         }
+    }
+
+    /// Where the string's text lies in `document`, the text it was read from; `None` when it
+    /// has escapes, so that the span is the text itself.
+    pub fn span(&self, document: &str) -> Option<Range<usize>> {
+        if self.escaped {
+            return None;
+        }
+        let start = (self.quoted.as_ptr() as usize).checked_sub(document.as_ptr() as usize)? + 1;
+        let end = start + self.quoted.len().checked_sub(2)?;
+        (end <= document.len()).then_some(start..end)
     }
 
     /// The first of `texts` this string equals.
@@ -122,6 +134,17 @@ impl<'a> Reader<'a> {
             return Err(self.error("nesting too deep"));
         }
         Ok(())
+    }
+
+    /// Where the next value starts, past any whitespace.
+    pub fn value_start(&mut self) -> usize {
+        self.peek();
+        self.pos
+    }
+
+    /// Where the reader stands: past the last value read.
+    pub fn position(&self) -> usize {
+        self.pos
     }
 
     /// Only whitespace may follow the document.
@@ -349,20 +372,21 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A host's answer as text: every list is JSON, and JSON is UTF-8.
+pub fn text(bytes: Vec<u8>) -> Result<String, ScanError> {
+    String::from_utf8(bytes).map_err(|err| ScanError {
+        what: "invalid UTF-8",
+        at: err.utf8_error().valid_up_to(),
+    })
+}
+
 /// Reads each element of a list response's `items` (absent or null: none) with `item`, and
-/// checks the whole document. As serde_json reads it: all text is UTF-8, and of a key given
-/// twice the last one counts.
+/// checks the whole document. As serde_json reads it: of a key given twice the last one counts.
 pub fn list_items<'a, T>(
-    bytes: &'a [u8],
+    text: &'a str,
     mut item: impl FnMut(&mut Reader<'a>) -> Result<T, ScanError>,
 ) -> Result<Vec<T>, ScanError> {
-    if let Err(err) = std::str::from_utf8(bytes) {
-        return Err(ScanError {
-            what: "invalid UTF-8",
-            at: err.valid_up_to(),
-        });
-    }
-    let mut reader = Reader::new(bytes);
+    let mut reader = Reader::new(text.as_bytes());
     let mut items = Vec::new();
     reader.object(|r, key| {
         if key.is("items") {
@@ -470,7 +494,7 @@ mod tests {
     #[test]
     fn every_truncation_of_a_list_is_an_error() {
         let list = r#"{"apiVersion":"v1","kind":"NamespaceList","metadata":{},"items":[{"metadata":{"name":"tenant-a","labels":{"k":"v\u0041"}}},{"metadata":{"name":"b","n":-1.5e3}}]}"#;
-        let names = list_items(list.as_bytes(), |r| {
+        let names = list_items(list, |r| {
             metadata(r, |name: &mut String, r, key| {
                 let wanted = key.is("name");
                 if wanted {
@@ -483,7 +507,7 @@ mod tests {
         assert_eq!(names, ["tenant-a", "b"]);
         for cut in 0..list.len() {
             assert!(
-                list_items(&list.as_bytes()[..cut], |r| r.skip()).is_err(),
+                list_items(&list[..cut], |r| r.skip()).is_err(),
                 "accepted a list cut at {cut}"
             );
         }
@@ -505,6 +529,6 @@ mod tests {
             })
             .unwrap();
         assert_eq!(seen, ["a/b"]);
-        assert_eq!(list_items(json.as_bytes(), |r| r.skip()), Ok(Vec::new()));
+        assert_eq!(list_items(json, |r| r.skip()), Ok(Vec::new()));
     }
 }

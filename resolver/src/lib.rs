@@ -30,12 +30,18 @@ pub use composed::tenant_modules;
 pub use dashboard::js;
 pub use dashboard::{access, catalog};
 pub use decide::evaluate;
+pub use model::definition::{Definition, RawField};
+pub use model::definition_set::DefinitionSet;
 pub use model::error::{LookupError, RuleError};
 pub use model::facts::{Cluster, Instance, InstanceRef, Instances, Namespace, Snapshot};
 pub use model::identity::User;
-pub use model::kinds::{Definition, DefinitionSet, KindRules, RawField};
+pub use model::kinds::KindRules;
+pub use model::listing::DefinitionList;
 pub use model::request::{ObjectState, Operation, Request, Surface};
 pub use model::settings::{DefinitionSource, PlatformWriters, Settings};
 pub use model::verdict::Verdict;
-pub use model::{chart, error, facts, identity, kinds, request, settings, tenant, verdict};
+pub use model::{
+    chart, definition, definition_set, error, facts, identity, kinds, listing, request, settings,
+    tenant, verdict,
+};
 pub use rules::{capability, cardinality, groups, namespace, protection, visibility};

@@ -6,10 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::dashboard::access::{Access, Rbac};
+use crate::model::definition::Definition;
+use crate::model::definition_set::DefinitionSet;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{Instance, Namespace, Snapshot};
 use crate::model::identity::User;
-use crate::model::kinds::{Definition, DefinitionSet, KindRules, Visibility};
+use crate::model::kinds::{KindRules, Visibility};
 use crate::model::request::{ObjectState, Operation, Request, Surface};
 use crate::model::settings::Settings;
 use crate::rules::cardinality;

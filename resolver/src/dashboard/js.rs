@@ -6,9 +6,9 @@ use serde::de::DeserializeOwned;
 use wasm_bindgen::prelude::*;
 
 use crate::dashboard::access::Access;
+use crate::model::definition::Definition;
 use crate::model::facts::{Instance, Namespace, Snapshot};
 use crate::model::identity::User;
-use crate::model::kinds::Definition;
 use crate::model::request::Request;
 use crate::model::settings::Settings;
 

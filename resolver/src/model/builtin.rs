@@ -5,9 +5,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::definition::Definition;
+use crate::model::definition_set::{Defaults, DefinitionSet};
 use crate::model::kinds::{
-    CapabilitySpec, CardinalitySpec, DashboardSpec, Defaults, Definition, DefinitionSet, Deletion,
-    Edit, KindBlocks, ProtectionSpec, RuleFields, Scope, Share, Visibility,
+    CapabilitySpec, CardinalitySpec, DashboardSpec, Deletion, Edit, KindBlocks, ProtectionSpec,
+    RuleFields, Scope, Share, Visibility,
 };
 
 /// One kind of the built-in rule set, as the table states it.

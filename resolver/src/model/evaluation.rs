@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use crate::model::builtin;
+use crate::model::definition_set::DefinitionSet;
 use crate::model::error::{LookupError, RuleError};
 use crate::model::facts::{Cluster, Instances, Namespace, ReleaseMeta};
 use crate::model::identity::User;
-use crate::model::kinds::{DefinitionSet, KindRules};
+use crate::model::kinds::KindRules;
 use crate::model::request::{Operation, Request};
 use crate::model::settings::{DefinitionSource, PlatformWriters, Settings};
 use crate::model::tenant::{self, Placement};
@@ -95,7 +96,7 @@ impl<'a> Evaluation<'a> {
                 &settings.definitions,
                 &settings.release_prefixes,
             ),
-            DefinitionSource::ApplicationDefinitions => DefinitionSet::build(
+            DefinitionSource::ApplicationDefinitions => DefinitionSet::listed(
                 self.cluster.definitions().map_err(lookup_failed)?,
                 &settings.definitions,
             ),

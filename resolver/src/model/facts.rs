@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::definition::Definition;
 use crate::model::error::LookupError;
-use crate::model::kinds::Definition;
+use crate::model::listing::{Decoded, DefinitionList};
 use crate::model::tenant::Labels;
 
 /// A namespace: its name and labels.
@@ -185,8 +186,8 @@ impl From<InstanceRef<'_>> for Instance {
 /// Lookups the decisions may make. Each method is one kind of lookup, so a caller can count
 /// and bound them; implementations should memoise within one evaluation.
 pub trait Cluster {
-    /// Every ApplicationDefinition's kind and rule fields.
-    fn definitions(&self) -> Result<Vec<Definition>, LookupError>;
+    /// The ApplicationDefinitions, to be decoded a kind at a time.
+    fn definitions(&self) -> Result<Box<dyn DefinitionList>, LookupError>;
     /// One namespace by name.
     fn namespace(&self, name: &str) -> Result<Namespace, LookupError>;
     /// Every namespace that carries at least one of the label keys `keep`, with only those
@@ -252,8 +253,8 @@ pub struct Snapshot {
 }
 
 impl Cluster for Snapshot {
-    fn definitions(&self) -> Result<Vec<Definition>, LookupError> {
-        Ok(self.definitions.clone())
+    fn definitions(&self) -> Result<Box<dyn DefinitionList>, LookupError> {
+        Ok(Box::new(Decoded::new(self.definitions.clone())))
     }
 
     fn namespace(&self, name: &str) -> Result<Namespace, LookupError> {

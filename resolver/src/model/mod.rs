@@ -5,11 +5,14 @@
 
 pub mod builtin;
 pub mod chart;
+pub mod definition;
+pub mod definition_set;
 pub mod error;
 pub(crate) mod evaluation;
 pub mod facts;
 pub mod identity;
 pub mod kinds;
+pub mod listing;
 pub mod request;
 pub mod settings;
 pub mod tenant;

@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use cozystack_resolver::request::{GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::tenant::Labels;
 use cozystack_resolver::{
-    Cluster, Definition, Instance, LookupError, Namespace, ObjectState, Operation, RawField,
-    Request, Settings, Snapshot, Surface, User, Verdict,
+    Cluster, Definition, DefinitionList, Instance, LookupError, Namespace, ObjectState, Operation,
+    RawField, Request, Settings, Snapshot, Surface, User, Verdict,
 };
 use serde_json::json;
 
@@ -300,7 +300,7 @@ impl<'a> Recording<'a> {
 }
 
 impl Cluster for Recording<'_> {
-    fn definitions(&self) -> Result<Vec<Definition>, LookupError> {
+    fn definitions(&self) -> Result<Box<dyn DefinitionList>, LookupError> {
         self.record("list ApplicationDefinitions".into())?;
         self.inner.definitions()
     }

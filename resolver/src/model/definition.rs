@@ -1,0 +1,124 @@
+//! An ApplicationDefinition as the policy reads it: its kind, its release prefix and its four
+//! rule fields kept as JSON text until a request needs the kind.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::error::{RuleError, decode_json};
+use crate::model::kinds::{RuleFields, join_path};
+
+/// One rule field of an ApplicationDefinition as its JSON text. Reading a list keeps the text
+/// without parsing it: only the kinds a request asks for are decoded, once, so a definition the
+/// request does not need costs it a copy, not a parse.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawField(Box<serde_json::value::RawValue>);
+
+impl RawField {
+    pub fn from_value(value: &serde_json::Value) -> Self {
+        RawField(
+            serde_json::value::to_raw_value(value)
+                .unwrap_or_else(|_| unreachable!("a JSON value serialises")),
+        )
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+/// Equal when the texts are: definitions come from one API server's serialiser.
+impl PartialEq for RawField {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+/// An ApplicationDefinition as the policy reads it: its kind and its raw rule fields.
+/// The fields stay raw JSON so that a malformed definition fails only the requests that need it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    /// `metadata.name`, for messages.
+    pub name: String,
+    /// `spec.application.kind`.
+    pub kind: String,
+    pub dashboard: Option<RawField>,
+    pub cardinality: Option<RawField>,
+    pub protection: Option<RawField>,
+    pub capability: Option<RawField>,
+    /// `spec.release.prefix`: an app's HelmRelease is named `<prefix><app>`, which lets the
+    /// policy read app names from release names instead of from their labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_prefix: Option<String>,
+    /// `spec.application.plural`, the resource RBAC is asked about (dashboards; the policy does
+    /// not read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plural: Option<String>,
+}
+
+impl Definition {
+    /// Decodes the four fields with the same types the settings use.
+    pub fn rule_fields(&self) -> Result<RuleFields, RuleError> {
+        fn field<T: serde::de::DeserializeOwned>(
+            definition: &str,
+            name: &str,
+            text: Option<&str>,
+        ) -> Result<Option<T>, RuleError> {
+            match text.map(str::trim) {
+                None | Some("null") => Ok(None),
+                // From text, so the settings and the definitions share one decoder.
+                Some(text) => decode_json(text)
+                    .map(Some)
+                    .map_err(|err| RuleError::Definition {
+                        definition: definition.to_owned(),
+                        path: join_path(name, &err.path),
+                        reason: err.reason,
+                    }),
+            }
+        }
+        fn text(field: &Option<RawField>) -> Option<&str> {
+            field.as_ref().map(RawField::get)
+        }
+        let dashboard = self.dashboard_fields();
+        let fields = RuleFields {
+            dashboard: field(&self.name, "spec.dashboard", dashboard.as_deref())?,
+            cardinality: field(&self.name, "spec.cardinality", text(&self.cardinality))?,
+            protection: field(&self.name, "spec.protection", text(&self.protection))?,
+            capability: field(&self.name, "spec.capability", text(&self.capability))?,
+        };
+        fields
+            .validate("spec.")
+            .map_err(|err| RuleError::Definition {
+                definition: self.name.clone(),
+                path: err.path().to_owned(),
+                reason: err.reason().to_owned(),
+            })?;
+        Ok(fields)
+    }
+}
+
+impl Definition {
+    /// `spec.dashboard` with only the two keys the policy reads; `category`, `icon`, ... are
+    /// not ours to judge.
+    fn dashboard_fields(&self) -> Option<String> {
+        let text = self.dashboard.as_ref()?.get();
+        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text) {
+            Ok(mut map) => {
+                map.retain(|key, _| matches!(key.as_str(), "visibility" | "module"));
+                Some(serde_json::Value::Object(map).to_string())
+            }
+            // Not an object: decoded as it is, to fail with the block's own error.
+            Err(_) => Some(text.to_owned()),
+        }
+    }
+
+    /// Whether two definitions state the same rules: every field the policy reads is equal,
+    /// so a second definition of a kind that agrees with the first is no ambiguity.
+    pub(crate) fn same_rules(&self, other: &Definition) -> bool {
+        self.dashboard_fields() == other.dashboard_fields()
+            && self.cardinality == other.cardinality
+            && self.protection == other.protection
+            && self.capability == other.capability
+            && self.release_prefix == other.release_prefix
+    }
+}

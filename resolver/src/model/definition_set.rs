@@ -1,0 +1,296 @@
+//! Every kind's effective rules: the ApplicationDefinitions read, over the settings' blocks and
+//! the built-in defaults, made for a kind the first time a request asks for it.
+
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+
+use crate::model::definition::Definition;
+use crate::model::error::RuleError;
+use crate::model::kinds::{KindBlock, KindBlocks, KindRules, RuleFields};
+use crate::model::listing::{Decoded, DefinitionList};
+
+/// Every kind's effective rules, from the ApplicationDefinitions and the settings. A kind's
+/// definitions and blocks are decoded the first time its rules are asked for: most requests
+/// concern one kind, and a definition that fails to decode rejects only the requests that depend
+/// on it.
+#[derive(Debug)]
+pub struct DefinitionSet {
+    /// The ApplicationDefinitions read (none for `builtin` and `settings`), by kind.
+    listed: Box<dyn DefinitionList>,
+    /// The rules of each listed kind that no entry of `kinds` holds, by its number, once made.
+    listed_rules: Vec<OnceCell<Result<Option<KindRules>, RuleError>>>,
+    /// The kinds the settings or the defaults state.
+    kinds: BTreeMap<String, Sources>,
+}
+
+impl Default for DefinitionSet {
+    fn default() -> Self {
+        DefinitionSet::listed(Box::new(Decoded::default()), &KindBlocks::default())
+    }
+}
+
+/// The rules a kind has unless the settings say otherwise: its fields, made by `fields(index)`
+/// when a request first needs the kind, and its release prefix. Static data, so a set of them
+/// costs no allocation until then.
+#[derive(Debug, Clone, Copy)]
+pub struct Defaults {
+    pub kind: &'static str,
+    pub release_prefix: &'static str,
+    pub index: usize,
+    pub fields: fn(usize) -> RuleFields,
+}
+
+/// What stands under a kind's definition.
+#[derive(Debug, Default)]
+struct Sources {
+    /// The rules the kind has unless the settings say otherwise (`definitionSource: builtin`).
+    defaults: Option<Defaults>,
+    settings: Option<KindBlock>,
+    /// A `releasePrefixes` entry: the prefix when no definition is read, over the built-in one.
+    prefix: Option<String>,
+    rules: OnceCell<Result<Option<KindRules>, RuleError>>,
+}
+
+/// A kind's one definition out of those listed for it: the first, unless one does not decode or
+/// two disagree, when no one can tell which rules apply.
+fn one_definition(
+    listed: Vec<Result<Definition, RuleError>>,
+) -> Option<Result<Definition, RuleError>> {
+    let mut first: Option<Definition> = None;
+    for definition in listed {
+        let definition = match definition {
+            Ok(definition) => definition,
+            Err(err) => return Some(Err(err)),
+        };
+        match &first {
+            None => first = Some(definition),
+            Some(first) if first.same_rules(&definition) => {}
+            Some(first) => {
+                return Some(Err(RuleError::Definition {
+                    path: "spec.application.kind".into(),
+                    reason: format!(
+                        "ApplicationDefinition {} also defines kind {}",
+                        first.name, definition.kind
+                    ),
+                    definition: definition.name,
+                }));
+            }
+        }
+    }
+    first.map(Ok)
+}
+
+/// The rules of `kind` from its definition over what `sources` (if any) hold.
+fn make_rules(
+    kind: &str,
+    definition: Option<Result<Definition, RuleError>>,
+    sources: Option<&Sources>,
+) -> Result<Option<KindRules>, RuleError> {
+    let (fields, prefix) = match definition.transpose()? {
+        Some(definition) => (Some(definition.rule_fields()?), definition.release_prefix),
+        None => (None, None),
+    };
+    let defaults = sources.and_then(|s| s.defaults);
+    let settings = sources
+        .and_then(|s| s.settings.as_ref())
+        .map(KindBlock::fields)
+        .transpose()?;
+    // A block the settings state overrides the default one of this kind.
+    let default_fields = defaults.map(|d| (d.fields)(d.index));
+    let lower = match (settings, default_fields) {
+        (Some(settings), Some(defaults)) => Some(settings.over(&defaults)),
+        (settings, defaults) => defaults.or_else(|| settings.cloned()),
+    };
+    // The definition's prefix, else a `releasePrefixes` entry, else the default one.
+    let prefix = prefix
+        .or_else(|| sources.and_then(|s| s.prefix.clone()))
+        .or_else(|| defaults.map(|d| d.release_prefix.to_owned()));
+    Ok(
+        KindRules::merge(kind, fields.as_ref(), lower.as_ref()).map(|mut rules| {
+            rules.release_prefix = prefix;
+            rules
+        }),
+    )
+}
+
+impl DefinitionSet {
+    /// Decoded `definitions` under the settings' blocks.
+    pub fn build(definitions: Vec<Definition>, settings: &KindBlocks) -> Self {
+        DefinitionSet::listed(Box::new(Decoded::new(definitions)), settings)
+    }
+
+    /// The definitions a cluster listed, decoded a kind at a time, under the settings' blocks.
+    pub fn listed(listed: Box<dyn DefinitionList>, settings: &KindBlocks) -> Self {
+        let mut kinds: BTreeMap<String, Sources> = BTreeMap::new();
+        for (kind, block) in settings.iter() {
+            kinds.entry(kind.to_owned()).or_default().settings = Some(block.clone());
+        }
+        DefinitionSet {
+            listed_rules: (0..listed.kinds()).map(|_| OnceCell::new()).collect(),
+            listed,
+            kinds,
+        }
+    }
+
+    /// `defaults` (the built-in rule set; none for `definitionSource: settings`), each kind's block
+    /// overridden by the settings' block of that kind (a kind they lack is added by its block),
+    /// and `releasePrefixes` over their prefixes. Nothing is made or decoded until a request asks
+    /// for a kind.
+    ///
+    /// `definitions` stand over both, as with [`DefinitionSet::build`]: the policy passes none
+    /// (it reads no definition then); the pre-flight passes one to learn what reading it would
+    /// change.
+    pub fn with_defaults(
+        definitions: Vec<Definition>,
+        defaults: impl IntoIterator<Item = Defaults>,
+        settings: &KindBlocks,
+        prefixes: &BTreeMap<String, String>,
+    ) -> Self {
+        let mut set = DefinitionSet::build(definitions, settings);
+        for entry in defaults {
+            set.kinds.entry(entry.kind.to_owned()).or_default().defaults = Some(entry);
+        }
+        for (kind, prefix) in prefixes {
+            if let Some(sources) = set.kinds.get_mut(kind) {
+                sources.prefix = Some(prefix.clone());
+            }
+        }
+        set
+    }
+
+    /// The rules of `kind`; `Ok(None)` when no source states any.
+    pub fn get(&self, kind: &str) -> Result<Option<&KindRules>, RuleError> {
+        let listed = self.listed.find(kind);
+        let definition = || listed.and_then(|index| one_definition(self.listed.definitions(index)));
+        let rules = match (
+            self.kinds.get(kind),
+            listed.and_then(|i| self.listed_rules.get(i)),
+        ) {
+            (Some(sources), _) => sources
+                .rules
+                .get_or_init(|| make_rules(kind, definition(), Some(sources))),
+            (None, Some(cell)) => cell.get_or_init(|| make_rules(kind, definition(), None)),
+            (None, None) => return Ok(None),
+        };
+        match rules {
+            Ok(rules) => Ok(rules.as_ref()),
+            Err(err) => Err(err.clone()),
+        }
+    }
+
+    /// Every kind whose rules satisfy `pred`, and the kinds whose rules cannot be read (an
+    /// invalid or ambiguous definition) with their errors: those might have matched, and the
+    /// caller decides whether any of their instances is at stake.
+    pub fn kinds_where(&self, pred: impl Fn(&KindRules) -> bool) -> Matching<'_> {
+        let mut kinds: Vec<&str> = (0..self.listed.kinds())
+            .map(|index| self.listed.kind(index))
+            .chain(self.kinds.keys().map(String::as_str))
+            .collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        let mut matching = Matching::default();
+        for kind in kinds {
+            match self.get(kind) {
+                Ok(Some(rules)) if pred(rules) => matching.kinds.push(rules),
+                Ok(_) => {}
+                Err(err) => matching.unreadable.push((kind, err)),
+            }
+        }
+        matching
+    }
+}
+
+/// The answer of [`DefinitionSet::kinds_where`].
+#[derive(Debug, Default)]
+pub struct Matching<'a> {
+    pub kinds: Vec<&'a KindRules>,
+    pub unreadable: Vec<(&'a str, RuleError)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+
+    /// A list that records the kinds it is asked to decode.
+    #[derive(Debug)]
+    struct Recording {
+        inner: Decoded,
+        decoded: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl DefinitionList for Recording {
+        fn kinds(&self) -> usize {
+            self.inner.kinds()
+        }
+        fn kind(&self, index: usize) -> &str {
+            self.inner.kind(index)
+        }
+        fn definitions(&self, index: usize) -> Vec<Result<Definition, RuleError>> {
+            let kind = self.inner.kind(index).to_owned();
+            self.decoded.borrow_mut().push(kind);
+            self.inner.definitions(index)
+        }
+        fn all(&self) -> Result<Vec<Definition>, RuleError> {
+            self.inner.all()
+        }
+    }
+
+    fn definition(name: &str, kind: &str, capability: &str) -> Definition {
+        Definition {
+            name: name.into(),
+            kind: kind.into(),
+            dashboard: None,
+            cardinality: None,
+            protection: None,
+            capability: serde_json::from_str(capability).ok(),
+            release_prefix: None,
+            plural: None,
+        }
+    }
+
+    fn listed() -> (DefinitionSet, Rc<RefCell<Vec<String>>>) {
+        let decoded = Rc::default();
+        let list = Recording {
+            inner: Decoded::new(vec![
+                definition("monitoring", "Monitoring", r#"{"provides":["monitoring"]}"#),
+                definition("redis", "Redis", r#"{"consumes":["monitoring"]}"#),
+                definition("redis-again", "Redis", r#"{"consumes":["other"]}"#),
+                definition("etcd", "Etcd", r#"{"provides":"not a list"}"#),
+            ]),
+            decoded: Rc::clone(&decoded),
+        };
+        (DefinitionSet::listed(Box::new(list), &KindBlocks::default()), decoded)
+    }
+
+    #[test]
+    fn a_kind_is_decoded_when_first_asked_for_and_only_then() {
+        let (set, decoded) = listed();
+        assert!(decoded.borrow().is_empty());
+        let rules = set.get("Monitoring").unwrap().unwrap();
+        assert_eq!(rules.capability.provides[0].as_str(), "monitoring");
+        assert!(set.get("Monitoring").is_ok());
+        assert_eq!(set.get("Postgres"), Ok(None));
+        assert_eq!(*decoded.borrow(), ["Monitoring"]);
+    }
+
+    #[test]
+    fn ambiguous_and_invalid_kinds_fail_alone() {
+        let (set, _) = listed();
+        assert_eq!(
+            set.get("Redis").unwrap_err().to_string(),
+            "ApplicationDefinition redis-again: spec.application.kind: ApplicationDefinition redis also defines kind Redis"
+        );
+        assert_eq!(
+            set.get("Etcd").unwrap_err().to_string(),
+            "ApplicationDefinition etcd: spec.capability.provides: invalid type: string \"not a list\", expected a sequence"
+        );
+        let class = crate::model::kinds::Class::parse("monitoring").unwrap();
+        let matching = set.kinds_where(|rules| rules.provides(&class));
+        let kinds: Vec<&str> = matching.kinds.iter().map(|r| r.kind.as_str()).collect();
+        let unreadable: Vec<&str> = matching.unreadable.iter().map(|(k, _)| *k).collect();
+        assert_eq!((kinds, unreadable), (vec!["Monitoring"], vec!["Etcd", "Redis"]));
+    }
+}

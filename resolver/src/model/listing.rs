@@ -1,0 +1,151 @@
+//! The ApplicationDefinitions a cluster lists, read a kind at a time.
+//!
+//! A request needs the rules of one kind, or of the few that provide or consume a class, while
+//! the list holds every kind of the install: an implementation indexes its answer by kind and
+//! decodes an item only when its kind is asked for, so a definition the request does not need
+//! costs it a look at its kind, not a parse.
+
+use std::fmt;
+
+use crate::model::definition::Definition;
+use crate::model::error::RuleError;
+
+/// The listed definitions, grouped by kind: kinds are numbered `0..kinds()` in sorted order.
+pub trait DefinitionList: fmt::Debug {
+    /// How many distinct kinds are listed.
+    fn kinds(&self) -> usize;
+    /// The kind numbered `index` (`""` past the end).
+    fn kind(&self, index: usize) -> &str;
+    /// The definitions of the kind numbered `index`, in list order, each decoded now or the
+    /// reason it does not decode.
+    fn definitions(&self, index: usize) -> Vec<Result<Definition, RuleError>>;
+    /// Every definition in list order, decoded: what a snapshot holds.
+    fn all(&self) -> Result<Vec<Definition>, RuleError>;
+}
+
+impl dyn DefinitionList + '_ {
+    /// The number of `kind`, when it is listed.
+    pub fn find(&self, kind: &str) -> Option<usize> {
+        let (mut low, mut high) = (0, self.kinds());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.kind(middle).cmp(kind) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return Some(middle),
+            }
+        }
+        None
+    }
+}
+
+/// Where each run of equal neighbours starts in a sorted sequence of `len` items, `same(a, b)`
+/// telling whether items `a` and `b` share a kind; ends with `len`.
+pub fn runs(len: usize, same: impl Fn(usize, usize) -> bool) -> Vec<usize> {
+    let mut starts: Vec<usize> = (0..len).filter(|&i| i == 0 || !same(i - 1, i)).collect();
+    starts.push(len);
+    starts
+}
+
+/// Definitions already decoded, as a snapshot, a pre-flight or a test holds them.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    definitions: Vec<Definition>,
+    /// Positions in `definitions`, sorted by kind (list order within a kind).
+    order: Vec<usize>,
+    /// Where each kind's run starts in `order`, then `order.len()`.
+    starts: Vec<usize>,
+}
+
+impl Decoded {
+    pub fn new(definitions: Vec<Definition>) -> Self {
+        let mut order: Vec<usize> = (0..definitions.len()).collect();
+        order.sort_by(|&a, &b| definitions[a].kind.cmp(&definitions[b].kind));
+        let starts = runs(order.len(), |a, b| {
+            definitions[order[a]].kind == definitions[order[b]].kind
+        });
+        Decoded {
+            definitions,
+            order,
+            starts,
+        }
+    }
+
+    fn run(&self, index: usize) -> impl Iterator<Item = &Definition> {
+        let (start, end) = match (self.starts.get(index), self.starts.get(index + 1)) {
+            (Some(&start), Some(&end)) => (start, end),
+            _ => (0, 0),
+        };
+        self.order[start..end]
+            .iter()
+            .filter_map(|&at| self.definitions.get(at))
+    }
+}
+
+impl DefinitionList for Decoded {
+    fn kinds(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    fn kind(&self, index: usize) -> &str {
+        self.run(index).next().map_or("", |d| d.kind.as_str())
+    }
+
+    fn definitions(&self, index: usize) -> Vec<Result<Definition, RuleError>> {
+        self.run(index).cloned().map(Ok).collect()
+    }
+
+    fn all(&self) -> Result<Vec<Definition>, RuleError> {
+        Ok(self.definitions.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn definition(name: &str, kind: &str) -> Definition {
+        Definition {
+            name: name.into(),
+            kind: kind.into(),
+            dashboard: None,
+            cardinality: None,
+            protection: None,
+            capability: None,
+            release_prefix: None,
+            plural: None,
+        }
+    }
+
+    #[test]
+    fn groups_by_kind_in_sorted_order_and_list_order_within() {
+        let list = Decoded::new(vec![
+            definition("b1", "Redis"),
+            definition("a", "Monitoring"),
+            definition("b2", "Redis"),
+        ]);
+        let list: &dyn DefinitionList = &list;
+        assert_eq!(list.kinds(), 2);
+        assert_eq!(
+            (list.kind(0), list.kind(1), list.kind(2)),
+            ("Monitoring", "Redis", "")
+        );
+        assert_eq!(list.find("Redis"), Some(1));
+        assert_eq!(list.find("Postgres"), None);
+        let names: Vec<String> = list
+            .definitions(1)
+            .into_iter()
+            .map(|d| d.map(|d| d.name).unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["b1", "b2"]);
+        assert!(list.definitions(5).is_empty());
+        let all: Vec<String> = list.all().unwrap().into_iter().map(|d| d.name).collect();
+        assert_eq!(all, ["b1", "a", "b2"]);
+    }
+
+    #[test]
+    fn an_empty_list_has_no_kinds() {
+        let list: &dyn DefinitionList = &Decoded::new(Vec::new());
+        assert_eq!((list.kinds(), list.find("Redis")), (0, None));
+    }
+}
