@@ -206,7 +206,9 @@ mod tests {
     use super::*;
 
     fn listed(items: &str) -> ListedDefinitions {
-        let text = format!(r#"{{"apiVersion":"cozystack.io/v1alpha1","kind":"ApplicationDefinitionList","items":[{items}]}}"#);
+        let text = format!(
+            r#"{{"apiVersion":"cozystack.io/v1alpha1","kind":"ApplicationDefinitionList","items":[{items}]}}"#
+        );
         ListedDefinitions::index(text).expect("a well-formed list")
     }
 
@@ -243,7 +245,10 @@ mod tests {
             ]
         );
         assert_eq!(all[0].release_prefix.as_deref(), Some("redis-"));
-        assert_eq!(all[1].dashboard.as_ref().map(RawField::get), Some(r#"{"module":true}"#));
+        assert_eq!(
+            all[1].dashboard.as_ref().map(RawField::get),
+            Some(r#"{"module":true}"#)
+        );
     }
 
     #[test]
@@ -262,19 +267,27 @@ mod tests {
         assert_eq!(names(&list, 0), ["etcd"]);
         assert_eq!(
             names(&list, 1),
-            ["ApplicationDefinition redis: spec.release.prefix: invalid type: integer `5`, expected a string"]
+            [
+                "ApplicationDefinition redis: spec.release.prefix: invalid type: integer `5`, expected a string"
+            ]
         );
     }
 
     #[test]
     fn a_broken_answer_is_an_error_not_a_shorter_list() {
         for (text, error) in [
-            (r#"{"items":[{"metadata":{"name":"a"}}"#, "expected ',' or ']' at byte 35"),
+            (
+                r#"{"items":[{"metadata":{"name":"a"}}"#,
+                "expected ',' or ']' at byte 35",
+            ),
             (
                 r#"{"items":[{"spec":{"application":{"kind":5}}}]}"#,
                 "expected a string at byte 41",
             ),
-            (r#"{"items":[{"spec":[]}]}"#, "expected an object at byte 18"),
+            (
+                r#"{"items":[{"spec":[]}]}"#,
+                "expected an object at byte 18",
+            ),
         ] {
             let err = ListedDefinitions::index(text.to_owned()).unwrap_err();
             assert_eq!(err.to_string(), error, "{text}");

@@ -262,7 +262,10 @@ mod tests {
             ]),
             decoded: Rc::clone(&decoded),
         };
-        (DefinitionSet::listed(Box::new(list), &KindBlocks::default()), decoded)
+        (
+            DefinitionSet::listed(Box::new(list), &KindBlocks::default()),
+            decoded,
+        )
     }
 
     #[test]
@@ -291,6 +294,9 @@ mod tests {
         let matching = set.kinds_where(|rules| rules.provides(&class));
         let kinds: Vec<&str> = matching.kinds.iter().map(|r| r.kind.as_str()).collect();
         let unreadable: Vec<&str> = matching.unreadable.iter().map(|(k, _)| *k).collect();
-        assert_eq!((kinds, unreadable), (vec!["Monitoring"], vec!["Etcd", "Redis"]));
+        assert_eq!(
+            (kinds, unreadable),
+            (vec!["Monitoring"], vec!["Etcd", "Redis"])
+        );
     }
 }
