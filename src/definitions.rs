@@ -1,16 +1,15 @@
 //! The ApplicationDefinitions list answer, indexed by kind as it arrives and decoded a kind at a
 //! time (`cozystack_resolver::listing`): a request needs the rules of a kind or a few, the list
-//! holds every kind of the install, and an item of a kind no one asks for is only scanned.
+//! holds every kind of the install, and an item of a kind no one asks for is only scanned. One
+//! pass of the scanner checks the whole answer and notes where each item's fields lie; a kind's
+//! definitions are then made from those spans, without a second parse.
 
 use std::ops::Range;
 
-use cozystack_resolver::error::decode_json;
 use cozystack_resolver::listing::runs;
-use cozystack_resolver::{Definition, DefinitionList, RawField, RuleError};
-use serde::Deserialize;
+use cozystack_resolver::{Definition, DefinitionList, RawField};
 
-use crate::objects::Object;
-use crate::scan::{self, ScanError, Str};
+use crate::scan::{self, Reader, ScanError, Str};
 
 pub const DEFINITION_API: &str = "cozystack.io/v1alpha1";
 pub const DEFINITION_KIND: &str = "ApplicationDefinition";
@@ -26,40 +25,25 @@ pub const DEFINITION_MASKS: &[&str] = &[
     "spec.release.prefix",
 ];
 
-/// The spec as far as the policy decodes it; the kind was read by the index.
-#[derive(Deserialize, Default)]
-struct DefinitionSpec {
-    // Kept as text: only the kinds a request needs are decoded (`Definition::rule_fields`).
-    #[serde(default)]
-    dashboard: Option<RawField>,
-    #[serde(default)]
-    cardinality: Option<RawField>,
-    #[serde(default)]
-    protection: Option<RawField>,
-    #[serde(default)]
-    capability: Option<RawField>,
-    #[serde(default)]
-    release: Option<ReleasePrefix>,
-}
+/// The four rule fields, in `Item::fields` order, by their keys under `spec`.
+const RULE_FIELDS: [&str; 4] = ["dashboard", "cardinality", "protection", "capability"];
 
-#[derive(Deserialize, Default)]
-struct ReleasePrefix {
-    #[serde(default)]
-    prefix: Option<String>,
-}
-
-/// One listed item: where its kind, its name and the whole item lie in the text.
-#[derive(Debug)]
+/// One listed item: where its strings and its rule fields' JSON texts lie in the text.
+#[derive(Default)]
 struct Item {
+    /// Its place in the list.
+    position: usize,
     kind: Range<usize>,
     name: Range<usize>,
-    span: Range<usize>,
+    /// `spec.release.prefix`.
+    prefix: Option<Range<usize>>,
+    /// The rule fields' values, absent or `null`: `None`.
+    fields: [Option<Range<usize>>; 4],
 }
 
 /// The list answer and its index.
-#[derive(Debug)]
 pub struct ListedDefinitions {
-    /// The answer as the host sent it, then the kinds and names that were written with escapes.
+    /// The answer as the host sent it, then the strings that were written with escapes.
     text: String,
     /// The items that state a kind, sorted by kind, in list order within a kind.
     items: Vec<Item>,
@@ -67,72 +51,115 @@ pub struct ListedDefinitions {
     starts: Vec<usize>,
 }
 
+/// A string's span in the text; one written with escapes is unescaped onto `unescaped`, which
+/// will follow the document.
+struct Spans<'a> {
+    document: &'a str,
+    unescaped: String,
+}
+
+impl<'a> Spans<'a> {
+    fn place(&mut self, value: Str<'a>) -> Result<Range<usize>, ScanError> {
+        if let Some(span) = value.span(self.document) {
+            return Ok(span);
+        }
+        let start = self.document.len() + self.unescaped.len();
+        self.unescaped.push_str(&value.text()?);
+        Ok(start..self.document.len() + self.unescaped.len())
+    }
+
+    /// The string under `key` of an object that may be null, the other keys skipped; `null`
+    /// counts as absent where `nullable`, else as the wrong type.
+    fn field(
+        &mut self,
+        r: &mut Reader<'a>,
+        key: &str,
+        nullable: bool,
+    ) -> Result<Option<Range<usize>>, ScanError> {
+        let mut found = None;
+        scan::fields(r, |r, name| {
+            let wanted = name.is(key);
+            if wanted {
+                found = if nullable && r.null()? {
+                    None
+                } else {
+                    let value = r.string()?;
+                    Some(self.place(value)?)
+                };
+            }
+            Ok(wanted)
+        })?;
+        Ok(found)
+    }
+}
+
+/// A value's JSON text, checked; `None` for `null`.
+fn raw(r: &mut Reader<'_>) -> Result<Option<Range<usize>>, ScanError> {
+    let start = r.value_start();
+    if r.null()? {
+        return Ok(None);
+    }
+    r.skip()?;
+    Ok(Some(start..r.position()))
+}
+
+/// Reads one item's fields into spans, every other value checked and skipped. Of a key given
+/// twice the last counts, as serde_json reads it.
+fn item<'a>(r: &mut Reader<'a>, spans: &mut Spans<'a>, position: usize) -> Result<Item, ScanError> {
+    let mut item = Item {
+        position,
+        ..Item::default()
+    };
+    r.object(|r, key| {
+        if key.is("metadata") {
+            item.name = spans.field(r, "name", true)?.unwrap_or_default();
+            Ok(())
+        } else if key.is("spec") {
+            (item.kind, item.prefix, item.fields) = (0..0, None, Default::default());
+            scan::fields(r, |r, key| {
+                if key.is("application") {
+                    item.kind = spans.field(r, "kind", false)?.unwrap_or_default();
+                } else if key.is("release") {
+                    item.prefix = spans.field(r, "prefix", true)?;
+                } else if let Some(at) = RULE_FIELDS.iter().position(|field| key.is(field)) {
+                    item.fields[at] = raw(r)?;
+                } else {
+                    return Ok(false);
+                }
+                Ok(true)
+            })
+        } else {
+            r.skip()
+        }
+    })?;
+    Ok(item)
+}
+
 impl ListedDefinitions {
-    /// Checks the whole answer and reads each item's kind and name; decodes nothing else. An item
-    /// without a kind defines none and is left out.
+    /// Checks the whole answer and notes where each item's kind, name, release prefix and rule
+    /// fields lie; copies and decodes nothing. An item without a kind defines none and is left
+    /// out; a kind, name or prefix that is not a string makes the answer unreadable.
     pub fn index(mut text: String) -> Result<Self, ScanError> {
-        // Kinds and names written with escapes, unescaped, to be appended to the text.
-        let mut unescaped = String::new();
-        let mut items: Vec<Item> = {
-            let document = text.as_str();
-            let mut place = |value: Option<Str<'_>>| -> Result<Range<usize>, ScanError> {
-                let Some(value) = value else { return Ok(0..0) };
-                if let Some(span) = value.span(document) {
-                    return Ok(span);
-                }
-                let start = document.len() + unescaped.len();
-                unescaped.push_str(&value.text()?);
-                Ok(start..document.len() + unescaped.len())
+        let (listed, unescaped) = {
+            let mut spans = Spans {
+                document: text.as_str(),
+                unescaped: String::new(),
             };
+            let mut position = 0;
             // Of two `items` keys the last counts, as everywhere.
-            let listed = scan::list_items(document, |r| {
-                let start = r.value_start();
-                let (mut kind, mut name) = (None, None);
-                r.object(|r, key| {
-                    if key.is("metadata") {
-                        scan::fields(r, |r, key| {
-                            let wanted = key.is("name");
-                            if wanted {
-                                name = if r.null()? { None } else { Some(r.string()?) };
-                            }
-                            Ok(wanted)
-                        })
-                    } else if key.is("spec") {
-                        scan::fields(r, |r, key| {
-                            if !key.is("application") {
-                                return Ok(false);
-                            }
-                            scan::fields(r, |r, key| {
-                                let wanted = key.is("kind");
-                                if wanted {
-                                    kind = Some(r.string()?);
-                                }
-                                Ok(wanted)
-                            })?;
-                            Ok(true)
-                        })
-                    } else {
-                        r.skip()
-                    }
-                })?;
-                let kind = place(kind)?;
-                if kind.is_empty() {
-                    return Ok(None);
-                }
-                Ok(Some(Item {
-                    kind,
-                    name: place(name)?,
-                    span: start..r.position(),
-                }))
+            let listed = scan::list_items(spans.document, |r| {
+                position += 1;
+                item(r, &mut spans, position)
             })?;
-            listed.into_iter().flatten().collect()
+            (listed, spans.unescaped)
         };
         text.push_str(&unescaped);
         let at = |range: &Range<usize>| text.get(range.clone()).unwrap_or_default();
+        let mut items: Vec<Item> = listed.into_iter().filter(|i| !i.kind.is_empty()).collect();
         items.sort_unstable_by(|a, b| {
             at(&a.kind)
                 .cmp(at(&b.kind))
-                .then(a.span.start.cmp(&b.span.start))
+                .then(a.position.cmp(&b.position))
         });
         let starts = runs(items.len(), |a, b| at(&items[a].kind) == at(&items[b].kind));
         Ok(ListedDefinitions {
@@ -153,26 +180,23 @@ impl ListedDefinitions {
         }
     }
 
-    /// Decodes one item, with the types the whole list was once decoded with.
-    fn decode(&self, item: &Item) -> Result<Definition, RuleError> {
-        let name = self.at(&item.name);
-        let object: Object<DefinitionSpec> =
-            decode_json(self.at(&item.span)).map_err(|err| RuleError::Definition {
-                definition: name.to_owned(),
-                path: err.path,
-                reason: err.reason,
-            })?;
-        let spec = object.spec.unwrap_or_default();
-        Ok(Definition {
-            name: object.metadata.name,
+    /// Makes one item's definition from its spans.
+    fn decode(&self, item: &Item) -> Definition {
+        let field = |at: usize| {
+            item.fields[at]
+                .as_ref()
+                .map(|span| RawField::new(self.at(span)))
+        };
+        Definition {
+            name: self.at(&item.name).to_owned(),
             kind: self.at(&item.kind).to_owned(),
-            dashboard: spec.dashboard,
-            cardinality: spec.cardinality,
-            protection: spec.protection,
-            capability: spec.capability,
-            release_prefix: spec.release.and_then(|r| r.prefix),
+            dashboard: field(0),
+            cardinality: field(1),
+            protection: field(2),
+            capability: field(3),
+            release_prefix: item.prefix.as_ref().map(|p| self.at(p).to_owned()),
             plural: None,
-        })
+        }
     }
 }
 
@@ -187,17 +211,32 @@ impl DefinitionList for ListedDefinitions {
             .map_or("", |item| self.at(&item.kind))
     }
 
-    fn definitions(&self, index: usize) -> Vec<Result<Definition, RuleError>> {
+    fn definitions(&self, index: usize) -> Vec<Definition> {
         self.run(index)
             .iter()
             .map(|item| self.decode(item))
             .collect()
     }
 
-    fn all(&self) -> Result<Vec<Definition>, RuleError> {
-        let mut items: Vec<&Item> = self.items.iter().collect();
-        items.sort_unstable_by_key(|item| item.span.start);
-        items.into_iter().map(|item| self.decode(item)).collect()
+    fn all(&self) -> Vec<Definition> {
+        // Each item back at its place in the list (positions count from 1, kindless items too).
+        let last = self
+            .items
+            .iter()
+            .map(|item| item.position)
+            .max()
+            .unwrap_or(0);
+        let mut placed: Vec<Option<&Item>> = vec![None; last];
+        for item in &self.items {
+            if let Some(slot) = placed.get_mut(item.position.wrapping_sub(1)) {
+                *slot = Some(item);
+            }
+        }
+        placed
+            .into_iter()
+            .flatten()
+            .map(|item| self.decode(item))
+            .collect()
     }
 }
 
@@ -212,13 +251,6 @@ mod tests {
         ListedDefinitions::index(text).expect("a well-formed list")
     }
 
-    fn names(list: &ListedDefinitions, index: usize) -> Vec<String> {
-        list.definitions(index)
-            .into_iter()
-            .map(|d| d.map_or_else(|err| err.to_string(), |d| d.name))
-            .collect()
-    }
-
     #[test]
     fn indexes_by_kind_and_keeps_list_order() {
         let list = listed(
@@ -231,7 +263,7 @@ mod tests {
         assert_eq!(list.kinds(), 2);
         assert_eq!((list.kind(0), list.kind(1)), ("Monitoring", "Redis"));
         assert_eq!(list.find("Monitoring"), Some(0));
-        let all = list.all().unwrap();
+        let all = list.all();
         let listed: Vec<(&str, &str)> = all
             .iter()
             .map(|d| (d.name.as_str(), d.kind.as_str()))
@@ -259,17 +291,27 @@ mod tests {
     }
 
     #[test]
-    fn an_item_that_does_not_decode_fails_only_its_kind() {
+    fn rule_fields_stay_their_json_text_and_null_is_absent() {
         let list = listed(
-            r#"{"metadata":{"name":"redis"},"spec":{"application":{"kind":"Redis"},"release":{"prefix":5}}},
-               {"metadata":{"name":"etcd"},"spec":{"application":{"kind":"Etcd"}}}"#,
+            r#"{"metadata":{"name":"redis"},"spec":{"application":{"kind":"Redis"},
+                "cardinality": null, "capability" : {"provides": "not a list"}, "protection":[1,2]}}"#,
         );
-        assert_eq!(names(&list, 0), ["etcd"]);
+        let definitions = list.definitions(0);
+        let redis = &definitions[0];
+        let text = |field: &Option<RawField>| field.as_ref().map(|f| f.get().to_owned());
         assert_eq!(
-            names(&list, 1),
-            [
-                "ApplicationDefinition redis: spec.release.prefix: invalid type: integer `5`, expected a string"
-            ]
+            (
+                text(&redis.dashboard),
+                text(&redis.cardinality),
+                text(&redis.protection),
+                text(&redis.capability)
+            ),
+            (
+                None,
+                None,
+                Some("[1,2]".to_owned()),
+                Some(r#"{"provides": "not a list"}"#.to_owned())
+            )
         );
     }
 
@@ -285,11 +327,15 @@ mod tests {
                 "expected a string at byte 41",
             ),
             (
+                r#"{"items":[{"spec":{"application":{"kind":"Redis"},"release":{"prefix":5}}}]}"#,
+                "expected a string at byte 70",
+            ),
+            (
                 r#"{"items":[{"spec":[]}]}"#,
                 "expected an object at byte 18",
             ),
         ] {
-            let err = ListedDefinitions::index(text.to_owned()).unwrap_err();
+            let err = ListedDefinitions::index(text.to_owned()).err().expect("an error");
             assert_eq!(err.to_string(), error, "{text}");
         }
     }

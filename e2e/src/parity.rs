@@ -98,11 +98,7 @@ pub fn case(
         None,
     )));
     let cluster = HostCluster::new(&host);
-    let definitions = cluster
-        .definitions()
-        .map_err(|e| e.to_string())?
-        .all()
-        .map_err(|e| e.to_string())?;
+    let definitions = cluster.definitions().map_err(|e| e.to_string())?.all();
     let settings: cozystack_resolver::Settings =
         serde_json::from_value(prepared.settings.clone()).map_err(|e| e.to_string())?;
     let kinds: BTreeSet<String> = definitions
@@ -158,11 +154,7 @@ pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String
         None,
     )));
     let cluster = HostCluster::new(&host);
-    let mut definitions = cluster
-        .definitions()
-        .map_err(|e| e.to_string())?
-        .all()
-        .map_err(|e| e.to_string())?;
+    let mut definitions = cluster.definitions().map_err(|e| e.to_string())?.all();
     // The dashboard has the whole definitions: the plural is what RBAC is asked about.
     for d in &mut definitions {
         d.plural = bundle

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use wapc::WapcHost;
-use wasmtime_provider::{WasmtimeEngineProviderBuilder, WasmtimeEngineProviderPre};
+use wasmtime_provider::{EpochDeadlines, WasmtimeEngineProviderBuilder, WasmtimeEngineProviderPre};
 
 use crate::cluster::ClusterObjects;
 use crate::host::{ContextAwareResource, Exchange, Failure, HostState};
@@ -157,10 +157,20 @@ pub fn verdict_of(response: &Value) -> String {
     }
 }
 
+/// The policy-server's evaluation timeout (`--policy-timeout`, on by default: 2 s) is a wasmtime
+/// epoch deadline, so the module it runs is compiled with an epoch check at every loop and call,
+/// which the guest pays for on every request. The harness compiles the same checks; it never
+/// advances the epoch, so no evaluation is cut short.
+const EPOCH_DEADLINES: EpochDeadlines = EpochDeadlines {
+    wapc_init: 2,
+    wapc_func: 2,
+};
+
 impl Policy {
     pub fn load(wasm: &[u8], metadata: Metadata) -> Result<Policy, String> {
         let pre = WasmtimeEngineProviderBuilder::new()
             .module_bytes(wasm)
+            .enable_epoch_interruptions(EPOCH_DEADLINES)
             .build_pre()
             .map_err(|e| format!("cannot compile the policy module: {e}"))?;
         Ok(Policy {
@@ -192,7 +202,10 @@ impl Policy {
     /// it hands the request over.
     pub fn instantiate(&self, state: HostState) -> Result<Instance, String> {
         let state = Arc::new(Mutex::new(state));
-        let engine = self.pre.rehydrate(None).map_err(|e| e.to_string())?;
+        let engine = self
+            .pre
+            .rehydrate(Some(EPOCH_DEADLINES))
+            .map_err(|e| e.to_string())?;
         let callback_state = state.clone();
         let hop = self.callback_thread.clone();
         let host = WapcHost::new(

@@ -8,22 +8,40 @@ use crate::model::kinds::{RuleFields, join_path};
 
 /// One rule field of an ApplicationDefinition as its JSON text. Reading a list keeps the text
 /// without parsing it: only the kinds a request asks for are decoded, once, so a definition the
-/// request does not need costs it a copy, not a parse.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RawField(Box<serde_json::value::RawValue>);
+/// request does not need costs it a copy, not a parse. Text that is not JSON fails that decode,
+/// with the definition's name.
+#[derive(Debug, Clone)]
+pub struct RawField(Box<str>);
 
 impl RawField {
+    /// A field's JSON text, as a list answer holds it (the policy's scanner has checked it).
+    pub fn new(text: impl Into<Box<str>>) -> Self {
+        RawField(text.into())
+    }
+
     pub fn from_value(value: &serde_json::Value) -> Self {
-        RawField(
-            serde_json::value::to_raw_value(value)
-                .unwrap_or_else(|_| unreachable!("a JSON value serialises")),
-        )
+        RawField(value.to_string().into())
     }
 
     /// The JSON text.
     pub fn get(&self) -> &str {
-        self.0.get()
+        &self.0
+    }
+}
+
+/// Written as the JSON it holds, as a snapshot embeds it; text that is not JSON is an error.
+impl Serialize for RawField {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let raw: &serde_json::value::RawValue =
+            serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawField {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        Ok(RawField(raw.into()))
     }
 }
 

@@ -53,15 +53,9 @@ struct Sources {
 
 /// A kind's one definition out of those listed for it: the first, unless one does not decode or
 /// two disagree, when no one can tell which rules apply.
-fn one_definition(
-    listed: Vec<Result<Definition, RuleError>>,
-) -> Option<Result<Definition, RuleError>> {
+fn one_definition(listed: Vec<Definition>) -> Option<Result<Definition, RuleError>> {
     let mut first: Option<Definition> = None;
     for definition in listed {
-        let definition = match definition {
-            Ok(definition) => definition,
-            Err(err) => return Some(Err(err)),
-        };
         match &first {
             None => first = Some(definition),
             Some(first) if first.same_rules(&definition) => {}
@@ -182,12 +176,21 @@ impl DefinitionSet {
     /// invalid or ambiguous definition) with their errors: those might have matched, and the
     /// caller decides whether any of their instances is at stake.
     pub fn kinds_where(&self, pred: impl Fn(&KindRules) -> bool) -> Matching<'_> {
-        let mut kinds: Vec<&str> = (0..self.listed.kinds())
+        // The listed kinds and those of the settings and defaults, both sorted: merged in order,
+        // each once.
+        let mut listed = (0..self.listed.kinds())
             .map(|index| self.listed.kind(index))
-            .chain(self.kinds.keys().map(String::as_str))
-            .collect();
-        kinds.sort_unstable();
-        kinds.dedup();
+            .peekable();
+        let mut stated = self.kinds.keys().map(String::as_str).peekable();
+        let kinds = std::iter::from_fn(|| match (listed.peek(), stated.peek()) {
+            (Some(a), Some(b)) if a == b => {
+                stated.next();
+                listed.next()
+            }
+            (Some(a), Some(b)) if a > b => stated.next(),
+            (Some(_), _) => listed.next(),
+            (None, _) => stated.next(),
+        });
         let mut matching = Matching::default();
         for kind in kinds {
             match self.get(kind) {
@@ -215,7 +218,6 @@ mod tests {
     use super::*;
 
     /// A list that records the kinds it is asked to decode.
-    #[derive(Debug)]
     struct Recording {
         inner: Decoded,
         decoded: Rc<RefCell<Vec<String>>>,
@@ -228,12 +230,12 @@ mod tests {
         fn kind(&self, index: usize) -> &str {
             self.inner.kind(index)
         }
-        fn definitions(&self, index: usize) -> Vec<Result<Definition, RuleError>> {
+        fn definitions(&self, index: usize) -> Vec<Definition> {
             let kind = self.inner.kind(index).to_owned();
             self.decoded.borrow_mut().push(kind);
             self.inner.definitions(index)
         }
-        fn all(&self) -> Result<Vec<Definition>, RuleError> {
+        fn all(&self) -> Vec<Definition> {
             self.inner.all()
         }
     }

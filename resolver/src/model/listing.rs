@@ -8,19 +8,28 @@
 use std::fmt;
 
 use crate::model::definition::Definition;
-use crate::model::error::RuleError;
 
 /// The listed definitions, grouped by kind: kinds are numbered `0..kinds()` in sorted order.
-pub trait DefinitionList: fmt::Debug {
+pub trait DefinitionList {
     /// How many distinct kinds are listed.
     fn kinds(&self) -> usize;
     /// The kind numbered `index` (`""` past the end).
     fn kind(&self, index: usize) -> &str;
-    /// The definitions of the kind numbered `index`, in list order, each decoded now or the
-    /// reason it does not decode.
-    fn definitions(&self, index: usize) -> Vec<Result<Definition, RuleError>>;
-    /// Every definition in list order, decoded: what a snapshot holds.
-    fn all(&self) -> Result<Vec<Definition>, RuleError>;
+    /// The definitions of the kind numbered `index`, in list order, made now (their rule fields
+    /// stay text until [`Definition::rule_fields`]).
+    fn definitions(&self, index: usize) -> Vec<Definition>;
+    /// Every definition in list order: what a snapshot holds.
+    fn all(&self) -> Vec<Definition>;
+}
+
+/// The kinds listed: a `Debug` of each implementation would be kept alive by the vtable in the
+/// module, where nothing prints it.
+impl fmt::Debug for dyn DefinitionList + '_ {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries((0..self.kinds()).map(|index| self.kind(index)))
+            .finish()
+    }
 }
 
 impl dyn DefinitionList + '_ {
@@ -59,8 +68,13 @@ pub struct Decoded {
 
 impl Decoded {
     pub fn new(definitions: Vec<Definition>) -> Self {
-        let mut order: Vec<usize> = (0..definitions.len()).collect();
-        order.sort_by(|&a, &b| definitions[a].kind.cmp(&definitions[b].kind));
+        // Binary insertion after the equal kinds: list order within a kind, and no sort's code
+        // in the module for the few definitions a snapshot holds.
+        let mut order: Vec<usize> = Vec::with_capacity(definitions.len());
+        for (at, definition) in definitions.iter().enumerate() {
+            let before = order.partition_point(|&other| definitions[other].kind <= definition.kind);
+            order.insert(before, at);
+        }
         let starts = runs(order.len(), |a, b| {
             definitions[order[a]].kind == definitions[order[b]].kind
         });
@@ -91,12 +105,12 @@ impl DefinitionList for Decoded {
         self.run(index).next().map_or("", |d| d.kind.as_str())
     }
 
-    fn definitions(&self, index: usize) -> Vec<Result<Definition, RuleError>> {
-        self.run(index).cloned().map(Ok).collect()
+    fn definitions(&self, index: usize) -> Vec<Definition> {
+        self.run(index).cloned().collect()
     }
 
-    fn all(&self) -> Result<Vec<Definition>, RuleError> {
-        Ok(self.definitions.clone())
+    fn all(&self) -> Vec<Definition> {
+        self.definitions.clone()
     }
 }
 
@@ -132,14 +146,10 @@ mod tests {
         );
         assert_eq!(list.find("Redis"), Some(1));
         assert_eq!(list.find("Postgres"), None);
-        let names: Vec<String> = list
-            .definitions(1)
-            .into_iter()
-            .map(|d| d.map(|d| d.name).unwrap_or_default())
-            .collect();
+        let names: Vec<String> = list.definitions(1).into_iter().map(|d| d.name).collect();
         assert_eq!(names, ["b1", "b2"]);
         assert!(list.definitions(5).is_empty());
-        let all: Vec<String> = list.all().unwrap().into_iter().map(|d| d.name).collect();
+        let all: Vec<String> = list.all().into_iter().map(|d| d.name).collect();
         assert_eq!(all, ["b1", "a", "b2"]);
     }
 
