@@ -335,7 +335,9 @@ mod tests {
                 "expected an object at byte 18",
             ),
         ] {
-            let err = ListedDefinitions::index(text.to_owned()).err().expect("an error");
+            let err = ListedDefinitions::index(text.to_owned())
+                .err()
+                .expect("an error");
             assert_eq!(err.to_string(), error, "{text}");
         }
     }
