@@ -75,6 +75,20 @@ pub struct Definition {
 }
 
 impl Definition {
+    /// A definition of `kind` that states no rule field and no prefix.
+    pub fn new(name: impl Into<String>, kind: impl Into<String>) -> Self {
+        Definition {
+            name: name.into(),
+            kind: kind.into(),
+            dashboard: None,
+            cardinality: None,
+            protection: None,
+            capability: None,
+            release_prefix: None,
+            plural: None,
+        }
+    }
+
     /// Decodes the four fields with the same types the settings use.
     pub fn rule_fields(&self) -> Result<RuleFields, RuleError> {
         fn field<T: serde::de::DeserializeOwned>(

@@ -242,14 +242,8 @@ mod tests {
 
     fn definition(name: &str, kind: &str, capability: &str) -> Definition {
         Definition {
-            name: name.into(),
-            kind: kind.into(),
-            dashboard: None,
-            cardinality: None,
-            protection: None,
             capability: serde_json::from_str(capability).ok(),
-            release_prefix: None,
-            plural: None,
+            ..Definition::new(name, kind)
         }
     }
 

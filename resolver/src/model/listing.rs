@@ -118,25 +118,12 @@ impl DefinitionList for Decoded {
 mod tests {
     use super::*;
 
-    fn definition(name: &str, kind: &str) -> Definition {
-        Definition {
-            name: name.into(),
-            kind: kind.into(),
-            dashboard: None,
-            cardinality: None,
-            protection: None,
-            capability: None,
-            release_prefix: None,
-            plural: None,
-        }
-    }
-
     #[test]
     fn groups_by_kind_in_sorted_order_and_list_order_within() {
         let list = Decoded::new(vec![
-            definition("b1", "Redis"),
-            definition("a", "Monitoring"),
-            definition("b2", "Redis"),
+            Definition::new("b1", "Redis"),
+            Definition::new("a", "Monitoring"),
+            Definition::new("b2", "Redis"),
         ]);
         let list: &dyn DefinitionList = &list;
         assert_eq!(list.kinds(), 2);
