@@ -112,8 +112,56 @@ fn reference_labels(
     }
 }
 
-/// Differential: for any bytes as the host's answer, the namespaces and releases the policy
-/// reads with its scanner equal what serde_json reads from the same bytes, or both fail.
+/// One definition as the comparison sees it: name, kind, release prefix and the four rule
+/// fields as values.
+type DefinitionFacts = (
+    String,
+    String,
+    Option<String>,
+    [Option<serde_json::Value>; 4],
+);
+
+/// serde_json's reading of an ApplicationDefinitions answer, the reference for the index: each
+/// item's name, kind and prefix, strings that may be absent or null (a kind may not be null),
+/// and its rule fields; `metadata`, `spec`, `application` and `release` objects that may be
+/// absent or null; the items without a kind left out.
+fn reference_definitions(data: &[u8]) -> Listed<DefinitionFacts> {
+    use serde_json::{Map, Value};
+    let Ok(Value::Object(list)) = serde_json::from_slice::<Value>(data) else {
+        return Err(());
+    };
+    let items = match list.get("items") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(()),
+    };
+    let object = |value: Option<&Value>| match value {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map.clone()),
+        Some(_) => Err(()),
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let item = item.as_object().ok_or(())?;
+        let name = reference_text(&object(item.get("metadata"))?, "name")?.unwrap_or_default();
+        let spec = object(item.get("spec"))?;
+        let kind = match object(spec.get("application"))?.get("kind") {
+            None => String::new(),
+            Some(Value::String(kind)) => kind.clone(),
+            Some(_) => return Err(()),
+        };
+        let prefix = reference_text(&object(spec.get("release"))?, "prefix")?;
+        let fields = ["dashboard", "cardinality", "protection", "capability"]
+            .map(|field| spec.get(field).filter(|value| !value.is_null()).cloned());
+        if !kind.is_empty() {
+            out.push((name, kind, prefix, fields));
+        }
+    }
+    Ok(out)
+}
+
+/// Differential: for any bytes as the host's answer, the namespaces, releases and
+/// ApplicationDefinitions the policy reads with its scanner equal what serde_json reads from the same bytes, or both fail.
 pub fn lists(data: &[u8]) {
     use cozystack_resolver::Cluster;
     let host = Echo(data);
@@ -191,6 +239,29 @@ pub fn lists(data: &[u8]) {
             "releases (prefix {prefix:?}) differ from serde_json's reading"
         );
     }
+
+    let field = |raw: &Option<RawField>| {
+        raw.as_ref()
+            .map(|raw| serde_json::from_str(raw.get()).unwrap_or(serde_json::Value::Null))
+    };
+    let scanned: Listed<DefinitionFacts> = cluster
+        .definitions()
+        .map(|list| {
+            list.all()
+                .into_iter()
+                .map(|d| {
+                    let fields = [&d.dashboard, &d.cardinality, &d.protection, &d.capability]
+                        .map(|raw| field(raw));
+                    (d.name, d.kind, d.release_prefix, fields)
+                })
+                .collect()
+        })
+        .map_err(drop);
+    assert_eq!(
+        scanned,
+        reference_definitions(data),
+        "ApplicationDefinitions differ from serde_json's reading"
+    );
 }
 
 /// Reads bytes as a stream of small choices.
