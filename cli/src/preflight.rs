@@ -166,6 +166,7 @@ pub fn run(
 /// silently ignored, and so would a release prefix other than the one it assumes; both are
 /// reported.
 fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, String> {
+    use cozystack_resolver::listing::Decoded;
     use cozystack_resolver::model::builtin;
     use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, RawField, Settings};
     let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
@@ -203,7 +204,7 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
         let rules = |definitions: Vec<Definition>| {
             let set = match source {
                 DefinitionSource::Builtin => builtin::definitions(
-                    definitions,
+                    Box::new(Decoded::new(definitions)),
                     &settings.definitions,
                     &settings.release_prefixes,
                 ),

@@ -261,7 +261,7 @@ fn stock_rules(settings: &str) -> BTreeMap<String, Option<cozystack_resolver::Ki
         .collect();
     let set = match settings.definition_source {
         DefinitionSource::Builtin => cozystack_resolver::model::builtin::definitions(
-            Vec::new(),
+            Box::new(cozystack_resolver::listing::Unread),
             &settings.definitions,
             &settings.release_prefixes,
         ),

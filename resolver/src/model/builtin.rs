@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::definition::Definition;
 use crate::model::definition_set::{Defaults, DefinitionSet};
 use crate::model::kinds::{
     CapabilitySpec, CardinalitySpec, DashboardSpec, Deletion, Edit, KindBlocks, ProtectionSpec,
     RuleFields, Scope, Share, Visibility,
 };
+use crate::model::listing::DefinitionList;
 
 /// One kind of the built-in rule set, as the table states it.
 #[derive(Debug)]
@@ -42,7 +42,7 @@ include!(concat!(env!("OUT_DIR"), "/builtin.rs"));
 /// of that kind) and `releasePrefixes`, and under `read`, ApplicationDefinitions whose blocks
 /// win over both (the policy reads none; the pre-flight asks what reading one would change).
 pub fn definitions(
-    read: Vec<Definition>,
+    read: Box<dyn DefinitionList>,
     settings: &KindBlocks,
     prefixes: &BTreeMap<String, String>,
 ) -> DefinitionSet {

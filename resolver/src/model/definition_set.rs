@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::model::definition::Definition;
 use crate::model::error::RuleError;
 use crate::model::kinds::{KindBlock, KindBlocks, KindRules, RuleFields};
-use crate::model::listing::{Decoded, DefinitionList};
+use crate::model::listing::{Decoded, DefinitionList, Unread};
 
 /// Every kind's effective rules, from the ApplicationDefinitions and the settings. A kind's
 /// definitions and blocks are decoded the first time its rules are asked for: most requests
@@ -25,7 +25,7 @@ pub struct DefinitionSet {
 
 impl Default for DefinitionSet {
     fn default() -> Self {
-        DefinitionSet::listed(Box::new(Decoded::default()), &KindBlocks::default())
+        DefinitionSet::listed(Box::new(Unread), &KindBlocks::default())
     }
 }
 
@@ -131,16 +131,16 @@ impl DefinitionSet {
     /// and `releasePrefixes` over their prefixes. Nothing is made or decoded until a request asks
     /// for a kind.
     ///
-    /// `definitions` stand over both, as with [`DefinitionSet::build`]: the policy passes none
-    /// (it reads no definition then); the pre-flight passes one to learn what reading it would
-    /// change.
+    /// `listed` definitions stand over both, as with [`DefinitionSet::listed`]: the policy passes
+    /// [`Unread`] (it reads no definition then); the pre-flight passes one to learn what reading
+    /// it would change.
     pub fn with_defaults(
-        definitions: Vec<Definition>,
+        listed: Box<dyn DefinitionList>,
         defaults: impl IntoIterator<Item = Defaults>,
         settings: &KindBlocks,
         prefixes: &BTreeMap<String, String>,
     ) -> Self {
-        let mut set = DefinitionSet::build(definitions, settings);
+        let mut set = DefinitionSet::listed(listed, settings);
         for entry in defaults {
             set.kinds.entry(entry.kind.to_owned()).or_default().defaults = Some(entry);
         }

@@ -11,6 +11,7 @@ use crate::model::error::{LookupError, RuleError};
 use crate::model::facts::{Cluster, Instances, Namespace, ReleaseMeta};
 use crate::model::identity::User;
 use crate::model::kinds::KindRules;
+use crate::model::listing::Unread;
 use crate::model::request::{Operation, Request};
 use crate::model::settings::{DefinitionSource, PlatformWriters, Settings};
 use crate::model::tenant::{self, Placement};
@@ -85,13 +86,13 @@ impl<'a> Evaluation<'a> {
         let set = match settings.definition_source {
             // Compiled in: no definition is read, and no kind is made until it is asked for.
             DefinitionSource::Builtin => builtin::definitions(
-                Vec::new(),
+                Box::new(Unread),
                 &settings.definitions,
                 &settings.release_prefixes,
             ),
             // No definition is read; the prefixes stand in for what theirs would state.
             DefinitionSource::Settings => DefinitionSet::with_defaults(
-                Vec::new(),
+                Box::new(Unread),
                 [],
                 &settings.definitions,
                 &settings.release_prefixes,

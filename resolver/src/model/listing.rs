@@ -56,6 +56,28 @@ pub fn runs(len: usize, same: impl Fn(usize, usize) -> bool) -> Vec<usize> {
     starts
 }
 
+/// No definition read: `definitionSource: builtin` and `settings`. Not a [`Decoded`] with none,
+/// so that the module the policy ships carries no code to copy definitions it never reads.
+pub struct Unread;
+
+impl DefinitionList for Unread {
+    fn kinds(&self) -> usize {
+        0
+    }
+
+    fn kind(&self, _: usize) -> &str {
+        ""
+    }
+
+    fn definitions(&self, _: usize) -> Vec<Definition> {
+        Vec::new()
+    }
+
+    fn all(&self) -> Vec<Definition> {
+        Vec::new()
+    }
+}
+
 /// Definitions already decoded, as a snapshot, a pre-flight or a test holds them.
 #[derive(Debug, Default)]
 pub struct Decoded {
