@@ -250,8 +250,8 @@ pub fn lists(data: &[u8]) {
             list.all()
                 .into_iter()
                 .map(|d| {
-                    let fields = [&d.dashboard, &d.cardinality, &d.protection, &d.capability]
-                        .map(|raw| field(raw));
+                    let fields =
+                        [&d.dashboard, &d.cardinality, &d.protection, &d.capability].map(&field);
                     (d.name, d.kind, d.release_prefix, fields)
                 })
                 .collect()
