@@ -68,25 +68,36 @@ impl Host for Echo<'_> {
 type Listed<T> = Result<Vec<T>, ()>;
 
 /// serde_json's reading of a list response, the reference for the scanner: the document as a
-/// `Value`, then the same few fields. `items`, `metadata` and `labels` may be absent or null;
-/// anything else of the wrong type is an error, as are read values of the wrong type.
-fn reference_items(data: &[u8]) -> Listed<serde_json::Map<String, serde_json::Value>> {
+/// `Value`, its `items` (absent or null: none); anything else of the wrong type is an error.
+fn reference_list(data: &[u8]) -> Listed<serde_json::Value> {
     use serde_json::Value;
     let Ok(Value::Object(list)) = serde_json::from_slice::<Value>(data) else {
         return Err(());
     };
-    let items = match list.get("items") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(()),
-    };
-    items
+    match list.get("items") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => Ok(items.clone()),
+        Some(_) => Err(()),
+    }
+}
+
+/// An object that may be absent or null (then empty).
+fn reference_object(
+    value: Option<&serde_json::Value>,
+) -> Result<serde_json::Map<String, serde_json::Value>, ()> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(serde_json::Map::new()),
+        Some(serde_json::Value::Object(map)) => Ok(map.clone()),
+        Some(_) => Err(()),
+    }
+}
+
+/// Each item's `metadata`, which may be absent or null; the read values of the wrong type are
+/// errors too.
+fn reference_items(data: &[u8]) -> Listed<serde_json::Map<String, serde_json::Value>> {
+    reference_list(data)?
         .iter()
-        .map(|item| match item.as_object().ok_or(())?.get("metadata") {
-            None | Some(Value::Null) => Ok(serde_json::Map::new()),
-            Some(Value::Object(meta)) => Ok(meta.clone()),
-            Some(_) => Err(()),
-        })
+        .map(|item| reference_object(item.as_object().ok_or(())?.get("metadata")))
         .collect()
 }
 
@@ -126,31 +137,19 @@ type DefinitionFacts = (
 /// and its rule fields; `metadata`, `spec`, `application` and `release` objects that may be
 /// absent or null; the items without a kind left out.
 fn reference_definitions(data: &[u8]) -> Listed<DefinitionFacts> {
-    use serde_json::{Map, Value};
-    let Ok(Value::Object(list)) = serde_json::from_slice::<Value>(data) else {
-        return Err(());
-    };
-    let items = match list.get("items") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(()),
-    };
-    let object = |value: Option<&Value>| match value {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(map)) => Ok(map.clone()),
-        Some(_) => Err(()),
-    };
+    use serde_json::Value;
     let mut out = Vec::new();
-    for item in items {
+    for item in reference_list(data)? {
         let item = item.as_object().ok_or(())?;
-        let name = reference_text(&object(item.get("metadata"))?, "name")?.unwrap_or_default();
-        let spec = object(item.get("spec"))?;
-        let kind = match object(spec.get("application"))?.get("kind") {
+        let name =
+            reference_text(&reference_object(item.get("metadata"))?, "name")?.unwrap_or_default();
+        let spec = reference_object(item.get("spec"))?;
+        let kind = match reference_object(spec.get("application"))?.get("kind") {
             None => String::new(),
             Some(Value::String(kind)) => kind.clone(),
             Some(_) => return Err(()),
         };
-        let prefix = reference_text(&object(spec.get("release"))?, "prefix")?;
+        let prefix = reference_text(&reference_object(spec.get("release"))?, "prefix")?;
         let fields = ["dashboard", "cardinality", "protection", "capability"]
             .map(|field| spec.get(field).filter(|value| !value.is_null()).cloned());
         if !kind.is_empty() {
