@@ -19,7 +19,6 @@ use serde::de::DeserializeOwned;
 
 use crate::definitions::{DEFINITION_API, DEFINITION_KIND, DEFINITION_MASKS, ListedDefinitions};
 use crate::host::Host;
-use crate::objects::Object;
 use crate::scan;
 
 pub const RELEASE_API: &str = "helm.toolkit.fluxcd.io/v2";
@@ -40,7 +39,7 @@ const RELEASE_MASKS_WITH_LABELS: &[&str] = &[
     "metadata.labels",
 ];
 
-pub(crate) fn masks(paths: &[&str]) -> Option<BTreeSet<String>> {
+fn masks(paths: &[&str]) -> Option<BTreeSet<String>> {
     Some(paths.iter().map(|p| p.to_string()).collect())
 }
 
@@ -105,6 +104,26 @@ fn release_metadata<'a>(item: &mut scan::Reader<'a>) -> Result<ListedRelease<'a>
         }
         Ok(true)
     })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// An object with the spec `S` (`IgnoredAny` when only the metadata matters).
+#[derive(Deserialize)]
+struct Object<S> {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default)]
+    spec: Option<S>,
 }
 
 /// A HelmRelease's spec as far as the policy reads it: a Tenant's values hold its switches.

@@ -10,7 +10,6 @@ pub mod definitions;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod host;
-pub mod objects;
 pub mod scan;
 pub mod settings;
 
