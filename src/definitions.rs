@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use cozystack_resolver::listing::runs;
+use cozystack_resolver::listing::Runs;
 use cozystack_resolver::{Definition, DefinitionList, RawField};
 
 use crate::scan::{self, Reader, ScanError, Str};
@@ -47,8 +47,8 @@ pub struct ListedDefinitions {
     text: String,
     /// The items that state a kind, sorted by kind, in list order within a kind.
     items: Vec<Item>,
-    /// Where each kind's run starts in `items`, then `items.len()`.
-    starts: Vec<usize>,
+    /// Each kind's run in `items`.
+    runs: Runs,
 }
 
 /// A string's span in the text; one written with escapes is unescaped onto `unescaped`, which
@@ -161,12 +161,8 @@ impl ListedDefinitions {
                 .cmp(at(&b.kind))
                 .then(a.position.cmp(&b.position))
         });
-        let starts = runs(items.len(), |a, b| at(&items[a].kind) == at(&items[b].kind));
-        Ok(ListedDefinitions {
-            text,
-            items,
-            starts,
-        })
+        let runs = Runs::new(items.len(), |a, b| at(&items[a].kind) == at(&items[b].kind));
+        Ok(ListedDefinitions { text, items, runs })
     }
 
     fn at(&self, range: &Range<usize>) -> &str {
@@ -174,10 +170,7 @@ impl ListedDefinitions {
     }
 
     fn run(&self, index: usize) -> &[Item] {
-        match (self.starts.get(index), self.starts.get(index + 1)) {
-            (Some(&start), Some(&end)) => self.items.get(start..end).unwrap_or_default(),
-            _ => &[],
-        }
+        self.items.get(self.runs.get(index)).unwrap_or_default()
     }
 
     /// Makes one item's definition from its spans.
@@ -202,7 +195,7 @@ impl ListedDefinitions {
 
 impl DefinitionList for ListedDefinitions {
     fn kinds(&self) -> usize {
-        self.starts.len().saturating_sub(1)
+        self.runs.len()
     }
 
     fn kind(&self, index: usize) -> &str {

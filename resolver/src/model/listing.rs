@@ -48,12 +48,38 @@ impl dyn DefinitionList + '_ {
     }
 }
 
-/// Where each run of equal neighbours starts in a sorted sequence of `len` items, `same(a, b)`
-/// telling whether items `a` and `b` share a kind; ends with `len`.
-pub fn runs(len: usize, same: impl Fn(usize, usize) -> bool) -> Vec<usize> {
-    let mut starts: Vec<usize> = (0..len).filter(|&i| i == 0 || !same(i - 1, i)).collect();
-    starts.push(len);
-    starts
+/// The runs of one kind in a sequence sorted by kind: the kinds' numbering of a list.
+#[derive(Debug, Default)]
+pub struct Runs {
+    /// Where each run starts, then the sequence's length.
+    starts: Vec<usize>,
+}
+
+impl Runs {
+    /// The runs of `len` sorted items, `same(a, b)` telling whether items `a` and `b` share a
+    /// kind.
+    pub fn new(len: usize, same: impl Fn(usize, usize) -> bool) -> Self {
+        let mut starts: Vec<usize> = (0..len).filter(|&i| i == 0 || !same(i - 1, i)).collect();
+        starts.push(len);
+        Runs { starts }
+    }
+
+    /// How many runs (kinds) there are.
+    pub fn len(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The items of run `index`; empty past the end.
+    pub fn get(&self, index: usize) -> std::ops::Range<usize> {
+        match (self.starts.get(index), self.starts.get(index + 1)) {
+            (Some(&start), Some(&end)) => start..end,
+            _ => 0..0,
+        }
+    }
 }
 
 /// No definition read: `definitionSource: builtin` and `settings`. Not a [`Decoded`] with none,
@@ -84,35 +110,29 @@ pub struct Decoded {
     definitions: Vec<Definition>,
     /// Positions in `definitions`, sorted by kind (list order within a kind).
     order: Vec<usize>,
-    /// Where each kind's run starts in `order`, then `order.len()`.
-    starts: Vec<usize>,
+    /// Each kind's run in `order`.
+    runs: Runs,
 }
 
 impl Decoded {
     pub fn new(definitions: Vec<Definition>) -> Self {
-        // Binary insertion after the equal kinds: list order within a kind, and no sort's code
-        // in the module for the few definitions a snapshot holds.
-        let mut order: Vec<usize> = Vec::with_capacity(definitions.len());
-        for (at, definition) in definitions.iter().enumerate() {
-            let before = order.partition_point(|&other| definitions[other].kind <= definition.kind);
-            order.insert(before, at);
-        }
-        let starts = runs(order.len(), |a, b| {
+        // A stable sort: list order within a kind.
+        let mut order: Vec<usize> = (0..definitions.len()).collect();
+        order.sort_by(|&a, &b| definitions[a].kind.cmp(&definitions[b].kind));
+        let runs = Runs::new(order.len(), |a, b| {
             definitions[order[a]].kind == definitions[order[b]].kind
         });
         Decoded {
             definitions,
             order,
-            starts,
+            runs,
         }
     }
 
     fn run(&self, index: usize) -> impl Iterator<Item = &Definition> {
-        let (start, end) = match (self.starts.get(index), self.starts.get(index + 1)) {
-            (Some(&start), Some(&end)) => (start, end),
-            _ => (0, 0),
-        };
-        self.order[start..end]
+        self.order
+            .get(self.runs.get(index))
+            .unwrap_or_default()
             .iter()
             .filter_map(|&at| self.definitions.get(at))
     }
@@ -120,7 +140,7 @@ impl Decoded {
 
 impl DefinitionList for Decoded {
     fn kinds(&self) -> usize {
-        self.starts.len().saturating_sub(1)
+        self.runs.len()
     }
 
     fn kind(&self, index: usize) -> &str {
