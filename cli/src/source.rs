@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use cozystack_packaging::signing;
+use cozystack_packaging::signing::Trust;
 use cozystack_policy_runtime::policy::{Policy, read_module};
 
-use cozystack_packaging::signing::Trust;
+use crate::trust::pinned;
 
 /// The module embedded by `build.rs`, when the build had one.
 #[cfg(embedded_policy)]
@@ -41,28 +41,7 @@ impl Source {
     /// The module's bytes and a line naming where they came from. With `trust`, only a
     /// registry artifact whose signature verifies is read.
     pub fn read(&self, trust: Option<&Trust>) -> Result<(Vec<u8>, String), String> {
-        if let (
-            Some(trust),
-            Source::Registry {
-                reference,
-                insecure,
-            },
-        ) = (trust, self)
-        {
-            // Verify, then pull the digest that verified: a tag moved in between is not read.
-            let signature =
-                signing::verify(reference, trust, *insecure).map_err(|e| e.to_string())?;
-            let (wasm, _) = cozystack_packaging::oci::pull(&signature.immutable_ref, *insecure)
-                .map_err(|e| format!("registry://{}: {e}", signature.immutable_ref))?;
-            return Ok((
-                wasm,
-                format!(
-                    "{reference} ({}), signature verified with {}",
-                    signature.manifest_digest, trust.key.path
-                ),
-            ));
-        }
-        if trust.is_some() {
+        if trust.is_some() && !matches!(self, Source::Registry { .. }) {
             return Err(
                 "--verify-key checks a registry artifact's signature: give --policy registry://REF"
                     .to_owned(),
@@ -79,9 +58,16 @@ impl Source {
                 reference,
                 insecure,
             } => {
-                let (wasm, artifact) = cozystack_packaging::oci::pull(reference, *insecure)
-                    .map_err(|e| format!("registry://{reference}: {e}"))?;
-                Ok((wasm, format!("{reference} ({})", artifact.manifest_digest)))
+                let pinned = pinned(reference, trust, *insecure)?;
+                let (wasm, artifact) = cozystack_packaging::oci::pull(&pinned, *insecure)
+                    .map_err(|e| format!("registry://{pinned}: {e}"))?;
+                let verified = trust
+                    .map(|trust| format!(", signature verified with {}", trust.key.path))
+                    .unwrap_or_default();
+                Ok((
+                    wasm,
+                    format!("{reference} ({}){verified}", artifact.manifest_digest),
+                ))
             }
         }
     }

@@ -210,20 +210,9 @@ fn display(path: Option<&Path>) -> String {
     path.map(|p| p.display().to_string()).unwrap_or_default()
 }
 
-/// What to read `reference` by: with `trust`, the digest whose signature verified (never the
-/// tag again); without, the reference as given.
-fn pinned(reference: &str, trust: Option<&Trust>, insecure: bool) -> Result<String, String> {
-    match trust {
-        Some(trust) => signing::verify(reference, trust, insecure)
-            .map(|signature| signature.immutable_ref)
-            .map_err(|e| e.to_string()),
-        None => Ok(reference.to_owned()),
-    }
-}
-
 pub fn pull(args: PullArgs) -> Result<(), String> {
     let trust = args.verify.trust()?;
-    let source = pinned(&args.source, trust.as_ref(), args.insecure)?;
+    let source = trust::pinned(&args.source, trust.as_ref(), args.insecure)?;
     let (wasm, artifact) = oci::pull(&source, args.insecure).map_err(|e| e.to_string())?;
     std::fs::write(&args.output, wasm).map_err(|e| format!("{}: {e}", args.output.display()))?;
     emit(&json(&artifact)?)
@@ -324,7 +313,7 @@ pub fn verification_config(args: VerificationConfigArgs) -> Result<(), String> {
 
 pub fn print_sbom(args: SbomArgs) -> Result<(), String> {
     let trust = args.verify.trust()?;
-    let reference = pinned(&args.reference, trust.as_ref(), args.insecure)?;
+    let reference = trust::pinned(&args.reference, trust.as_ref(), args.insecure)?;
     let (bom, bom_ref) = sbom::fetch(&reference, args.insecure)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| {

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use cozystack_packaging::keys::{self, Signer};
-use cozystack_packaging::signing::Trust;
+use cozystack_packaging::signing::{self, Trust};
 use zeroize::Zeroizing;
 
 /// `--annotation k=v`, as clap parses it.
@@ -58,6 +58,17 @@ pub fn read(path: &Path, annotations: &[(String, String)]) -> Result<Trust, Stri
         key,
         annotations: annotations.iter().cloned().collect(),
     })
+}
+
+/// What to read `reference` by: with `trust`, the digest whose signature verified (never the
+/// tag again, so a tag moved in between is not read); without, the reference as given.
+pub fn pinned(reference: &str, trust: Option<&Trust>, insecure: bool) -> Result<String, String> {
+    match trust {
+        Some(trust) => signing::verify(reference, trust, insecure)
+            .map(|signature| signature.immutable_ref)
+            .map_err(|e| e.to_string()),
+        None => Ok(reference.to_owned()),
+    }
 }
 
 #[cfg(test)]
