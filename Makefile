@@ -8,7 +8,7 @@ E2E := cargo run $(CARGO_FLAGS) -q -p cozystack-e2e --
 # The operator's tool, from the workspace (`make cli` builds the release binary).
 POLICY_CLI := cargo run $(CARGO_FLAGS) -q -p cozystack-policy --
 
-.PHONY: all cli install binaryen bench fuzz js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: all hack-test cli install binaryen bench fuzz js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -154,7 +154,12 @@ export: annotated-policy.wasm
 schema:
 	UPDATE_SCHEMA=1 cargo test $(CARGO_FLAGS) -p cozystack-capabilities-policy --test schema
 
-test: fmt lint unit e2e registry-test js-test
+# The stock rule table's derivation (hack/chart-reads.py) on chart trees of each shape.
+hack-test:
+	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
+	python3 -m unittest discover -s hack -p 'test_*.py'
+
+test: fmt lint hack-test unit e2e registry-test js-test
 
 clean:
 	cargo clean

@@ -1,99 +1,473 @@
 #!/usr/bin/env python3
-"""Derives the `consumes` of every app kind from the `_namespace.<class>` reads of its chart.
+"""Derives the stock rule table (docs/stock-rules.md) from a cozystack/cozystack checkout.
 
 Usage: hack/chart-reads.py COZYSTACK_CHECKOUT [--check docs/stock-rules.md]
 
-Reads the ApplicationDefinitions of a cozystack/cozystack checkout
-(packages/system/*-rd/cozyrds/*.yaml), finds each kind's chart (packages/apps/<name> or
-packages/extra/<name>), and collects the provider classes its templates read from the values
-the Tenant chart hands down (`.Values._namespace.<class>`), following the HelmReleases a chart
-renders from another app chart with the tenant's `cozystack-values` (ComputePlane wraps
-apps/kubernetes). Template comments are skipped. With --check it compares the result with the
-stock rule table (docs/stock-rules.md) and exits 1 on a difference. Standard library only.
+For every ApplicationDefinition (packages/system/*-rd/cozyrds/*.yaml) it follows the chart the
+definition installs, as Cozystack resolves it: `spec.release.chartRef` names an ExternalArtifact,
+which the PackageSources (packages/core/platform/sources/*.yaml) build as
+`<source>-<variant>-<component>` from a component's path (internal/operator/package_reconciler.go).
+Inside a chart it reads only template actions (`{{ ... }}`; comments and plain text are not reads):
+a provider class is consumed when an action reads `.Values._namespace.<class>` (directly, through
+`index`, through a variable holding `_namespace`, or through a helper such as `cozy-lib.ns-<class>`
+that reads it), and every HelmRelease the chart renders from another artifact with the tenant's
+`cozystack-values` is followed the same way, recursively (Monitoring's `monitoring-system`,
+Bucket's `bucket-system`, ComputePlane's `kubernetes`). A `gateway` read that the same chart falls
+back from to an Ingress when it is empty (`if not $gateway`) is optional: nothing waits for it.
+
+From the Tenant chart (packages/apps/tenant) it derives what a module provides (a class whose
+namespace value `namespace.yaml` sets to the tenant when the switch is on, and hands down to
+every descendant: share children), and the release each module template names (the slot) with
+its switch; a system chart that renders an instance into a fixed namespace (BootBox) names a
+cluster-wide slot. Visibility is `module` for a definition with `dashboard.module: true`,
+`hidden` for a kind the Tenant chart renders without a definition (Gateway), `catalog` else.
+
+It prints every kind it examined, one line each, with the evidence of every column; a kind that
+reads nothing is a line too. With --check it compares every derived column with the table and
+its list of kinds that take no rules, and exits 1 on a difference. Protection is the design's
+choice (community#39), not a chart's, and is not derived.
 """
 
 import argparse
-import itertools
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
-CLASSES = ("etcd", "ingress", "gateway", "monitoring", "seaweedfs")
-# Reads the derivation leaves out on purpose; docs/stock-rules.md says why.
-OPTIONAL = {("Harbor", "gateway"): "falls back to an Ingress when empty"}
-# Charts that hand the classes down instead of using them.
-PROPAGATORS = {"tenant"}
+import yaml
 
-READ = re.compile(r"_namespace\.(" + "|".join(CLASSES) + r")\b|index \.Values\._namespace \"(" + "|".join(CLASSES) + r")\"")
-COMMENT = re.compile(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", re.S)
-WRAPPED = re.compile(r"name:\s*cozystack-[a-z0-9-]+-application-[a-z0-9]+-([a-z0-9-]+)\s*$", re.M)
+CLASSES = ("etcd", "ingress", "gateway", "monitoring", "seaweedfs")
+CLASS = "|".join(CLASSES)
+# Charts that hand the classes down to their children instead of using them.
+PROPAGATORS = {"Tenant"}
+
+ACTION = re.compile(r"\{\{(.*?)\}\}", re.S)
+COMMENT = re.compile(r"^-?\s*/\*.*\*/\s*-?$", re.S)
+DIRECT = re.compile(r"_namespace(?:\s*\|\s*default\s+dict\s*\))?\.(" + CLASS + r")\b")
+INDEXED = re.compile(r"index\s+\(?\$?\.Values\._namespace[^\"]*\"(" + CLASS + r")\"")
+ALIAS = re.compile(r"\$(\w+)\s*:?=\s*\(?\s*\$?\.Values\._namespace\b(?!\.)")
+INCLUDE = re.compile(r"\b(?:include|template)\s+\"([^\"]+)\"")
+DEFINE = re.compile(r"^-?\s*define\s+\"([^\"]+)\"")
+OPENS = re.compile(r"^-?\s*(if|range|with|block|define)\b")
+ENDS = re.compile(r"^-?\s*end\b")
+GATEWAY_VAR = re.compile(r"\$(\w+)\s*:?=[^\n]*_namespace[^\n]*\.gateway\b")
+
+
+@dataclass
+class Definition:
+    kind: str
+    name: str
+    prefix: str
+    module: bool
+    artifact: str
+    file: str
+
+
+@dataclass
+class Reads:
+    """The classes a chart reads: {class: sorted evidence}, and the optional ones."""
+    found: dict = field(default_factory=dict)
+    optional: dict = field(default_factory=dict)
+
+    def add(self, cls, evidence):
+        self.found.setdefault(cls, set()).add(evidence)
+
+    def merge(self, other):
+        for cls, evidence in other.found.items():
+            for e in evidence:
+                self.add(cls, e)
+        self.optional.update(other.optional)
+
+
+def load(path):
+    """The YAML documents of a plain (untemplated) file; a templated one yields nothing."""
+    try:
+        return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    except yaml.YAMLError:
+        return []
 
 
 def definitions(root):
-    """(kind, definition name) of every ApplicationDefinition in the checkout."""
     for path in sorted(root.glob("packages/system/*-rd/cozyrds/*.yaml")):
-        text = path.read_text()
-        kind = re.search(r"^\s{4}kind:\s*(\S+)", text, re.M)
-        name = re.search(r"^\s{2}name:\s*(\S+)", text, re.M)
-        if kind and name:
-            yield kind.group(1), name.group(1)
+        for doc in load(path):
+            if doc.get("kind") != "ApplicationDefinition":
+                continue
+            spec = doc.get("spec") or {}
+            release = spec.get("release") or {}
+            yield Definition(
+                kind=spec["application"]["kind"],
+                name=doc["metadata"]["name"],
+                prefix=release.get("prefix", ""),
+                module=bool((spec.get("dashboard") or {}).get("module")),
+                artifact=(release.get("chartRef") or {}).get("name", ""),
+                file=str(path.relative_to(root)),
+            )
 
 
-def chart_dir(root, name):
-    for base in ("packages/apps", "packages/extra"):
-        candidate = root / base / name
-        if (candidate / "templates").is_dir():
-            return candidate
-    return None
+def artifacts(root):
+    """{ExternalArtifact name: chart folder} from every PackageSource's components."""
+    table = {}
+    for path in sorted(root.glob("packages/core/platform/sources/*.yaml")):
+        for doc in load(path):
+            if doc.get("kind") != "PackageSource":
+                continue
+            source = doc["metadata"]["name"].replace(".", "-")
+            for variant in (doc.get("spec") or {}).get("variants") or []:
+                for component in variant.get("components") or []:
+                    name = f"{source}-{variant['name'].replace('.', '-')}-{component['name'].replace('.', '-')}"
+                    table[name] = root / "packages" / component["path"].strip("/")
+    return table
 
 
-def reads(root, chart, seen=None):
-    """{class: [template paths]} of a chart and of the app charts it wraps."""
-    seen = seen if seen is not None else set()
-    if chart in seen:
-        return {}
-    seen.add(chart)
-    found = {}
-    for path in sorted(chart.glob("templates/**/*")):
-        if not path.is_file() or path.suffix not in (".yaml", ".tpl"):
+def actions(text):
+    """The template actions of a file, comments dropped, each with whether it sits in a define."""
+    depth, in_define = 0, None
+    for match in ACTION.finditer(text):
+        body = match.group(1).strip()
+        if COMMENT.match(body):
             continue
-        text = COMMENT.sub("", path.read_text())
-        for match in READ.finditer(text):
-            cls = match.group(1) or match.group(2)
-            found.setdefault(cls, []).append(str(path.relative_to(root)))
-        # A HelmRelease of another app chart, fed the tenant's values, reads for this kind too.
-        if "kind: HelmRelease" in text and "cozystack-values" in text:
-            for wrapped in WRAPPED.findall(text):
-                inner = chart_dir(root, wrapped)
-                if inner is not None and inner.parent.name == "apps":
-                    for cls, paths in reads(root, inner, seen).items():
-                        found.setdefault(cls, []).extend(paths)
-    return {cls: sorted(set(paths)) for cls, paths in found.items()}
+        name = DEFINE.match(body)
+        if name:
+            in_define, depth = name.group(1), 0
+            continue
+        if in_define is not None:
+            if OPENS.match(body):
+                depth += 1
+            elif ENDS.match(body):
+                if depth == 0:
+                    in_define = None
+                    continue
+                depth -= 1
+        yield in_define, body
+
+
+def direct_reads(bodies):
+    """The classes a run of actions reads without a helper, and the helpers it includes."""
+    aliases, classes, includes = set(), set(), set()
+    for body in bodies:
+        aliases.update(ALIAS.findall(body))
+    for body in bodies:
+        classes.update(DIRECT.findall(body))
+        classes.update(INDEXED.findall(body))
+        for alias in aliases:
+            classes.update(re.findall(r"\$" + alias + r"\.(" + CLASS + r")\b", body))
+        includes.update(INCLUDE.findall(body))
+    return classes, includes
+
+
+def templates(chart):
+    return sorted(p for p in chart.glob("templates/**/*") if p.is_file() and p.suffix in (".yaml", ".tpl", ".yml"))
+
+
+class Checkout:
+    def __init__(self, root):
+        self.root = root
+        self.artifacts = artifacts(root)
+        self.helpers = {}
+        for chart in sorted(root.glob("packages/library/*")):
+            self._collect_helpers(chart)
+
+    def rel(self, path):
+        return str(path.relative_to(self.root))
+
+    def _collect_helpers(self, chart):
+        bodies = {}
+        for path in templates(chart):
+            for name, body in actions(path.read_text()):
+                if name is not None:
+                    bodies.setdefault(name, (path, []))[1].append(body)
+        for name, (path, body) in bodies.items():
+            classes, includes = direct_reads(body)
+            self.helpers[name] = (self.rel(path), classes, includes)
+
+    def helper_reads(self, name, seen=None):
+        """{class: evidence} a helper reads, through the helpers it includes."""
+        seen = seen if seen is not None else set()
+        if name in seen or name not in self.helpers:
+            return {}
+        seen.add(name)
+        path, classes, includes = self.helpers[name]
+        found = {cls: f"{path} ({name})" for cls in classes}
+        for inner in includes:
+            for cls, evidence in self.helper_reads(inner, seen).items():
+                found.setdefault(cls, evidence)
+        return found
+
+    def reads(self, chart, seen=None):
+        """What a chart reads, and what the charts it wraps with the tenant's values read."""
+        seen = seen if seen is not None else set()
+        result = Reads()
+        if chart in seen or not (chart / "templates").is_dir():
+            return result
+        seen.add(chart)
+        self._collect_helpers(chart)
+        falls_back = False
+        for path in templates(chart):
+            text = path.read_text()
+            bodies = [body for name, body in actions(text) if name is None]
+            classes, includes = direct_reads(bodies)
+            for cls in classes:
+                result.add(cls, self.rel(path))
+            for name in includes:
+                for cls, evidence in self.helper_reads(name).items():
+                    result.add(cls, evidence)
+            gateway_vars = set(GATEWAY_VAR.findall(text))
+            if any(re.search(r"\bif\s+not\s+\$" + v + r"\b", b) for v in gateway_vars for b in bodies):
+                falls_back = True
+            for artifact in wrapped(text):
+                inner = self.artifacts.get(artifact)
+                if inner is not None:
+                    result.merge(self.reads(inner, seen))
+        if falls_back and "gateway" in result.found and "ingress" in result.found:
+            result.optional["gateway"] = "falls back to an Ingress when empty"
+        return result
+
+
+def wrapped(text):
+    """The ExternalArtifacts of the HelmReleases a template renders with the tenant's values."""
+    for doc in re.split(r"^---\s*$", text, flags=re.M):
+        if not re.search(r"^kind:\s*HelmRelease\s*$", doc, re.M) or "cozystack-values" not in doc:
+            continue
+        yield from re.findall(r"kind:\s*ExternalArtifact\s*\n\s*name:\s*([a-z0-9-]+)", doc)
+
+
+@dataclass
+class Named:
+    """A release a chart renders for a kind: its name, namespace (None: the tenant's) and switch."""
+    kind: str
+    release: str
+    namespace: object
+    switch: object
+    file: str
+    artifact: str
+
+
+def named_instances(checkout, by_artifact):
+    """Every release the Tenant chart or a system chart names for a kind, with its switch."""
+    found = []
+    root = checkout.root
+    for path in sorted(root.glob("packages/apps/tenant/templates/*.yaml")) + sorted(root.glob("packages/system/*/templates/**/*.yaml")):
+        text = path.read_text()
+        for doc in re.split(r"^---\s*$", text, flags=re.M):
+            if not re.search(r"^kind:\s*HelmRelease\s*$", doc, re.M):
+                continue
+            artifact = re.search(r"kind:\s*ExternalArtifact\s*\n\s*name:\s*([a-z0-9-]+)", doc)
+            name = re.search(r"^  name:\s*([a-z0-9-]+)\s*$", doc, re.M)
+            label = re.search(r"apps\.cozystack\.io/application\.kind:\s*(\w+)", doc)
+            if not (artifact and name):
+                continue
+            kind = by_artifact.get(artifact.group(1)) or (label.group(1) if label else None)
+            if kind is None or kind in PROPAGATORS:
+                continue
+            namespace = re.search(r"^  namespace:\s*([a-z0-9-]+)\s*$", doc, re.M)
+            tenant = "packages/apps/tenant/" in str(path)
+            if not tenant and namespace is None:
+                continue
+            switch = None
+            if tenant:
+                guard = re.search(r"\{\{-?\s*if\s+(?:\.Values\.(\w+)|eq \(include \"tenant\.(\w+)Effective\" \.\) \"true\")\s*-?\}\}", text)
+                switch = (guard.group(1) or guard.group(2)) if guard else None
+            found.append(Named(kind, name.group(1), None if tenant else namespace.group(1), switch, checkout.rel(path), artifact.group(1)))
+    return found
+
+
+def provided(root):
+    """{switch key: class} the Tenant chart sets to the tenant itself (`namespace.yaml`)."""
+    text = (root / "packages/apps/tenant/templates/namespace.yaml").read_text()
+    table = {}
+    for cls in CLASSES:
+        plain = re.search(r"if \.Values\.(\w+) \}\}\s*\{\{-? \$" + cls + r" = \$tenantName", text)
+        effective = re.search(r"if eq \(include \"tenant\.(\w+)Effective\" \.\) \"true\" \}\}\s*\{\{-? \$" + cls + r" = \$tenantName", text)
+        match = plain or effective
+        if match:
+            table[match.group(1)] = cls
+    return table
+
+
+NAME_CHECK = re.compile(r"if\s+ne\s+\.Release\.Name\s+\.Chart\.Name\s*-?\}\}\s*\{\{-?\s*fail\b")
+
+
+def off_slot(checkout, chart):
+    """What an instance released under another name than its slot does, from its chart: one
+    whose chart fails on any release name but its own never renders; one whose post-delete
+    hook deletes PersistentVolumeClaims runs, and deleting it drops its volumes."""
+    if chart is None:
+        return "runs", []
+    files = templates(chart)
+    for path in files:
+        if NAME_CHECK.search(path.read_text()):
+            return "never renders", [checkout.rel(path)]
+    for path in files:
+        text = path.read_text()
+        if "post-delete" in text and re.search(r"persistentvolumeclaims", text) and re.search(r"\bdelete\b", text):
+            return "runs; deleting it drops its volumes", [checkout.rel(path)]
+    return "runs", []
+
+
+@dataclass
+class Row:
+    kind: str
+    visibility: str
+    cardinality: str
+    provides: list
+    consumes: list
+    share: str
+    slots: str
+    prefix: str
+    evidence: dict
+    optional: dict
+    named: str
+    off_slot: str
+    off_slot_evidence: list
 
 
 def derive(root):
-    table = {}
-    for kind, name in definitions(root):
-        chart = chart_dir(root, name)
-        if chart is None or name in PROPAGATORS:
+    checkout = Checkout(root)
+    defs = list(definitions(root))
+    by_artifact = {d.artifact: d.kind for d in defs}
+    named = named_instances(checkout, by_artifact)
+    provides_of = provided(root)
+    rows = {}
+    kinds = {d.kind: d for d in defs}
+    for n in named:
+        kinds.setdefault(n.kind, None)
+    for kind, definition in sorted(kinds.items()):
+        chart = checkout.artifacts.get(definition.artifact) if definition else None
+        reads = Reads() if chart is None or kind in PROPAGATORS else checkout.reads(chart)
+        mine = [n for n in named if n.kind == kind]
+        provides = sorted({provides_of[n.switch] for n in mine if n.switch in provides_of})
+        if mine and all(n.namespace is None for n in mine):
+            cardinality = "tenant/1"
+            slots = ", ".join(sorted({n.release for n in mine}))
+        elif mine:
+            cardinality = "cluster/1"
+            slots = ", ".join(sorted({f"{n.release} (in {n.namespace})" for n in mine}))
+        else:
+            cardinality, slots = "—", "—"
+        if definition is None:
+            visibility = "hidden"
+        else:
+            visibility = "module" if definition.module else "catalog"
+        # A kind without a definition is found through the release that names it (Gateway).
+        own_chart = chart or next((checkout.artifacts.get(n.artifact) for n in mine if checkout.artifacts.get(n.artifact)), None)
+        behaviour, behaviour_evidence = off_slot(checkout, own_chart) if mine else ("—", [])
+        rows[kind] = Row(
+            kind=kind,
+            visibility=visibility,
+            cardinality=cardinality,
+            provides=provides,
+            consumes=sorted(c for c in reads.found if c not in reads.optional),
+            share="children" if provides else "—",
+            slots=slots,
+            prefix=definition.prefix if definition else "",
+            evidence={c: sorted(e) for c, e in reads.found.items()},
+            optional=reads.optional,
+            off_slot=behaviour,
+            off_slot_evidence=behaviour_evidence,
+            named="; ".join(f"{n.file} ({n.release}, {'switch ' + n.switch if n.switch else 'always rendered' if n.namespace is None else 'namespace ' + n.namespace})" for n in mine) or "—",
+        )
+    return rows
+
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def tables(path):
+    """The rule table ({kind: {column: cell}}) and the kinds the document lists as taking no rules."""
+    lines = Path(path).read_text().splitlines()
+    blocks, current = [], []
+    for line in lines + [""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            blocks.append(current)
+            current = []
+    rule_rows = blocks[0]
+    header = cells(rule_rows[0])
+    rules = {}
+    for line in rule_rows[2:]:
+        row = dict(zip(header, cells(line)))
+        rules[row["kind"]] = row
+    plain = {}
+    for block in blocks[1:]:
+        head = cells(block[0])
+        if head[:2] != ["kind", "release prefix"]:
             continue
-        found = reads(root, chart)
-        consumes = sorted(c for c in found if (kind, c) not in OPTIONAL)
-        table[kind] = (consumes, found)
-    return table
+        for line in block[2:]:
+            row = dict(zip(head, cells(line)))
+            plain[row["kind"]] = row
+    return rules, plain
 
 
-def documented_table(path):
-    text = Path(path).read_text()
-    lines = text.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith("|"))
-    rows = list(itertools.takewhile(lambda l: l.startswith("|"), lines[start:]))
-    table = {}
-    for row in rows[2:]:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        consumes = [] if cells[5] in ("", "—") else [c.strip() for c in cells[5].split(",")]
-        table[cells[0]] = sorted(consumes)
-    return table
+def listed(cell):
+    return [] if cell in ("", "—") else sorted(c.strip() for c in cell.split(","))
+
+
+def prefix_cell(cell):
+    return cell.strip("`").strip('"')
+
+
+def compare(rows, path):
+    """Every difference between the derived rows and the document, one line each."""
+    rules, plain = tables(path)
+    problems = []
+    for kind, row in sorted(rows.items()):
+        has_rules = row.provides or row.consumes or row.visibility != "catalog" or row.cardinality != "—"
+        if kind in PROPAGATORS:
+            has_rules = False
+        if not has_rules:
+            if kind in rules:
+                problems.append(f"{kind}: the charts give it no rule, docs/stock-rules.md has a row for it")
+            elif kind not in plain:
+                problems.append(f"{kind}: examined, but docs/stock-rules.md lists it neither among the rules nor among the kinds that take none")
+            elif prefix_cell(plain[kind]["release prefix"]) != row.prefix:
+                problems.append(f"{kind}: release prefix: the charts say {row.prefix!r}, docs/stock-rules.md {prefix_cell(plain[kind]['release prefix'])!r}")
+            continue
+        documented = rules.get(kind)
+        if documented is None:
+            problems.append(f"{kind}: the charts give it rules ({describe(row)}), docs/stock-rules.md has no row for it")
+            continue
+        derived = {
+            "visibility": row.visibility,
+            "cardinality": row.cardinality,
+            "provides": row.provides,
+            "consumes": row.consumes,
+            "share": row.share,
+            "slots": row.slots,
+            "off its slot": row.off_slot,
+            "release prefix": row.prefix,
+        }
+        for column, value in derived.items():
+            cell = documented.get(column, "")
+            stated = listed(cell) if isinstance(value, list) else prefix_cell(cell) if column == "release prefix" else cell
+            if column == "slots" and cell not in ("", "—"):
+                stated = ", ".join(sorted(s.strip() for s in cell.split(",")))
+            if stated != value:
+                problems.append(f"{kind}: {column}: the charts say {show(value)}, docs/stock-rules.md says {show(stated)}")
+    for kind in sorted(set(rules) | set(plain)):
+        if kind not in rows:
+            problems.append(f"{kind}: docs/stock-rules.md names it, the checkout has no such kind")
+    return problems
+
+
+def show(value):
+    if isinstance(value, list):
+        return "[" + ", ".join(value) + "]" if value else "—"
+    return repr(value) if value == "" else value
+
+
+def describe(row):
+    parts = [row.visibility]
+    if row.cardinality != "—":
+        parts.append(f"{row.cardinality} held by {row.slots}; off its slot: {row.off_slot}")
+    if row.provides:
+        parts.append(f"provides {', '.join(row.provides)} to {row.share}")
+    parts.append(f"consumes {', '.join(row.consumes) or 'nothing'}")
+    if row.optional:
+        parts.append("optional " + ", ".join(f"{c} ({why})" for c, why in sorted(row.optional.items())))
+    parts.append(f"release prefix {row.prefix!r}")
+    return "; ".join(parts)
 
 
 def main():
@@ -101,26 +475,23 @@ def main():
     parser.add_argument("checkout", type=Path)
     parser.add_argument("--check", metavar="TABLE", help="compare with the stock rule table (docs/stock-rules.md)")
     args = parser.parse_args()
-    derived = derive(args.checkout)
-    for kind, (consumes, found) in sorted(derived.items()):
-        if not found:
-            continue
-        detail = "; ".join(f"{c}: {', '.join(p)}" for c, p in sorted(found.items()))
-        left_out = [c for c in found if (kind, c) in OPTIONAL]
-        note = f" (left out: {', '.join(f'{c} {OPTIONAL[(kind, c)]}' for c in left_out)})" if left_out else ""
-        print(f"{kind}: consumes [{', '.join(consumes)}]{note}\n    {detail}")
+    rows = derive(args.checkout)
+    for kind, row in sorted(rows.items()):
+        print(f"{kind}: {describe(row)}")
+        for cls, evidence in sorted(row.evidence.items()):
+            print(f"    reads {cls}: {', '.join(evidence)}")
+        if row.named != "—":
+            print(f"    named by {row.named}")
+        if row.off_slot_evidence:
+            print(f"    off its slot: {', '.join(row.off_slot_evidence)}")
+    print(f"{len(rows)} kinds examined")
     if not args.check:
         return 0
-    documented = documented_table(args.check)
-    problems = []
-    for kind, (consumes, _) in sorted(derived.items()):
-        if consumes and documented.get(kind) != consumes:
-            problems.append(f"{kind}: the charts read {consumes}, docs/stock-rules.md says {documented.get(kind)}")
-    for kind, consumes in sorted(documented.items()):
-        if consumes and derived.get(kind, ([], {}))[0] != consumes:
-            problems.append(f"{kind}: docs/stock-rules.md says {consumes}, the charts read {derived.get(kind, ([], {}))[0]}")
-    for problem in dict.fromkeys(problems):
+    problems = compare(rows, args.check)
+    for problem in problems:
         print(problem, file=sys.stderr)
+    if not problems:
+        print(f"every column agrees with {args.check}")
     return 1 if problems else 0
 
 

@@ -45,6 +45,7 @@ fn generate(text: &str) -> Result<String, String> {
         consumes,
         share,
         slots,
+        off_slot,
         prefix,
     ] = [
         "kind",
@@ -55,13 +56,14 @@ fn generate(text: &str) -> Result<String, String> {
         "consumes",
         "share",
         "slots",
+        "off its slot",
         "release prefix",
     ]
     .map(column);
     let (kind, visibility, cardinality, protection) =
         (kind?, visibility?, cardinality?, protection?);
-    let (provides, consumes, share, slots, prefix) =
-        (provides?, consumes?, share?, slots?, prefix?);
+    let (provides, consumes, share, slots, off_slot, prefix) =
+        (provides?, consumes?, share?, slots?, off_slot?, prefix?);
     let mut code = format!(
         "/// The Cozystack commit the built-in rule set was derived from.\npub const SOURCE: &str = \"cozystack/cozystack {source}\";\n\n/// The built-in rule set, one entry per kind, from `docs/stock-rules.md`.\npub static KINDS: &[BuiltinKind] = &[\n"
     );
@@ -110,10 +112,17 @@ fn generate(text: &str) -> Result<String, String> {
             c if none(c) => "None".to_owned(),
             c => format!("Some(Share::{})", variant(c, "share")?),
         };
+        let off_slot = match cell(off_slot) {
+            c if none(c) => "None",
+            "never renders" => "Some(OffSlot::NeverRenders)",
+            "runs; deleting it drops its volumes" => "Some(OffSlot::DropsVolumes)",
+            "runs" => "Some(OffSlot::Runs)",
+            other => return Err(format!("{row}: unknown off-slot behaviour {other:?}")),
+        };
         let release_prefix = cell(prefix).trim_matches('`').trim_matches('"');
         writeln!(
             code,
-            "    BuiltinKind {{ kind: {:?}, visibility: Visibility::{}, cardinality: {cardinality}, deletion: {deletion}, edit: {edit}, provides: {}, consumes: {}, share: {share}, release_prefix: {release_prefix:?} }},",
+            "    BuiltinKind {{ kind: {:?}, visibility: Visibility::{}, cardinality: {cardinality}, deletion: {deletion}, edit: {edit}, provides: {}, consumes: {}, share: {share}, off_slot: {off_slot}, release_prefix: {release_prefix:?} }},",
             cell(kind),
             variant(cell(visibility), "visibility")?,
             list(cell(provides)),
@@ -122,7 +131,46 @@ fn generate(text: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     }
     code.push_str("];\n");
+    // The kinds examined that take no rule, with their release prefixes; then every kind the
+    // derivation examined, the rule rows and those.
+    let unruled = unruled_kinds(text)?;
+    writeln!(
+        code,
+        "\n/// The kinds examined at `SOURCE` that take no rule, with their release prefixes.\npub static UNRULED: &[(&str, &str)] = &{unruled:?};"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut examined: Vec<&str> = rows
+        .iter()
+        .skip(2)
+        .filter_map(|r| cells(r).get(kind).copied())
+        .chain(unruled.iter().map(|(kind, _)| *kind))
+        .collect();
+    examined.sort_unstable();
+    examined.dedup();
+    writeln!(
+        code,
+        "\n/// Every kind the derivation examined at `SOURCE`, with rules or without, sorted.\npub static EXAMINED: &[&str] = &{examined:?};"
+    )
+    .map_err(|e| e.to_string())?;
     Ok(code)
+}
+
+/// The rows of the table headed `| kind | release prefix |`: examined, and given no rule.
+fn unruled_kinds(text: &str) -> Result<Vec<(&str, &str)>, String> {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !(l.starts_with('|') && cells(l).starts_with(&["kind", "release prefix"])));
+    lines
+        .next()
+        .ok_or("no `| kind | release prefix |` table lists the kinds examined that take no rule")?;
+    lines
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| match cells(l).as_slice() {
+            [kind, prefix, ..] => Ok((*kind, prefix.trim_matches('`').trim_matches('"'))),
+            _ => Err(format!("{l}: a row names a kind and its release prefix")),
+        })
+        .collect()
 }
 
 fn cells(row: &str) -> Vec<&str> {

@@ -115,6 +115,8 @@ struct Meta {
     labels: Option<BTreeMap<String, String>>,
     #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    deletion_timestamp: Option<serde::de::IgnoredAny>,
 }
 
 /// An object with the spec `S` (`IgnoredAny` when only the metadata matters).
@@ -303,19 +305,27 @@ impl Cluster for HostCluster<'_> {
             name: release.to_owned(),
             namespace: Some(namespace.to_owned()),
             disable_cache: false,
-            field_masks: masks(&["metadata.labels", "metadata.annotations", "spec.values"]),
+            field_masks: masks(&[
+                "metadata.labels",
+                "metadata.annotations",
+                "metadata.deletionTimestamp",
+                "spec.values",
+            ]),
         };
-        // A missing release is the host's error: on the paths that ask, the release exists
-        // (cozystack-api just read it), so its absence is a failed lookup, not an answer.
-        let object: Object<ReleaseSpec> = self.call(
-            &format!("get HelmRelease {namespace}/{release}"),
-            "get_resource",
-            &request,
-        )?;
+        let what = format!("get HelmRelease {namespace}/{release}");
+        // The evaluator answers a GET of a missing object with this error and no other
+        // (`callback_handler/kubernetes/client.rs`); every other failure stays a failure.
+        let missing = format!("Cannot find {RELEASE_API}/{RELEASE_KIND} named '{release}' ");
+        let object: Object<ReleaseSpec> = match self.call_raw(&what, "get_resource", &request) {
+            Err(err) if err.reason.starts_with(&missing) => return Ok(None),
+            Err(err) => return Err(err),
+            Ok(response) => decode(&what, &response)?,
+        };
         Ok(Some(ReleaseMeta {
             labels: object.metadata.labels.unwrap_or_default(),
             annotations: object.metadata.annotations.unwrap_or_default(),
             values: object.spec.map(|spec| spec.values).unwrap_or_default(),
+            terminating: object.metadata.deletion_timestamp.is_some(),
         }))
     }
 

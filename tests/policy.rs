@@ -53,12 +53,19 @@ impl Host for FakeHost {
         let body = match operation {
             "get_resource" => {
                 let name = request["name"].as_str().unwrap();
+                let namespace = request["namespace"].as_str();
+                // The evaluator's answer for a missing object (`client.rs`): the namespace as
+                // Rust prints an `Option<&str>`.
                 items
                     .into_iter()
-                    .find(|o| o["metadata"]["name"] == name)
+                    .find(|o| {
+                        o["metadata"]["name"] == name
+                            && namespace.is_none_or(|ns| o["metadata"]["namespace"] == ns)
+                    })
                     .ok_or_else(|| {
                         format!(
-                            "Cannot find v1/Namespace named '{name}' inside of namespace 'None'"
+                            "Cannot find {}/{kind} named '{name}' inside of namespace '{namespace:?}'",
+                            request["api_version"].as_str().unwrap()
                         )
                     })?
             }
@@ -279,7 +286,12 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
     );
     assert_eq!(
         get["field_masks"],
-        json!(["metadata.annotations", "metadata.labels", "spec.values"])
+        json!([
+            "metadata.annotations",
+            "metadata.deletionTimestamp",
+            "metadata.labels",
+            "spec.values"
+        ])
     );
 }
 
@@ -333,6 +345,42 @@ fn a_missing_namespace_rejects() {
         out["message"],
         "lookup failed: get Namespace tenant-gone: Cannot find v1/Namespace named 'tenant-gone' inside of namespace 'None'; the request is rejected because the policy could not read the cluster state it needs (retry, or check the policy-server's access)"
     );
+}
+
+/// A release looked up by name that does not exist is an answer: a module of a Tenant whose
+/// release is gone is rendered by nothing, so its DELETE gets a verdict, not a 500.
+#[test]
+fn a_missing_tenant_release_is_an_answer() {
+    let mut host = host();
+    // No consumer holds the Monitoring, so the DELETE comes to the Tenant's release.
+    host.releases.retain(|r| {
+        !["tenant-root", "postgres-db"].contains(&r["metadata"]["name"].as_str().unwrap())
+    });
+    let out = run(&host, root_deletes_monitoring(), json!({}));
+    assert_eq!(out["accepted"], true, "{out}");
+    let gets: Vec<Value> = host
+        .calls
+        .borrow()
+        .iter()
+        .filter(|(op, r)| op == "get_resource" && r["kind"] == "HelmRelease")
+        .map(|(_, r)| r["field_masks"].clone())
+        .collect();
+    assert_eq!(
+        gets,
+        [json!([
+            "metadata.annotations",
+            "metadata.deletionTimestamp",
+            "metadata.labels",
+            "spec.values"
+        ])]
+    );
+    // Any other failure of the same GET is still a failed lookup.
+    let failing = FakeHost {
+        fail: Some("get_resource"),
+        ..host
+    };
+    let out = run(&failing, root_deletes_monitoring(), json!({}));
+    assert_eq!(out["code"], 500, "{out}");
 }
 
 #[test]

@@ -228,6 +228,22 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
                 finding: Some(finding),
             });
         }
+        if source == DefinitionSource::Builtin
+            && !builtin::examined(&kind)
+            && settings.definitions.get(&kind).is_none()
+        {
+            judged.push(Judged {
+                object: object.clone(),
+                finding: Some(Finding {
+                    result: "warn",
+                    message: format!(
+                        "ApplicationDefinition {} defines {kind}, a kind the built-in rule set ({}) has never examined, so it gets no rule (catalog, no count, no protection, consumes nothing) whatever its charts read; state its rules in the settings' definitions.{kind}, or set definitionSource: applicationDefinitions",
+                        definition.name,
+                        builtin::SOURCE,
+                    ),
+                }),
+            });
+        }
         if read != unread {
             judged.push(Judged {
                 object: object.clone(),

@@ -82,9 +82,10 @@ fn preflight_reports_exactly_the_known_problems() {
             "{text}"
         );
     }
-    // An instance made before the slots, off its slot, is a warning that names its slot.
+    // An instance made before the slots, off its slot, is a warning that names its slot and a
+    // remedy in the order the count admits.
     assert!(
-        text.contains("HelmRelease tenant-side/metrics [warn] Monitoring tenant-side/metrics is off its slot: Monitoring is held to at most 1 per tenant by its name (tenant-side/monitoring); create the instance anew as tenant-side/monitoring"),
+        text.contains("HelmRelease tenant-side/metrics [warn] Monitoring tenant-side/metrics is off its slot: Monitoring is held to at most 1 per tenant by its name (tenant-side/monitoring); its chart renders no release of another name, so it never ran and nothing is lost: delete tenant-side/metrics, then turn monitoring on in Tenant tenant-root/side"),
         "{text}"
     );
     let reports = preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))
@@ -95,7 +96,7 @@ fn preflight_reports_exactly_the_known_problems() {
     assert_eq!(clean.findings(), 0);
     assert_eq!(
         clean.text(false),
-        "Pre-flight: 6 objects replayed as the audit scanner sends them, in 3 namespaces\n\nNo findings: every namespace is clean.\n"
+        "Pre-flight: 8 objects replayed as the audit scanner sends them, in 3 namespaces\n\nNo findings: every namespace is clean.\n"
     );
     assert!(
         clean
@@ -133,6 +134,25 @@ fn preflight_reports_exactly_the_known_problems() {
     assert!(report.text(false).contains(
         "  ApplicationDefinition bucket [fail] the policy assumes release prefix \"bucket-\" for Bucket, but ApplicationDefinition bucket states spec.release.prefix \"bkt-\": the policy would name every Bucket release wrongly; set releasePrefixes.Bucket: \"bkt-\"\n"
     ), "{}", report.text(false));
+
+    // A kind the built-in set never examined (a package added after its commit) gets no rule:
+    // a warning names it, whatever the definition states; one the settings give rules is known.
+    let mut added = (*dump).clone();
+    added.objects.push(serde_json::json!({
+        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
+        "metadata": {"name": "valkey"},
+        "spec": {"application": {"kind": "Valkey"}, "release": {"prefix": "valkey-"}}
+    }));
+    let report = preflight::run(&policy, Arc::new(added), &settings, &|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.text(false).contains(
+        "  ApplicationDefinition valkey [warn] ApplicationDefinition valkey defines Valkey, a kind the built-in rule set (cozystack/cozystack 3c780acd) has never examined, so it gets no rule (catalog, no count, no protection, consumes nothing) whatever its charts read; state its rules in the settings' definitions.Valkey, or set definitionSource: applicationDefinitions\n"
+    ), "{}", report.text(false));
+    assert!(
+        !report
+            .text(false)
+            .contains("ApplicationDefinition redis [warn]")
+    );
 
     // Rules in the settings alone (the bundled settings spell the stock set out).
     let mut settings_only = settings::read(Some(&workspace().join("e2e/cluster/settings.yaml")))
@@ -182,8 +202,8 @@ fn preflight_reports_exactly_the_known_problems() {
     assert!(
         lines.len() == 3
             && lines[0] == "policy: the embedded policy v0.1.0"
-            && lines[1].starts_with("read 21 objects from the dump in ")
-            && lines[2].starts_with("replayed 17 objects, done in "),
+            && lines[1].starts_with("read 23 objects from the dump in ")
+            && lines[2].starts_with("replayed 19 objects, done in "),
         "{stderr}"
     );
     let clean_yaml = dump("clean.yaml");
@@ -218,7 +238,7 @@ fn preflight_reports_exactly_the_known_problems() {
         .unwrap_or_else(|e| panic!("script (util-linux): {e}"));
     let drawn = utf8(&on_tty.stdout);
     assert!(
-        drawn.contains("replaying ") && drawn.contains(" 17/17 "),
+        drawn.contains("replaying ") && drawn.contains(" 19/19 "),
         "{drawn}"
     );
     assert!(!utf8(&from_dump.stderr).contains("replaying "));
@@ -241,7 +261,7 @@ fn preflight_reports_exactly_the_known_problems() {
     let stderr = utf8(&live.stderr);
     assert!(
         stderr.contains(
-            "read from context loopback: 4 applicationdefinitions.cozystack.io (1 page), 10 helmreleases.helm.toolkit.fluxcd.io (3 pages), 7 namespaces (2 pages) in "
+            "read from context loopback: 4 applicationdefinitions.cozystack.io (1 page), 12 helmreleases.helm.toolkit.fluxcd.io (3 pages), 7 namespaces (2 pages) in "
         ) && stderr.lines().count() == 3,
         "{stderr}"
     );

@@ -334,7 +334,9 @@ fn packaging_verbs_reproduce_what_the_build_ships() {
         Some("built-in rule set (cozystack/cozystack 3c780acd), 11 kinds:")
     );
     for line in [
-        "  Monitoring: module; tenant/1 held by monitoring; deletion protect; provides monitoring to children; release prefix \"\"",
+        "  Monitoring: module; tenant/1 held by monitoring; deletion protect; provides monitoring to children; consumes ingress; release prefix \"\"",
+        "  Bucket: catalog; consumes ingress, seaweedfs; release prefix \"bucket-\"",
+        "examined, no rule (21): ClickHouse, ExternalDNS, FoundationDB, HTTPCache, Kafka, KubernetesNodes, MariaDB, MongoDB, NATS, OpenBAO, OpenSearch, Postgres, Qdrant, RabbitMQ, Redis, TCPBalancer, Tenant, VMDisk, VMInstance, VPN, VirtualPrivateCloud",
         "  BootBox: module; cluster/1 held by bootbox in tenant-root; consumes ingress; release prefix \"\"",
         "  Kubernetes: catalog; consumes etcd, ingress, monitoring; release prefix \"kubernetes-\"",
     ] {

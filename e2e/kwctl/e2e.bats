@@ -957,3 +957,63 @@ check_invalid_settings() {
 @test "audit-off-slot-instance-update-admitted" {
   check audit-off-slot-instance-update-admitted
 }
+
+@test "charts-acme-ingress-off-strands-its-bucket" {
+  check charts-acme-ingress-off-strands-its-bucket
+}
+
+@test "charts-ktj-ingress-off-strands-its-monitoring" {
+  check charts-ktj-ingress-off-strands-its-monitoring
+}
+
+@test "charts-monitoring-awaits-ingress" {
+  check charts-monitoring-awaits-ingress
+}
+
+@test "charts-bucket-awaits-ingress" {
+  check charts-bucket-awaits-ingress
+}
+
+@test "charts-switch-on-over-another-kind-is-refused" {
+  check charts-switch-on-over-another-kind-is-refused
+}
+
+@test "charts-create-another-kind-under-a-module-name" {
+  check charts-create-another-kind-under-a-module-name
+}
+
+@test "charts-create-another-kind-under-another-name" {
+  check charts-create-another-kind-under-another-name
+}
+
+@test "charts-gateway-judged-by-its-release-name" {
+  check charts-gateway-judged-by-its-release-name
+}
+
+@test "charts-module-delete-while-its-tenant-is-deleted" {
+  check charts-module-delete-while-its-tenant-is-deleted
+}
+
+@test "charts-module-delete-after-its-tenant-is-gone" {
+  check charts-module-delete-after-its-tenant-is-gone
+}
+
+@test "charts-module-delete-while-its-tenant-renders-it" {
+  check charts-module-delete-while-its-tenant-renders-it
+}
+
+@test "charts-root-tenant-delete-by-its-super-admin" {
+  check charts-root-tenant-delete-by-its-super-admin
+}
+
+@test "charts-off-slot-seaweedfs-remedy" {
+  check charts-off-slot-seaweedfs-remedy
+}
+
+@test "charts-off-slot-seaweedfs-kept" {
+  check charts-off-slot-seaweedfs-kept
+}
+
+@test "charts-off-slot-info-remedy" {
+  check charts-off-slot-info-remedy
+}

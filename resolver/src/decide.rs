@@ -118,6 +118,9 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
     if teardown_delete(eval) {
         return Ok(());
     }
+    if request.kind == TENANT_KIND && request.operation == Operation::Delete {
+        protection::check_root_tenant_removal(eval, &request.namespace, &request.name)?;
+    }
     if request.kind == TENANT_KIND
         && let Some(new) = &request.object
     {
@@ -127,6 +130,17 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
             _ => None,
         };
         tenant_effects(eval, &request.name, old, &new.spec, warnings)?;
+    }
+    if request.operation == Operation::Create {
+        let release = eval.release_of(&request.kind, &request.name)?;
+        let subject = Subject {
+            namespace: &request.namespace,
+            app: &request.name,
+            release,
+        };
+        if let Err(v) = tenant_modules::check_module_name(eval, &request.kind, &subject) {
+            eval.enforce(v, warnings)?;
+        }
     }
     let Some(rules) = eval.rules_of(&request.kind)? else {
         return Ok(());
@@ -225,6 +239,13 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
     if let Some(left) = leaving.filter(|_| !old_terminating)
         && let Some(rules) = eval.rules_of(&left.kind)?
         && let Err(v) = protection::check_removal(eval, &rules, &subject(&left.app), &[])
+    {
+        eval.enforce(v, warnings)?;
+    }
+    // Another kind under a module's name, on this path too (a platform writer applying it).
+    if let Some(entered) = entering
+        && let Err(v) =
+            tenant_modules::check_module_name(eval, &entered.kind, &subject(&entered.app))
     {
         eval.enforce(v, warnings)?;
     }

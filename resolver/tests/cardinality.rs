@@ -1,6 +1,7 @@
 mod common;
 use common::*;
 use cozystack_resolver::Operation::*;
+use cozystack_resolver::Settings;
 use serde_json::json;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -525,6 +526,10 @@ fn slot_errors_name_the_field() {
             json!({"scope": "cluster", "slots": ["a"]}),
             "ApplicationDefinition monitoring: spec.cardinality.slotNamespace: scope cluster with slots needs the one namespace its slots live in",
         ),
+        (
+            json!({"scope": "tenant", "max": 0, "slots": ["a", "b"]}),
+            "ApplicationDefinition monitoring: spec.cardinality.max: 0 means unlimited, and slots hold the kind to one instance per name (2 here): unlimited and slots do not mix; drop max to allow 2, or drop slots",
+        ),
     ] {
         c.definitions[0].cardinality = Some(cozystack_resolver::RawField::from_value(&cardinality));
         let verdict = decide(
@@ -545,4 +550,71 @@ fn slot_errors_name_the_field() {
             ),
         );
     }
+}
+
+#[test]
+fn an_instance_off_its_slot_is_told_how_to_move_onto_it() {
+    // The stock rule set, replayed as the audit scanner sends it: what moving onto the slot
+    // costs is the kind's chart's (docs/stock-rules.md, off its slot).
+    let settings = Settings {
+        definition_source: cozystack_resolver::DefinitionSource::Builtin,
+        ..Settings::default()
+    };
+    let mut c = cluster();
+    c.instances.retain(|i| i.namespace != "tenant-c");
+    c.instances
+        .push(instance("Ingress", "tenant-root", "ingress"));
+    for ns in c.namespaces.iter_mut().filter(|n| n.name == "tenant-c") {
+        ns.labels.insert(
+            "namespace.cozystack.io/ingress".into(),
+            "tenant-root".into(),
+        );
+    }
+    let scanner = || user("", &[]);
+    for (kind, app, remedy) in [
+        (
+            "Monitoring",
+            "metrics",
+            "Monitoring tenant-c/metrics is off its slot: Monitoring is held to at most 1 per tenant by its name (tenant-c/monitoring); its chart renders no release of another name, so it never ran and nothing is lost: delete tenant-c/metrics, then turn monitoring on in Tenant tenant-root/c, whose chart creates it as tenant-c/monitoring (cardinality.slots)",
+        ),
+        (
+            "SeaweedFS",
+            "s3",
+            "SeaweedFS tenant-c/s3 is off its slot: SeaweedFS is held to at most 1 per tenant by its name (tenant-c/seaweedfs); it runs, and deleting it drops its data (the chart's cleanup deletes its volumes): to keep it as it is, leave SeaweedFS without slots (definitions.SeaweedFS.cardinality: {scope: tenant, max: 1} in the policy settings); to move it, copy its data off, delete tenant-c/s3, then turn seaweedfs on in Tenant tenant-root/c, whose chart creates it as tenant-c/seaweedfs (cardinality.slots)",
+        ),
+        (
+            "Info",
+            "about",
+            "Info tenant-c/about is off its slot: Info is held to at most 1 per tenant by its name (tenant-c/info); delete tenant-c/about, then create it anew as tenant-c/info with the same values (cardinality.slots)",
+        ),
+    ] {
+        let mut state = c.clone();
+        state.instances.push(instance(kind, "tenant-c", app));
+        let replay = release(
+            Create,
+            "tenant-c",
+            app,
+            release_labels(kind, app),
+            scanner(),
+        );
+        let verdict = cozystack_resolver::evaluate(&replay, &settings, &state);
+        assert_allowed(&verdict, &[remedy]);
+    }
+    // The remedy that keeps a SeaweedFS as it is works: its settings block without slots.
+    let kept = Settings::from_json(
+        r#"{"definitionSource": "builtin", "definitions": {"SeaweedFS": {"cardinality": {"scope": "tenant", "max": 1}}}}"#,
+    )
+    .unwrap();
+    let mut state = c.clone();
+    state
+        .instances
+        .push(instance("SeaweedFS", "tenant-c", "s3"));
+    let replay = release(
+        Create,
+        "tenant-c",
+        "s3",
+        release_labels("SeaweedFS", "s3"),
+        scanner(),
+    );
+    assert_allowed(&cozystack_resolver::evaluate(&replay, &kept, &state), &[]);
 }

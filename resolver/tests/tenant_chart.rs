@@ -287,6 +287,111 @@ fn a_module_the_chart_renders_is_known_by_its_tenants_switch() {
 }
 
 #[test]
+fn a_tenant_being_deleted_renders_its_modules_no_more() {
+    let delete = || {
+        app(
+            Delete,
+            "Monitoring",
+            "tenant-c",
+            "monitoring",
+            user("carol", &["tenant-c-admin"]),
+        )
+    };
+    // helm-controller is uninstalling the Tenant's release (its deletionTimestamp is set):
+    // nothing will render the module again, so deleting it is no fight with the chart.
+    let mut snapshot = stock();
+    snapshot.instances.push(Instance {
+        terminating: true,
+        ..tenant_release("tenant-root", "c", json!({"monitoring": true}))
+    });
+    snapshot.instances.push(module(
+        "Monitoring",
+        "tenant-c",
+        "monitoring",
+        Some("tenant-root/tenant-c"),
+    ));
+    let recording = Recording::new(&snapshot);
+    let verdict = cozystack_resolver::evaluate(&delete(), &Default::default(), &recording);
+    assert_allowed(&verdict, &[]);
+    assert!(
+        recording
+            .calls
+            .borrow()
+            .contains(&"get HelmRelease tenant-root/tenant-c".to_owned()),
+        "{:?}",
+        recording.calls.borrow()
+    );
+    // Once it is gone the answer is the same, a verdict and not a failed lookup.
+    snapshot
+        .instances
+        .retain(|i| i.kind != "Tenant" || i.app != "c");
+    assert_allowed(&decide(&delete(), &snapshot), &[]);
+}
+
+#[test]
+fn the_root_tenant_is_deleted_by_the_platform_only() {
+    let delete = |who| app(Delete, "Tenant", "tenant-root", "root", who);
+    // A super-admin of tenant-root has apps.cozystack.io */* there, and one API edit of the
+    // root Tenant drops the no-delete label Cozystack's own guard keys on.
+    assert_denied(
+        &decide(&delete(root_owner()), &stock()),
+        403,
+        "Tenant tenant-root/root is the root tenant: deleting it uninstalls every tenant of the platform (its Helm release tenant-root/tenant-root renders them all), and rita is not a platform identity; delete the tenants you mean to remove one by one, or have a platform administrator uninstall Cozystack",
+    );
+    // The tenant's own ServiceAccount, which cozy:tenant binds the same way.
+    assert_denied(
+        &decide(
+            &delete(user("system:serviceaccount:tenant-root:tenant-root", &[])),
+            &stock(),
+        ),
+        403,
+        "Tenant tenant-root/root is the root tenant: deleting it uninstalls every tenant of the platform (its Helm release tenant-root/tenant-root renders them all), and system:serviceaccount:tenant-root:tenant-root is not a platform identity; delete the tenants you mean to remove one by one, or have a platform administrator uninstall Cozystack",
+    );
+    // The platform may; any other Tenant is an ordinary delete.
+    assert_allowed(&decide(&delete(user(API, &[])), &stock()), &[]);
+    assert_allowed(
+        &decide(
+            &app(Delete, "Tenant", "tenant-root", "c", root_owner()),
+            &stock(),
+        ),
+        &[],
+    );
+}
+
+#[test]
+fn a_create_of_another_kind_under_a_module_name_is_refused() {
+    let create = |kind, name| app(Create, kind, "tenant-c", name, root_owner());
+    let mut snapshot = stock();
+    snapshot.instances.retain(|i| i.namespace != "tenant-c");
+    // The definitions' release prefixes, as the stock ones state them.
+    snapshot
+        .definitions
+        .push(definition("external-dns", "ExternalDNS", json!({})));
+    for (kind, prefix) in [
+        ("ExternalDNS", ""),
+        ("Monitoring", ""),
+        ("Postgres", "postgres-"),
+    ] {
+        for d in snapshot.definitions.iter_mut().filter(|d| d.kind == kind) {
+            d.release_prefix = Some(prefix.to_owned());
+        }
+    }
+    // Another kind under a module's name would be rewritten into the module: refused before
+    // the name is taken, although ExternalDNS has no rules of its own.
+    assert_denied(
+        &decide(&create("ExternalDNS", "monitoring"), &snapshot),
+        403,
+        "ExternalDNS tenant-c/monitoring: its release tenant-c/monitoring takes the name under which Tenant tenant-root/c renders its Monitoring module (tenantModules.monitoring), and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into the Monitoring module; choose another name",
+    );
+    assert_allowed(&decide(&create("ExternalDNS", "dns"), &snapshot), &[]);
+    // A Postgres named monitoring is released as postgres-monitoring: no name is taken.
+    assert_allowed(&decide(&create("Postgres", "monitoring"), &snapshot), &[]);
+    // The module's own kind under its name is on its slot; the switch adopts it when it turns
+    // on (a_switch_on_adopts_its_twin_and_refuses_another_kind).
+    assert_allowed(&decide(&create("Monitoring", "monitoring"), &snapshot), &[]);
+}
+
+#[test]
 fn switches_turned_off_together_are_judged_together() {
     // tenant-a's Etcd beside its Monitoring, and a ComputePlane there that consumes both.
     let mut snapshot = stock();
@@ -358,7 +463,7 @@ fn switches_turned_off_together_are_judged_together() {
 }
 
 #[test]
-fn a_switch_on_needs_its_name_free_for_helm() {
+fn a_switch_on_adopts_its_twin_and_refuses_another_kind() {
     let on = || {
         tenant(
             "tenant-root",
@@ -367,15 +472,23 @@ fn a_switch_on_needs_its_name_free_for_helm() {
             json!({"monitoring": true}),
         )
     };
-    // Created through the API under the key's name: Helm would refuse to adopt it.
+    // Created through the API under the key's name: helm-controller adopts it.
+    let adopted = "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: Monitoring tenant-c/monitoring exists already and Helm release tenant-root/tenant-c does not own it (it was created through the API): helm-controller will adopt it into the Tenant's release and apply the module's chart over it, so from then on its settings come from the Tenant and it is removed by turning monitoring off";
     let mut snapshot = stock();
     snapshot
         .instances
         .push(module("Monitoring", "tenant-c", "monitoring", None));
-    assert_denied(
-        &decide(&on(), &snapshot),
-        403,
-        "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: its name is taken by Monitoring tenant-c/monitoring, which Helm release tenant-root/tenant-c does not own (it was created through the API), and Helm refuses to adopt an object without its ownership metadata, so the Tenant's release would fail; delete the existing Monitoring tenant-c/monitoring first, or leave monitoring off (tenantModules.monitoring)",
+    let recording = Recording::new(&snapshot);
+    let verdict = cozystack_resolver::evaluate(&on(), &Default::default(), &recording);
+    assert_allowed(&verdict, &[adopted]);
+    // The count and the slot read the kind's list; the name costs one GET after them.
+    assert_eq!(
+        *recording.calls.borrow(),
+        [
+            "list ApplicationDefinitions",
+            "list HelmReleases of kind Monitoring",
+            "get HelmRelease tenant-c/monitoring",
+        ]
     );
     // The leftover of an uninstall that failed is the module itself.
     let mut snapshot = stock();
@@ -393,11 +506,17 @@ fn a_switch_on_needs_its_name_free_for_helm() {
         ..module("Monitoring", "tenant-c", "monitoring", None)
     });
     assert_allowed(&decide(&on(), &snapshot), &[]);
-    // A platform writer under platformWriters warn is told.
+    // A release of another kind under the key's name would be rewritten into the module.
     let mut snapshot = stock();
     snapshot
         .instances
-        .push(module("Monitoring", "tenant-c", "monitoring", None));
+        .push(instance("ExternalDNS", "tenant-c", "monitoring"));
+    assert_denied(
+        &decide(&on(), &snapshot),
+        403,
+        "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: its name is taken by ExternalDNS tenant-c/monitoring (HelmRelease tenant-c/monitoring), and helm-controller adopts an existing object of the name it renders: it would rewrite that release into the Monitoring module and uninstall what it runs; delete ExternalDNS tenant-c/monitoring (or create it anew under another name) first, or leave monitoring off (tenantModules.monitoring)",
+    );
+    // A platform writer under platformWriters warn is told.
     let mut through_release = release(
         Update,
         "tenant-root",
@@ -411,7 +530,7 @@ fn a_switch_on_needs_its_name_free_for_helm() {
     assert_allowed(
         &verdict,
         &[
-            "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: its name is taken by Monitoring tenant-c/monitoring, which Helm release tenant-root/tenant-c does not own (it was created through the API), and Helm refuses to adopt an object without its ownership metadata, so the Tenant's release would fail; delete the existing Monitoring tenant-c/monitoring first, or leave monitoring off (tenantModules.monitoring) (admitted because system:serviceaccount:cozy-system:cozystack-api is a platform writer and platformWriters is warn)",
+            "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: its name is taken by ExternalDNS tenant-c/monitoring (HelmRelease tenant-c/monitoring), and helm-controller adopts an existing object of the name it renders: it would rewrite that release into the Monitoring module and uninstall what it runs; delete ExternalDNS tenant-c/monitoring (or create it anew under another name) first, or leave monitoring off (tenantModules.monitoring) (admitted because system:serviceaccount:cozy-system:cozystack-api is a platform writer and platformWriters is warn)",
         ],
     );
 }

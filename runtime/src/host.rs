@@ -178,7 +178,7 @@ impl HostCache {
 }
 
 /// A GET's answer and when it was fetched (`None`: the object did not exist).
-type Fetched = (Instant, Option<Arc<Value>>);
+type Fetched = (Instant, Arc<Value>);
 
 /// `get_resource`'s cache lifetime (`#[cached(time = 5)]` in policy-evaluator).
 const GET_CACHE: Duration = Duration::from_secs(5);
@@ -362,23 +362,30 @@ impl HostState {
                 let stored = {
                     let mut gets = cache.gets.lock().map_err(|e| format!("host cache: {e}"))?;
                     match gets.get(&key) {
-                        Some((at, object)) if now.duration_since(*at) < GET_CACHE => object.clone(),
+                        Some((at, object)) if now.duration_since(*at) < GET_CACHE => {
+                            Some(object.clone())
+                        }
                         _ => {
                             let index = cache.index.get_or_init(|| self.cluster.index());
                             let object = self
                                 .cluster
                                 .get_indexed(index, api_version, kind, name, namespace.as_deref())
                                 .map(|o| Arc::new(strip_store_fields(o)));
-                            gets.insert(key, (now, object.clone()));
+                            // `#[cached(result = true)]`: only a found object is kept, so every
+                            // GET of a missing one reaches the API server again.
+                            if let Some(found) = &object {
+                                gets.insert(key, (now, found.clone()));
+                            }
                             object
                         }
                     }
                 };
-                // The evaluator's error for a GET of an object that does not exist.
+                // The evaluator's error for a GET of an object that does not exist, the
+                // namespace printed as Rust prints an `Option<&str>` (`client.rs`).
                 let object = stored.ok_or_else(|| {
                     format!(
-                        "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{}'",
-                        namespace.as_deref().unwrap_or("None")
+                        "Cannot find {api_version}/{kind} named '{name}' inside of namespace '{:?}'",
+                        namespace.as_deref()
                     )
                 })?;
                 serde_json::to_string(&masks::apply(&object, field_masks.as_deref()))

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::model::chart::{TENANT_RELEASE_PREFIX, switched_on, tenant_release};
 use crate::model::evaluation::Evaluation;
 use crate::model::kinds::{Deletion, KindRules};
+use crate::model::request::AppIdentity;
 use crate::model::tenant::tenant_namespace;
 use crate::model::verdict::Violation;
 use crate::rules::cardinality::{self, Subject};
@@ -22,8 +23,9 @@ use crate::rules::protection;
 /// cozystack-values` only), and `packages/apps/tenant/values.yaml` documents every switch —
 /// `gateway` and `computeplane` included — as a value for whoever owns the Tenant. So the
 /// authorship rules of a direct create (visibility, `protection.edit: adminOnly`) do not
-/// apply to a switch; the state rules do: a switch on needs the name free for Helm and is one
-/// more instance to count (cardinality), a switch off is the removal of a provider
+/// apply to a switch; the state rules do: a switch on is one more instance to count
+/// (cardinality) and takes over whatever holds its name (helm-controller adopts it), a switch
+/// off is the removal of a provider
 /// (protection), judged together with every module the same write turns off. The same on
 /// CREATE and UPDATE, on the Application and the HelmRelease path; nothing here reads the
 /// tenant's namespace, which a CREATE has not made yet.
@@ -75,14 +77,23 @@ pub fn check_switches(
                 action = if is { "creates" } else { "removes" },
             )
         };
+        let mut admitted = Vec::new();
         let outcome = if is {
-            check_name_free(eval, &rules, &subject, (parent, &owner), key)
-                .and_then(|()| cardinality::check(eval, &rules, &subject))
+            // The count and the slot first: they read the kind's list, which the write needs
+            // anyway; the name's one GET comes only when they pass.
+            cardinality::check(eval, &rules, &subject)
                 .and_then(|()| cardinality::check_slot(eval, &rules, &subject))
+                .and_then(|()| match old {
+                    // The chart makes the tenant's namespace: on a Tenant CREATE it does not
+                    // exist, or is terminating with everything in it (nothing keeps it), so no
+                    // object can hold the name.
+                    None => Ok(None),
+                    Some(_) => check_adoption(eval, &rules, &subject, (parent, &owner), key),
+                })
+                .map(|adopted| admitted.extend(adopted))
         } else {
             protection::check_removal(eval, &rules, &subject, &removed)
         };
-        let mut admitted = Vec::new();
         if let Err(v) = outcome {
             eval.enforce(v, &mut admitted).map_err(|v| Violation {
                 message: effect(v.message),
@@ -94,42 +105,95 @@ pub fn check_switches(
     Ok(())
 }
 
-/// A switch turned on makes Helm create the HelmRelease `key` in the tenant's namespace, and
-/// Helm refuses to adopt an object its release does not own (no `meta.helm.sh/release-*`
-/// annotations naming it): an instance of the kind created through the API under that name
-/// would stall the Tenant's release. One the Tenant's own release still owns (the leftover of
-/// an uninstall that failed) is the module itself. Read from the kind's list, which the count
-/// needs anyway; the release is looked up only when the name is taken.
+/// A switch turned on makes the Tenant's chart render the HelmRelease `key` in the tenant's
+/// namespace. helm-controller v1.5.0, the version Cozystack pins, installs and upgrades with
+/// Helm's `TakeOwnership` on (`internal/action/install.go`, `upgrade.go`), so an object of that
+/// name that exists already is adopted, not refused: Helm applies the chart's fields over it.
+/// Over an instance of the same kind that is the module taking over its twin (a warning: its
+/// values become the Tenant's); over any other release it rewrites that release into the module
+/// and uninstalls what it ran (refused). One cached GET of `<namespace>/<key>` tells which; a
+/// release being deleted frees the name, and one the Tenant's release owns already is the
+/// module itself (the leftover of an uninstall that failed).
 ///
 /// An audit replay of a Tenant whose switch is long on is no switch turned on: Helm upgrades
 /// the objects of its own manifest without asking who owns them, so a module edited through the
 /// API since (which lost Helm's annotations) is still the chart's, and nothing is reported.
-fn check_name_free(
+fn check_adoption(
     eval: &Evaluation,
     rules: &KindRules,
     subject: &Subject,
     (parent, owner): (&str, &str),
     key: &str,
-) -> Result<(), Violation> {
+) -> Result<Option<String>, Violation> {
     if eval.is_audit() {
-        return Ok(());
+        return Ok(None);
     }
-    let instances = eval.instances(rules)?;
-    let Some(taken) = instances.iter().find(|i| subject.is(i) && !i.terminating) else {
+    let existing = eval.release(subject.namespace, key)?;
+    let Some(meta) = existing.as_ref().as_ref() else {
+        return Ok(None);
+    };
+    if meta.terminating || meta.rendered_by(parent, owner) {
+        return Ok(None);
+    }
+    let (namespace, kind) = (subject.namespace, &rules.kind);
+    match AppIdentity::from_labels(&meta.labels, key) {
+        Some(taken) if taken.kind == *kind => Ok(Some(format!(
+            "{kind} {namespace}/{app} exists already and Helm release {parent}/{owner} does not own it (it was created through the API): helm-controller will adopt it into the Tenant's release and apply the module's chart over it, so from then on its settings come from the Tenant and it is removed by turning {key} off",
+            app = taken.app,
+        ))),
+        taken => {
+            let what = match &taken {
+                Some(other) => format!(
+                    "{} {namespace}/{} (HelmRelease {namespace}/{key})",
+                    other.kind, other.app
+                ),
+                None => format!("HelmRelease {namespace}/{key}, which is not an app release"),
+            };
+            let way_out = match &taken {
+                Some(other) => format!(
+                    "delete {} {namespace}/{} (or create it anew under another name) first",
+                    other.kind, other.app
+                ),
+                None => format!("remove HelmRelease {namespace}/{key} first"),
+            };
+            Err(Violation::waivable(format!(
+                "its name is taken by {what}, and helm-controller adopts an existing object of the name it renders: it would rewrite that release into the {kind} module and uninstall what it runs; {way_out}, or leave {key} off (tenantModules.{key})"
+            )))
+        }
+    }
+}
+
+/// A create of another kind whose release takes the name under which the owning Tenant's
+/// chart renders a module (`tenantModules`): helm-controller adopts an existing object of the
+/// name it renders, so turning that switch on would rewrite the instance into the module and
+/// uninstall what it ran. Refused before the name is taken. The module's own kind under its
+/// name is its slot, and the switch then adopts its twin (judged when the switch turns on). No
+/// lookup but the kind's release prefix: the name and the naming rule tell, and a kind needs
+/// no rules of its own to be refused here (ExternalDNS has none).
+pub fn check_module_name(
+    eval: &Evaluation,
+    kind: &str,
+    subject: &Subject,
+) -> Result<(), Violation> {
+    // Without the kind's release prefix its release is unknown: no name is claimed.
+    let Some(release) = subject.release.as_deref() else {
         return Ok(());
     };
-    let owned = match eval.release(subject.namespace, key)?.as_ref() {
-        None => return Ok(()),
-        Some(meta) => meta.rendered_by(parent, owner),
-    };
-    if owned {
+    let Some((key, module)) = eval
+        .settings
+        .tenant_modules
+        .iter()
+        .find(|(key, module)| key.as_str() == release && module.as_str() != kind)
+    else {
         return Ok(());
-    }
+    };
+    let Some((parent, owner)) = tenant_release(subject.namespace) else {
+        return Ok(());
+    };
+    let tenant = owner.strip_prefix(TENANT_RELEASE_PREFIX).unwrap_or(&owner);
+    let (namespace, app) = (subject.namespace, subject.app);
     Err(Violation::waivable(format!(
-        "its name is taken by {kind} {namespace}/{app}, which Helm release {parent}/{owner} does not own (it was created through the API), and Helm refuses to adopt an object without its ownership metadata, so the Tenant's release would fail; delete the existing {kind} {namespace}/{app} first, or leave {key} off (tenantModules.{key})",
-        kind = rules.kind,
-        namespace = subject.namespace,
-        app = taken.app,
+        "{kind} {namespace}/{app}: its release {namespace}/{release} takes the name under which Tenant {parent}/{tenant} renders its {module} module (tenantModules.{key}), and helm-controller adopts an existing object of the name it renders, so turning {key} on would rewrite this {kind} into the {module} module; choose another name"
     )))
 }
 
@@ -167,9 +231,13 @@ pub fn check_rendered_removal(
     let Some((parent, release)) = tenant_release(subject.namespace) else {
         return Ok(());
     };
+    // A Tenant release that is gone, or being uninstalled, renders nothing again: the module
+    // is deleted for good, whoever sends it (helm-controller's `reconcileDelete` only uninstalls).
     let tenant = eval.release(&parent, &release)?;
-    let values = tenant.as_ref().as_ref().map(|meta| &meta.values);
-    if !switched_on(values, key) {
+    let Some(meta) = tenant.as_ref().as_ref().filter(|meta| !meta.terminating) else {
+        return Ok(());
+    };
+    if !switched_on(Some(&meta.values), key) {
         return Ok(());
     }
     let tenant = release

@@ -23,8 +23,27 @@ pub struct BuiltinKind {
     pub provides: &'static [&'static str],
     pub consumes: &'static [&'static str],
     pub share: Option<Share>,
+    /// What an instance released under a name other than its slots does (`None`: no slots).
+    pub off_slot: Option<OffSlot>,
     /// The kind's `spec.release.prefix` in a stock install.
     pub release_prefix: &'static str,
+}
+
+/// What an instance of a slotted kind does when its release takes another name than a slot,
+/// from the kind's chart (`hack/chart-reads.py`): what moving it onto a slot costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffSlot {
+    /// The chart fails on any release name but its own: it never ran, nothing is lost.
+    NeverRenders,
+    /// It runs and keeps nothing a new instance would miss.
+    Runs,
+    /// It runs, and its chart's post-delete hook deletes its volumes: deleting it drops its data.
+    DropsVolumes,
+}
+
+/// What an instance of `kind` off its slot does, when the built-in set knows the kind.
+pub fn off_slot(kind: &str) -> Option<OffSlot> {
+    KINDS.iter().find(|k| k.kind == kind)?.off_slot
 }
 
 /// A built-in `cardinality` block.
@@ -46,18 +65,42 @@ pub fn definitions(
     settings: &KindBlocks,
     prefixes: &BTreeMap<String, String>,
 ) -> DefinitionSet {
-    let defaults = KINDS.iter().enumerate().map(|(index, kind)| Defaults {
-        kind: kind.kind,
-        release_prefix: kind.release_prefix,
-        index,
-        fields: |index| {
-            KINDS
-                .get(index)
-                .map(BuiltinKind::fields)
-                .unwrap_or_default()
-        },
-    });
-    DefinitionSet::with_defaults(read, defaults, settings, prefixes)
+    let fields = |index| {
+        KINDS
+            .get(index)
+            .map(BuiltinKind::fields)
+            .unwrap_or_default()
+    };
+    DefinitionSet::with_defaults(read, defaults(fields), settings, prefixes)
+}
+
+/// The ApplicationDefinitions a cluster lists, and no built-in rule: a kind the cluster has no
+/// definition for (Gateway, which only the Tenant chart renders) still names its releases as a
+/// stock install does, so its instances are judged by their release names under every
+/// definition source. A listed definition states its own prefix, or none.
+pub fn listed_definitions(
+    read: Box<dyn DefinitionList>,
+    settings: &KindBlocks,
+    prefixes: &BTreeMap<String, String>,
+) -> DefinitionSet {
+    let unlisted: Vec<Defaults> = defaults(|_| RuleFields::default())
+        .filter(|d| read.find(d.kind).is_none())
+        .collect();
+    DefinitionSet::with_defaults(read, unlisted, settings, prefixes)
+}
+
+/// Every kind examined, the table's first: the kinds examined without a rule come after them,
+/// so their index finds no row, and they state nothing but their release prefix.
+fn defaults(fields: fn(usize) -> RuleFields) -> impl Iterator<Item = Defaults> {
+    let rows = KINDS.iter().map(|k| (k.kind, k.release_prefix));
+    rows.chain(UNRULED.iter().copied())
+        .enumerate()
+        .map(move |(index, (kind, release_prefix))| Defaults {
+            kind,
+            release_prefix,
+            index,
+            fields,
+        })
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -97,12 +140,26 @@ impl BuiltinKind {
     }
 }
 
-/// The built-in rule set as a person reads it: where it comes from, then one line per kind.
+/// Whether the derivation examined `kind`: a kind outside [`EXAMINED`] gets no rule from the
+/// built-in set because it was never judged, not because its charts were read and found empty.
+pub fn examined(kind: &str) -> bool {
+    EXAMINED.binary_search(&kind).is_ok()
+}
+
+/// The built-in rule set as a person reads it: where it comes from, one line per kind with
+/// rules, then the kinds examined that take none.
 pub fn summary() -> String {
     let mut text = format!("built-in rule set ({SOURCE}), {} kinds:", KINDS.len());
     for kind in KINDS {
         text.push_str(&format!("\n  {kind}"));
     }
+    let ruled = |k: &&&str| KINDS.iter().any(|r| r.kind == **k);
+    let rest: Vec<&str> = EXAMINED.iter().filter(|k| !ruled(k)).copied().collect();
+    text.push_str(&format!(
+        "\nexamined, no rule ({}): {}",
+        rest.len(),
+        rest.join(", ")
+    ));
     text
 }
 

@@ -75,6 +75,17 @@ fn one_definition(listed: Vec<Definition>) -> Option<Result<Definition, RuleErro
 }
 
 /// The rules of `kind` from its definition over what `sources` (if any) hold.
+/// A kind's release prefix: the definition's, else a `releasePrefixes` entry, else the default.
+fn prefix_of(definition: Option<String>, sources: Option<&Sources>) -> Option<String> {
+    definition
+        .or_else(|| sources.and_then(|s| s.prefix.clone()))
+        .or_else(|| {
+            sources
+                .and_then(|s| s.defaults)
+                .map(|d| d.release_prefix.to_owned())
+        })
+}
+
 fn make_rules(
     kind: &str,
     definition: Option<Result<Definition, RuleError>>,
@@ -95,10 +106,7 @@ fn make_rules(
         (Some(settings), Some(defaults)) => Some(settings.over(&defaults)),
         (settings, defaults) => defaults.or_else(|| settings.cloned()),
     };
-    // The definition's prefix, else a `releasePrefixes` entry, else the default one.
-    let prefix = prefix
-        .or_else(|| sources.and_then(|s| s.prefix.clone()))
-        .or_else(|| defaults.map(|d| d.release_prefix.to_owned()));
+    let prefix = prefix_of(prefix, sources);
     Ok(
         KindRules::merge(kind, fields.as_ref(), lower.as_ref()).map(|mut rules| {
             rules.release_prefix = prefix;
@@ -170,6 +178,19 @@ impl DefinitionSet {
             Ok(rules) => Ok(rules.as_ref()),
             Err(err) => Err(err.clone()),
         }
+    }
+
+    /// The release prefix of `kind`, whether or not it has rules: a kind without any still
+    /// names its releases `<prefix><app>`.
+    pub fn release_prefix(&self, kind: &str) -> Result<Option<String>, RuleError> {
+        let definition = match self.listed.find(kind) {
+            Some(index) => one_definition(self.listed.definitions(index)).transpose()?,
+            None => None,
+        };
+        Ok(prefix_of(
+            definition.and_then(|d| d.release_prefix),
+            self.kinds.get(kind),
+        ))
     }
 
     /// Every kind whose rules satisfy `pred`, and the kinds whose rules cannot be read (an

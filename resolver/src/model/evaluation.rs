@@ -97,9 +97,11 @@ impl<'a> Evaluation<'a> {
                 &settings.definitions,
                 &settings.release_prefixes,
             ),
-            DefinitionSource::ApplicationDefinitions => DefinitionSet::listed(
+            // Read from the cluster; a kind it defines nothing for keeps its stock prefix.
+            DefinitionSource::ApplicationDefinitions => builtin::listed_definitions(
                 self.cluster.definitions().map_err(lookup_failed)?,
                 &settings.definitions,
+                &settings.release_prefixes,
             ),
         };
         let set = Rc::new(set);
@@ -111,16 +113,17 @@ impl<'a> Evaluation<'a> {
         self.definitions()?
             .get(kind)
             .map(|rules| rules.cloned())
-            .map_err(|err| match err {
-                // A settings block is decoded when its kind is first needed; one that does not
-                // decode is what `validate_settings` refuses, malformed input as ever.
-                RuleError::Invalid { .. } => {
-                    Violation::failure(BAD_REQUEST, format!("invalid policy settings: {err}"))
-                }
-                RuleError::Definition { .. } => Violation::rule(format!(
-                    "{err}; the rules of kind {kind} cannot be read, so the request is rejected — fix the ApplicationDefinition or the policy settings"
-                )),
-            })
+            .map_err(|err| unreadable_rules(kind, err))
+    }
+
+    /// The release of Application `app` of `kind`, `<prefix><app>`, whether or not the kind
+    /// has rules; `None` when no source states its prefix.
+    pub fn release_of(&self, kind: &str, app: &str) -> Result<Option<String>, Violation> {
+        let prefix = self
+            .definitions()?
+            .release_prefix(kind)
+            .map_err(|err| unreadable_rules(kind, err))?;
+        Ok(prefix.map(|p| format!("{p}{app}")))
     }
 
     pub fn namespace(&self, name: &str) -> Result<Rc<Namespace>, Violation> {
@@ -344,5 +347,19 @@ impl<'a> Evaluation<'a> {
                 ..violation
             }),
         }
+    }
+}
+
+/// A kind's rules that cannot be read, as a verdict.
+fn unreadable_rules(kind: &str, err: RuleError) -> Violation {
+    match err {
+        // A settings block is decoded when its kind is first needed; one that does not decode
+        // is what `validate_settings` refuses, malformed input as ever.
+        RuleError::Invalid { .. } => {
+            Violation::failure(BAD_REQUEST, format!("invalid policy settings: {err}"))
+        }
+        RuleError::Definition { .. } => Violation::rule(format!(
+            "{err}; the rules of kind {kind} cannot be read, so the request is rejected — fix the ApplicationDefinition or the policy settings"
+        )),
     }
 }

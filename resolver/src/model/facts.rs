@@ -71,6 +71,8 @@ pub struct ReleaseMeta {
     pub annotations: Labels,
     /// `spec.values`: for a Tenant's release, its module switches.
     pub values: serde_json::Value,
+    /// `metadata.deletionTimestamp` is set: helm-controller is uninstalling it.
+    pub terminating: bool,
 }
 
 impl ReleaseMeta {
@@ -321,6 +323,7 @@ impl Cluster for Snapshot {
             labels: labels.into_iter().map(owned).collect(),
             annotations: annotations.map(owned).collect(),
             values: i.values.clone(),
+            terminating: i.terminating,
         }))
     }
 }

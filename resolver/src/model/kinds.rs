@@ -143,6 +143,14 @@ impl CardinalitySpec {
             return Ok(());
         }
         let slots = self.slots.len();
+        if self.max == Some(0) {
+            return Err(invalid(
+                "max",
+                format!(
+                    "0 means unlimited, and slots hold the kind to one instance per name ({slots} here): unlimited and slots do not mix; drop max to allow {slots}, or drop slots"
+                ),
+            ));
+        }
         if let Some(max) = self.max
             && (max as usize) < slots
         {

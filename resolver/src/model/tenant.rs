@@ -11,6 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 
 pub const ROOT: &str = "tenant-root";
+/// The root Tenant's application name: `tenants/root` in tenant-root, whose release is
+/// `tenant-root` (`packages/system/cozystack-basics/templates/tenant-root.yaml`).
+pub const ROOT_TENANT: &str = "root";
 pub const ANCESTOR_PREFIX: &str = "tenant.cozystack.io/";
 const TENANT_NS_PREFIX: &str = "tenant-";
 
@@ -95,7 +98,7 @@ pub fn tenant_namespace(parent: &str, name: &str) -> Option<String> {
 pub fn tenant_application(namespace: &str) -> Option<(String, String)> {
     let chain = chain_from_name(namespace)?;
     let Some(parent) = chain.len().checked_sub(2).map(|i| chain[i].clone()) else {
-        return Some((ROOT.to_owned(), "root".to_owned()));
+        return Some((ROOT.to_owned(), ROOT_TENANT.to_owned()));
     };
     let name = match parent.as_str() {
         ROOT => &namespace[TENANT_NS_PREFIX.len()..],

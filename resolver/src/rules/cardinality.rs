@@ -11,6 +11,7 @@
 //! CREATE that will fail with AlreadyExists anyway). Terminating instances count: they exist
 //! until their finalizers finish, and not counting them would let a replacement overlap.
 
+use crate::model::builtin::OffSlot;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::InstanceRef;
 use crate::model::kinds::{Cardinality, KindRules, Scope, Slots};
@@ -197,15 +198,59 @@ pub fn check_slot(
     let kind = &rules.kind;
     Err(Violation::waivable(if eval.is_audit() {
         format!(
-            "{kind} {namespace}/{app} is off its slot: {kind} is held to at most {max} per {scope} by its name ({choice}); create the instance anew as {choice} with the same values and delete {namespace}/{app} before relying on slots (cardinality.slots)",
+            "{kind} {namespace}/{name} is off its slot: {kind} is held to at most {max} per {scope} by its name ({choice}); {remedy} (cardinality.slots)",
             namespace = subject.namespace,
-            app = subject.app,
+            remedy = off_slot_remedy(
+                eval,
+                rules,
+                (subject.namespace, name),
+                &home,
+                &choice,
+                slots
+            ),
         )
     } else {
         format!(
-            "{kind} {namespace}/{app}: {kind} is held to at most {max} per {scope} by its name: create it as {choice} (cardinality.slots)",
+            "{kind} {namespace}/{name}: {kind} is held to at most {max} per {scope} by its name: create it as {choice} (cardinality.slots)",
             namespace = subject.namespace,
-            app = subject.app,
         )
     }))
+}
+
+/// How an instance off its slot moves onto one, in an order the rules admit. The count holds
+/// the kind to `max`, so while every allowed instance needs a slot the old one goes first; what
+/// that costs is the kind's chart's (`docs/stock-rules.md`, off its slot): one that never
+/// rendered loses nothing, one whose chart deletes its volumes on removal loses its data, and
+/// leaving the kind without slots keeps it. A module of the Tenant chart comes back through its
+/// Tenant's switch.
+fn off_slot_remedy(
+    eval: &Evaluation,
+    rules: &KindRules,
+    (namespace, app): (&str, &str),
+    home: &str,
+    choice: &str,
+    slots: &Slots,
+) -> String {
+    let kind = &rules.kind;
+    let tenant = crate::model::tenant::tenant_application(home);
+    let recreate = match (eval.settings.tenant_module_key(kind), tenant) {
+        (Some(key), Some((parent, tenant))) => {
+            format!("turn {key} on in Tenant {parent}/{tenant}, whose chart creates it as {choice}")
+        }
+        _ => format!("create it anew as {choice} with the same values"),
+    };
+    let Some(Cardinality { scope, max, .. }) = &rules.cardinality else {
+        return recreate;
+    };
+    let delete_first = (*max as usize) <= slots.names.len();
+    match crate::model::builtin::off_slot(kind) {
+        Some(OffSlot::NeverRenders) => format!(
+            "its chart renders no release of another name, so it never ran and nothing is lost: delete {namespace}/{app}, then {recreate}"
+        ),
+        Some(OffSlot::DropsVolumes) => format!(
+            "it runs, and deleting it drops its data (the chart's cleanup deletes its volumes): to keep it as it is, leave {kind} without slots (definitions.{kind}.cardinality: {{scope: {scope}, max: {max}}} in the policy settings); to move it, copy its data off, delete {namespace}/{app}, then {recreate}"
+        ),
+        _ if delete_first => format!("delete {namespace}/{app}, then {recreate}"),
+        _ => format!("{recreate}, then delete {namespace}/{app}"),
+    }
 }

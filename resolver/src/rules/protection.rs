@@ -409,3 +409,27 @@ pub fn check_admin_only(
         remedy = eval.remedy("ask a platform administrator to make the change"),
     )))
 }
+
+/// Denies deleting the root Tenant (`tenants/root` in tenant-root) by anyone but the platform:
+/// its release, `tenant-root/tenant-root`, renders every tenant namespace, so the DELETE
+/// uninstalls every tenant of the platform. Cozystack guards the release with the
+/// `platform.cozystack.io/no-delete` label and a ValidatingAdmissionPolicy
+/// (`packages/core/platform/templates/deletion-protection.yaml`), but cozystack-api's UPDATE
+/// rebuilds the release's labels without it (`REST.Update`): after one edit of the root Tenant
+/// through the API, a tenant-root super-admin's DELETE meets no guard but this one.
+pub fn check_root_tenant_removal(
+    eval: &Evaluation,
+    namespace: &str,
+    app: &str,
+) -> Result<(), Violation> {
+    if namespace != tenant::ROOT || app != tenant::ROOT_TENANT || eval.is_platform() {
+        return Ok(());
+    }
+    Err(Violation::rule(format!(
+        "Tenant {namespace}/{app} is the root tenant: deleting it uninstalls every tenant of the platform (its Helm release {namespace}/{namespace} renders them all), and {user} is not a platform identity; {remedy}",
+        user = eval.request.user.username,
+        remedy = eval.remedy(
+            "delete the tenants you mean to remove one by one, or have a platform administrator uninstall Cozystack"
+        ),
+    )))
+}

@@ -1,0 +1,340 @@
+"""Tests of hack/chart-reads.py on small chart trees that reproduce each shape of Cozystack's.
+
+Run: python3 -m unittest discover -s hack -p 'test_*.py'
+"""
+
+import importlib.util
+import io
+import tempfile
+import textwrap
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+SPEC = importlib.util.spec_from_file_location("chart_reads", Path(__file__).with_name("chart-reads.py"))
+chart_reads = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(chart_reads)
+
+
+def definition(kind, name, prefix, artifact, module=False):
+    dashboard = "\n  dashboard:\n    module: true" if module else ""
+    return f"""apiVersion: cozystack.io/v1alpha1
+kind: ApplicationDefinition
+metadata:
+  name: {name}
+spec:
+  application:
+    kind: {kind}
+  release:
+    prefix: "{prefix}"
+    chartRef:
+      kind: ExternalArtifact
+      name: {artifact}
+      namespace: cozy-system{dashboard}
+"""
+
+
+def source(name, variant, components):
+    items = "".join(f"        - name: {c}\n          path: {p}\n" for c, p in components)
+    return f"""apiVersion: cozystack.io/v1alpha1
+kind: PackageSource
+metadata:
+  name: {name}
+spec:
+  variants:
+    - name: {variant}
+      components:
+{items}"""
+
+
+def wrapper(artifact, values=True):
+    values_from = "  valuesFrom:\n  - kind: Secret\n    name: cozystack-values\n" if values else ""
+    return f"""apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: {{{{ .Release.Name }}}}-system
+spec:
+  chartRef:
+    kind: ExternalArtifact
+    name: {artifact}
+    namespace: cozy-system
+{values_from}"""
+
+
+def module(key, kind, artifact):
+    return f"""{{{{- if .Values.{key} }}}}
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: {key}
+  namespace: {{{{ include "tenant.name" . }}}}
+  labels:
+    apps.cozystack.io/application.kind: {kind}
+spec:
+  chartRef:
+    kind: ExternalArtifact
+    name: {artifact}
+    namespace: cozy-system
+{{{{- end }}}}
+"""
+
+
+NAMESPACE = """{{- $tenantName := include "tenant.name" . }}
+{{- $parentNamespace := .Values._namespace | default dict }}
+{{- $ingress := $parentNamespace.ingress | default "" }}
+{{- if .Values.ingress }}
+{{- $ingress = $tenantName }}
+{{- end }}
+{{- $monitoring := $parentNamespace.monitoring | default "" }}
+{{- if .Values.monitoring }}
+{{- $monitoring = $tenantName }}
+{{- end }}
+"""
+
+HELPERS = """{{- define "cozy-lib.ns-ingress" -}}
+{{- (.Values._namespace | default dict).ingress | default "" }}
+{{- end }}
+{{- define "cozy-lib.ns-seaweedfs" -}}
+{{- if .Values._namespace }}
+{{- (.Values._namespace | default dict).seaweedfs | default "" }}
+{{- end }}
+{{- end }}
+{{- define "cozy-lib.tls" -}}
+{{ include "cozy-lib.ns-ingress" . }}
+{{- end }}
+"""
+
+
+class Tree:
+    """A Cozystack-shaped checkout in a temporary folder."""
+
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.root = Path(self.dir.name)
+        self.write("packages/apps/tenant/templates/namespace.yaml", NAMESPACE)
+        self.write("packages/library/cozy-lib/templates/_cozyconfig.tpl", HELPERS)
+
+    def write(self, path, text):
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+
+    def kind(self, kind, name, prefix, folder, module_flag=False, templates=None, sources=()):
+        """A definition, its PackageSource (folder under packages/) and its chart's templates."""
+        artifact = f"cozystack-{name}-application-default-{name}"
+        self.write(f"packages/system/{name}-rd/cozyrds/{name}.yaml", definition(kind, name, prefix, artifact, module_flag))
+        self.write(
+            f"packages/core/platform/sources/{name}-application.yaml",
+            source(f"cozystack.{name}-application", "default", [(name, folder), *sources]),
+        )
+        for path, text in (templates or {}).items():
+            self.write(f"packages/{folder}/templates/{path}", text)
+        return artifact
+
+    def derive(self):
+        return chart_reads.derive(self.root)
+
+
+class Derivation(unittest.TestCase):
+    def setUp(self):
+        self.tree = Tree()
+        self.addCleanup(self.tree.dir.cleanup)
+
+    def test_a_wrapped_system_chart_is_followed(self):
+        # Monitoring's shape: the module chart renders a release of a system chart with the
+        # tenant's cozystack-values, and the system chart reads the class.
+        self.tree.kind(
+            "Monitoring", "monitoring", "", "extra/monitoring", module_flag=True,
+            templates={"helmrelease.yaml": wrapper("cozystack-monitoring-application-default-monitoring-system")},
+            sources=[("monitoring-system", "system/monitoring")],
+        )
+        self.tree.write("packages/system/monitoring/templates/grafana/grafana.yaml", "{{- $ingress := .Values._namespace.ingress }}\nspec: {}\n")
+        row = self.tree.derive()["Monitoring"]
+        self.assertEqual(row.consumes, ["ingress"])
+        self.assertEqual(row.evidence, {"ingress": ["packages/system/monitoring/templates/grafana/grafana.yaml"]})
+        self.assertEqual(row.visibility, "module")
+
+    def test_a_release_without_the_tenant_values_is_not_followed(self):
+        self.tree.kind(
+            "Kubernetes", "kubernetes", "kubernetes-", "apps/kubernetes",
+            templates={"addon.yaml": wrapper("cozystack-kubernetes-application-default-addon", values=False)},
+            sources=[("addon", "system/addon")],
+        )
+        self.tree.write("packages/system/addon/templates/a.yaml", "{{ .Values._namespace.etcd }}\n")
+        self.assertEqual(self.tree.derive()["Kubernetes"].consumes, [])
+
+    def test_a_helper_read_counts_and_a_defined_but_unused_one_does_not(self):
+        self.tree.kind(
+            "Bucket", "bucket", "bucket-", "apps/bucket",
+            templates={"claim.yaml": '{{- $s := include "cozy-lib.ns-seaweedfs" . }}\n', "tls.yaml": '{{ include "cozy-lib.tls" . }}\n'},
+        )
+        row = self.tree.derive()["Bucket"]
+        self.assertEqual(row.consumes, ["ingress", "seaweedfs"])
+        self.assertEqual(
+            row.evidence["ingress"],
+            ["packages/library/cozy-lib/templates/_cozyconfig.tpl (cozy-lib.ns-ingress)"],
+        )
+        # A chart that only defines a helper reading a class, without including it, reads nothing.
+        self.tree.kind("Redis", "redis", "redis-", "apps/redis", templates={
+            "_helpers.tpl": '{{- define "redis.ing" -}}{{ .Values._namespace.ingress }}{{- end }}\n',
+        })
+        self.assertEqual(self.tree.derive()["Redis"].consumes, [])
+
+    def test_the_chart_folder_comes_from_the_artifact_not_the_definition_name(self):
+        # VirtualPrivateCloud's shape: definition virtualprivatecloud, chart packages/apps/vpc.
+        self.tree.kind(
+            "VirtualPrivateCloud", "virtualprivatecloud", "virtualprivatecloud-", "apps/vpc",
+            templates={"vpc.yaml": "{{ index .Values._namespace \"ingress\" }}\n"},
+        )
+        row = self.tree.derive()["VirtualPrivateCloud"]
+        self.assertEqual(row.consumes, ["ingress"])
+        self.assertEqual(row.evidence["ingress"], ["packages/apps/vpc/templates/vpc.yaml"])
+
+    def test_a_gateway_read_with_an_ingress_fallback_is_optional(self):
+        # Harbor's and Bucket's shape: gateway first, an Ingress when it is empty.
+        self.tree.kind("Harbor", "harbor", "harbor-", "apps/harbor", templates={
+            "httproute.yaml": '{{- $gateway := .Values._namespace.gateway | default "" }}\n{{- if $gateway }}\nkind: HTTPRoute\n{{- end }}\n',
+            "ingress.yaml": '{{- $ingress := .Values._namespace.ingress }}\n{{- $gateway := .Values._namespace.gateway | default "" }}\n{{- if not $gateway }}\nkind: Ingress\n{{- end }}\n',
+        })
+        row = self.tree.derive()["Harbor"]
+        self.assertEqual(row.consumes, ["ingress"])
+        self.assertEqual(row.optional, {"gateway": "falls back to an Ingress when empty"})
+        # Without the fallback the gateway is consumed like any class.
+        self.tree.kind("Proxy", "proxy", "proxy-", "apps/proxy", templates={
+            "route.yaml": "{{- $gateway := .Values._namespace.gateway }}\nparent: {{ $gateway }}\n",
+        })
+        self.assertEqual(self.tree.derive()["Proxy"].consumes, ["gateway"])
+
+    def test_comments_and_plain_text_are_not_reads(self):
+        self.tree.kind("Postgres", "postgres", "postgres-", "apps/postgres", templates={
+            "db.yaml": "{{/* reads .Values._namespace.ingress once it has a UI */}}\n"
+                       "{{- /*\n  .Values._namespace.monitoring is scraped by label\n*/}}\n"
+                       "# _namespace.etcd is not used\nhost: {{ .Values._namespace.host }}\n",
+        })
+        row = self.tree.derive()["Postgres"]
+        self.assertEqual((row.consumes, row.evidence), ([], {}))
+
+    def test_the_tenant_chart_gives_provides_share_slots_and_switches(self):
+        art = self.tree.kind("Ingress", "ingress", "", "extra/ingress", module_flag=True)
+        self.tree.write("packages/apps/tenant/templates/ingress.yaml", module("ingress", "Ingress", art))
+        self.tree.write("packages/system/tenant-rd/cozyrds/tenant.yaml", definition("Tenant", "tenant", "tenant-", "t"))
+        row = self.tree.derive()["Ingress"]
+        self.assertEqual(
+            (row.visibility, row.cardinality, row.slots, row.provides, row.share),
+            ("module", "tenant/1", "ingress", ["ingress"], "children"),
+        )
+        self.assertEqual(row.named, "packages/apps/tenant/templates/ingress.yaml (ingress, switch ingress)")
+        self.assertEqual(self.tree.derive()["Tenant"].cardinality, "—")
+
+    def test_what_an_instance_off_its_slot_does_comes_from_its_chart(self):
+        cases = {
+            # Monitoring's shape: the chart fails on any other release name.
+            "monitoring": ({"check-release-name.yaml": '{{- if ne .Release.Name .Chart.Name }}\n{{- fail (printf "The name of the release MUST BE %s" .Chart.Name) }}\n{{- end -}}\n',
+                            "hooks/cleanup.yaml": 'metadata:\n  annotations:\n    "helm.sh/hook": post-delete\nrules:\n- resources: ["persistentvolumeclaims"]\n  verbs: ["get", "delete"]\n'},
+                           "never renders"),
+            # SeaweedFS's: it renders, and its post-delete hook deletes its claims.
+            "seaweedfs": ({"hooks/cleanup.yaml": 'metadata:\n  annotations:\n    "helm.sh/hook": post-delete\nrules:\n- resources: ["persistentvolumeclaims"]\n  verbs: ["get", "list", "delete"]\n'},
+                          "runs; deleting it drops its volumes"),
+            # Info's: it renders and keeps nothing.
+            "info": ({"cm.yaml": "kind: ConfigMap\n"}, "runs"),
+        }
+        for key, (files, _) in cases.items():
+            art = self.tree.kind(key.capitalize(), key, "", f"extra/{key}", module_flag=True, templates=files)
+            self.tree.write(f"packages/apps/tenant/templates/{key}.yaml", module(key, key.capitalize(), art))
+        rows = self.tree.derive()
+        for key, (_, expected) in cases.items():
+            self.assertEqual(rows[key.capitalize()].off_slot, expected, key)
+        self.assertEqual(rows["Monitoring"].off_slot_evidence, ["packages/extra/monitoring/templates/check-release-name.yaml"])
+
+    def test_a_system_chart_names_a_cluster_wide_slot(self):
+        art = self.tree.kind("BootBox", "bootbox", "", "extra/bootbox", module_flag=True)
+        self.tree.write("packages/system/bootbox/templates/bootbox.yaml", f"""kind: HelmRelease
+metadata:
+  name: bootbox
+  namespace: tenant-root
+spec:
+  chartRef:
+    kind: ExternalArtifact
+    name: {art}
+""")
+        row = self.tree.derive()["BootBox"]
+        self.assertEqual((row.cardinality, row.slots), ("cluster/1", "bootbox (in tenant-root)"))
+
+
+TABLE = """# rules
+
+| kind | visibility | cardinality | protection | provides | consumes | share | read in | slots | off its slot | named by | release prefix |
+|---|---|---|---|---|---|---|---|---|---|---|---|
+| Monitoring | module | tenant/1 | deletion: protect | monitoring | {consumes} | children | x | monitoring | runs | x | `""` |
+
+| kind | release prefix | chart |
+|---|---|---|
+{plain}
+"""
+
+
+class Check(unittest.TestCase):
+    def setUp(self):
+        self.tree = Tree()
+        self.addCleanup(self.tree.dir.cleanup)
+        art = self.tree.kind(
+            "Monitoring", "monitoring", "", "extra/monitoring", module_flag=True,
+            templates={"grafana.yaml": "{{ .Values._namespace.ingress }}\n"},
+        )
+        self.tree.write("packages/apps/tenant/templates/monitoring.yaml", module("monitoring", "Monitoring", art))
+        self.tree.kind("Redis", "redis", "redis-", "apps/redis")
+
+    def check(self, consumes, plain):
+        table = self.tree.root / "stock-rules.md"
+        table.write_text(TABLE.format(consumes=consumes, plain=plain))
+        return chart_reads.compare(self.tree.derive(), table)
+
+    def test_an_agreeing_table_passes(self):
+        self.assertEqual(self.check("ingress", "| Redis | `redis-` | x |"), [])
+
+    def test_every_column_is_compared(self):
+        self.assertEqual(
+            self.check("—", "| Redis | `redis-` | x |"),
+            ["Monitoring: consumes: the charts say [ingress], docs/stock-rules.md says —"],
+        )
+        table = self.tree.root / "stock-rules.md"
+        table.write_text(TABLE.format(consumes="ingress", plain="| Redis | `redis-` | x |").replace("| module | tenant/1 |", "| catalog | tenant/2 |"))
+        self.assertEqual(chart_reads.compare(self.tree.derive(), table), [
+            "Monitoring: visibility: the charts say module, docs/stock-rules.md says catalog",
+            "Monitoring: cardinality: the charts say tenant/1, docs/stock-rules.md says tenant/2",
+        ])
+
+    def test_a_kind_examined_is_a_row_of_evidence(self):
+        self.assertEqual(
+            self.check("ingress", ""),
+            ["Redis: examined, but docs/stock-rules.md lists it neither among the rules nor among the kinds that take none"],
+        )
+        self.assertEqual(
+            self.check("ingress", "| Redis | `redis-` | x |\n| Valkey | `valkey-` | x |"),
+            ["Valkey: docs/stock-rules.md names it, the checkout has no such kind"],
+        )
+        self.assertEqual(
+            self.check("ingress", "| Redis | `rds-` | x |"),
+            ["Redis: release prefix: the charts say 'redis-', docs/stock-rules.md 'rds-'"],
+        )
+
+    def test_the_command_prints_every_kind_and_exits_1_on_a_difference(self):
+        table = self.tree.root / "stock-rules.md"
+        table.write_text(TABLE.format(consumes="—", plain="| Redis | `redis-` | x |"))
+        out, err = io.StringIO(), io.StringIO()
+        import sys
+        argv = sys.argv
+        sys.argv = ["chart-reads.py", str(self.tree.root), "--check", str(table)]
+        try:
+            with redirect_stdout(out), redirect_stderr(err):
+                code = chart_reads.main()
+        finally:
+            sys.argv = argv
+        self.assertEqual(code, 1)
+        self.assertIn("Redis: catalog; consumes nothing; release prefix 'redis-'\n", out.getvalue())
+        self.assertIn("2 kinds examined\n", out.getvalue())
+        self.assertEqual(err.getvalue(), "Monitoring: consumes: the charts say [ingress], docs/stock-rules.md says —\n")
+
+
+if __name__ == "__main__":
+    unittest.main()
