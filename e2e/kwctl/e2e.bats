@@ -982,6 +982,10 @@ check_invalid_settings() {
   check charts-create-another-kind-under-a-module-name
 }
 
+@test "charts-audit-reports-another-kind-under-a-module-name" {
+  check charts-audit-reports-another-kind-under-a-module-name
+}
+
 @test "charts-create-another-kind-under-another-name" {
   check charts-create-another-kind-under-another-name
 }

@@ -18,6 +18,10 @@ pub enum KeyError {
     #[error("{path}: not a PEM file ({reason})")]
     NotPem { path: String, reason: String },
     #[error(
+        "{path}: holds several PEM blocks ({labels}); a key file holds one key: keep the one you mean in a file of its own"
+    )]
+    Several { path: String, labels: String },
+    #[error(
         "{path}: a PEM {label}, not a cosign private key (ENCRYPTED SIGSTORE PRIVATE KEY): write one with `cozystack-policy keygen` or `cosign generate-key-pair`"
     )]
     NotPrivate { path: String, label: String },
@@ -60,14 +64,23 @@ pub fn generate(password: &[u8]) -> Result<GeneratedPair, KeyError> {
     })
 }
 
-/// The PEM label of `pem`, or why it is not PEM.
+/// The PEM label of `pem`, or why it is not one PEM block. A file of several blocks (a public
+/// key pasted after another) is refused rather than read for its first: which key verifies
+/// must not depend on the order of a file.
 fn label(pem: &[u8], path: &str) -> Result<String, KeyError> {
-    pem::parse(pem)
-        .map(|p| p.tag().to_owned())
-        .map_err(|e| KeyError::NotPem {
+    let not_pem = |reason: String| KeyError::NotPem {
+        path: path.to_owned(),
+        reason,
+    };
+    let blocks = pem::parse_many(pem).map_err(|e| not_pem(e.to_string()))?;
+    match blocks.as_slice() {
+        [] => Err(not_pem("no PEM block".into())),
+        [one] => Ok(one.tag().to_owned()),
+        many => Err(KeyError::Several {
             path: path.to_owned(),
-            reason: e.to_string(),
-        })
+            labels: many.iter().map(|b| b.tag()).collect::<Vec<_>>().join(", "),
+        }),
+    }
 }
 
 /// The signer of a cosign private key; `path` names the file in errors.
@@ -171,6 +184,16 @@ mod tests {
             "k.key: a PEM PUBLIC KEY, not a cosign private key (ENCRYPTED SIGSTORE PRIVATE KEY): write one with `cozystack-policy keygen` or `cosign generate-key-pair`"
         );
         assert!(signer_err(b"not a key", b"").starts_with("k.key: not a PEM file ("));
+        // Two keys in one file: neither is taken for the other.
+        let other = generate(b"").unwrap();
+        let both = format!("{}{}", pair.public_pem, other.public_pem);
+        assert_eq!(
+            public_key(both.as_bytes(), "k.pub")
+                .err()
+                .unwrap()
+                .to_string(),
+            "k.pub: holds several PEM blocks (PUBLIC KEY, PUBLIC KEY); a key file holds one key: keep the one you mean in a file of its own"
+        );
         let err = public_key(pair.private_pem.as_bytes(), "k.pub")
             .err()
             .unwrap();
