@@ -570,7 +570,21 @@ fn an_instance_off_its_slot_is_told_how_to_move_onto_it() {
             "tenant-root".into(),
         );
     }
-    let scanner = || user("", &[]);
+    // The cluster with one instance `app` of `kind` in tenant-c, and its replay.
+    let with = |kind: &str, app: &str| {
+        let mut state = c.clone();
+        state.instances.push(instance(kind, "tenant-c", app));
+        state
+    };
+    let replay = |kind: &str, app: &str| {
+        release(
+            Create,
+            "tenant-c",
+            app,
+            release_labels(kind, app),
+            user("", &[]),
+        )
+    };
     for (kind, app, remedy) in [
         (
             "Monitoring",
@@ -588,16 +602,7 @@ fn an_instance_off_its_slot_is_told_how_to_move_onto_it() {
             "Info tenant-c/about is off its slot: Info is held to at most 1 per tenant by its name (tenant-c/info); delete tenant-c/about, then create it anew as tenant-c/info with the same values (cardinality.slots)",
         ),
     ] {
-        let mut state = c.clone();
-        state.instances.push(instance(kind, "tenant-c", app));
-        let replay = release(
-            Create,
-            "tenant-c",
-            app,
-            release_labels(kind, app),
-            scanner(),
-        );
-        let verdict = cozystack_resolver::evaluate(&replay, &settings, &state);
+        let verdict = cozystack_resolver::evaluate(&replay(kind, app), &settings, &with(kind, app));
         assert_allowed(&verdict, &[remedy]);
     }
     // The remedy that keeps a SeaweedFS as it is works: its settings block without slots.
@@ -605,16 +610,7 @@ fn an_instance_off_its_slot_is_told_how_to_move_onto_it() {
         r#"{"definitionSource": "builtin", "definitions": {"SeaweedFS": {"cardinality": {"scope": "tenant", "max": 1}}}}"#,
     )
     .unwrap();
-    let mut state = c.clone();
-    state
-        .instances
-        .push(instance("SeaweedFS", "tenant-c", "s3"));
-    let replay = release(
-        Create,
-        "tenant-c",
-        "s3",
-        release_labels("SeaweedFS", "s3"),
-        scanner(),
-    );
-    assert_allowed(&cozystack_resolver::evaluate(&replay, &kept, &state), &[]);
+    let verdict =
+        cozystack_resolver::evaluate(&replay("SeaweedFS", "s3"), &kept, &with("SeaweedFS", "s3"));
+    assert_allowed(&verdict, &[]);
 }
