@@ -319,6 +319,7 @@ class Row:
     named: str
     off_slot: str
     off_slot_evidence: list
+    named_files: list
 
 
 def derive(root):
@@ -364,6 +365,7 @@ def derive(root):
             optional=reads.optional,
             off_slot=behaviour,
             off_slot_evidence=behaviour_evidence,
+            named_files=sorted({n.file for n in mine}),
             named="; ".join(f"{n.file} ({n.release}, {'switch ' + n.switch if n.switch else 'always rendered' if n.namespace is None else 'namespace ' + n.namespace})" for n in mine) or "—",
         )
     return rows
@@ -438,6 +440,19 @@ def compare(rows, path):
             "off its slot": row.off_slot,
             "release prefix": row.prefix,
         }
+        # The evidence column names the files: each one the derivation found must be there.
+        named_cell = documented.get("named by", "")
+        for n in row.named_files:
+            if n not in named_cell:
+                problems.append(f"{kind}: named by: the charts name it in {n}, docs/stock-rules.md says {named_cell}")
+        # And each chart folder a consumed class is read in must be named where it is read.
+        read_cell = documented.get("read in", "")
+        folders = {"/".join(e.split("/")[:3]) for c in row.consumes for e in row.evidence.get(c, [])}
+        for folder in sorted(folders):
+            if folder not in read_cell:
+                problems.append(f"{kind}: read in: the charts read {', '.join(row.consumes)} in {folder}, docs/stock-rules.md says {read_cell}")
+        if not row.named_files and named_cell not in ("", "—"):
+            problems.append(f"{kind}: named by: no chart names it, docs/stock-rules.md says {named_cell}")
         for column, value in derived.items():
             cell = documented.get(column, "")
             stated = listed(cell) if isinstance(value, list) else prefix_cell(cell) if column == "release prefix" else cell

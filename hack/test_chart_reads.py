@@ -265,7 +265,7 @@ TABLE = """# rules
 
 | kind | visibility | cardinality | protection | provides | consumes | share | read in | slots | off its slot | named by | release prefix |
 |---|---|---|---|---|---|---|---|---|---|---|---|
-| Monitoring | module | tenant/1 | deletion: protect | monitoring | {consumes} | children | x | monitoring | runs | x | `""` |
+| Monitoring | module | tenant/1 | deletion: protect | monitoring | {consumes} | children | `packages/extra/monitoring/templates/grafana.yaml` | monitoring | runs | {named} | `""` |
 
 | kind | release prefix | chart |
 |---|---|---|
@@ -284,9 +284,9 @@ class Check(unittest.TestCase):
         self.tree.write("packages/apps/tenant/templates/monitoring.yaml", module("monitoring", "Monitoring", art))
         self.tree.kind("Redis", "redis", "redis-", "apps/redis")
 
-    def check(self, consumes, plain):
+    def check(self, consumes, plain, named="`packages/apps/tenant/templates/monitoring.yaml`"):
         table = self.tree.root / "stock-rules.md"
-        table.write_text(TABLE.format(consumes=consumes, plain=plain))
+        table.write_text(TABLE.format(consumes=consumes, plain=plain, named=named))
         return chart_reads.compare(self.tree.derive(), table)
 
     def test_an_agreeing_table_passes(self):
@@ -298,10 +298,23 @@ class Check(unittest.TestCase):
             ["Monitoring: consumes: the charts say [ingress], docs/stock-rules.md says —"],
         )
         table = self.tree.root / "stock-rules.md"
-        table.write_text(TABLE.format(consumes="ingress", plain="| Redis | `redis-` | x |").replace("| module | tenant/1 |", "| catalog | tenant/2 |"))
+        table.write_text(TABLE.format(consumes="ingress", plain="| Redis | `redis-` | x |", named="`packages/apps/tenant/templates/monitoring.yaml`").replace("| module | tenant/1 |", "| catalog | tenant/2 |"))
         self.assertEqual(chart_reads.compare(self.tree.derive(), table), [
             "Monitoring: visibility: the charts say module, docs/stock-rules.md says catalog",
             "Monitoring: cardinality: the charts say tenant/1, docs/stock-rules.md says tenant/2",
+        ])
+
+    def test_the_file_that_names_a_slot_is_compared(self):
+        self.assertEqual(
+            self.check("ingress", "| Redis | `redis-` | x |", named="`packages/apps/tenant/templates/metrics.yaml`"),
+            ["Monitoring: named by: the charts name it in packages/apps/tenant/templates/monitoring.yaml, docs/stock-rules.md says `packages/apps/tenant/templates/metrics.yaml`"],
+        )
+
+    def test_the_charts_a_class_is_read_in_are_compared(self):
+        table = self.tree.root / "stock-rules.md"
+        table.write_text(TABLE.format(consumes="ingress", plain="| Redis | `redis-` | x |", named="`packages/apps/tenant/templates/monitoring.yaml`").replace("| children | `packages/extra/monitoring/templates/grafana.yaml` |", "| children | `packages/system/monitoring` |"))
+        self.assertEqual(chart_reads.compare(self.tree.derive(), table), [
+            "Monitoring: read in: the charts read ingress in packages/extra/monitoring, docs/stock-rules.md says `packages/system/monitoring`",
         ])
 
     def test_a_kind_examined_is_a_row_of_evidence(self):
@@ -320,7 +333,7 @@ class Check(unittest.TestCase):
 
     def test_the_command_prints_every_kind_and_exits_1_on_a_difference(self):
         table = self.tree.root / "stock-rules.md"
-        table.write_text(TABLE.format(consumes="—", plain="| Redis | `redis-` | x |"))
+        table.write_text(TABLE.format(consumes="—", plain="| Redis | `redis-` | x |", named="`packages/apps/tenant/templates/monitoring.yaml`"))
         out, err = io.StringIO(), io.StringIO()
         import sys
         argv = sys.argv
