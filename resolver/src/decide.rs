@@ -131,16 +131,17 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
         };
         tenant_effects(eval, &request.name, old, &new.spec, warnings)?;
     }
-    if request.operation == Operation::Create {
-        let release = eval.release_of(&request.kind, &request.name)?;
-        let subject = Subject {
-            namespace: &request.namespace,
-            app: &request.name,
-            release,
-        };
-        if let Err(v) = tenant_modules::check_module_name(eval, &request.kind, &subject) {
-            eval.enforce(v, warnings)?;
-        }
+    // The instance is its release, `<prefix><name>`, known whether or not the kind has rules
+    // (and only compared by the Application's name without a prefix).
+    let subject = Subject {
+        namespace: &request.namespace,
+        app: &request.name,
+        release: eval.release_of(&request.kind, &request.name)?,
+    };
+    if request.operation == Operation::Create
+        && let Err(v) = tenant_modules::check_module_name(eval, &request.kind, &subject)
+    {
+        eval.enforce(v, warnings)?;
     }
     let Some(rules) = eval.rules_of(&request.kind)? else {
         return Ok(());
@@ -153,7 +154,6 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
         &request.namespace,
         &request.name,
     )?;
-    let subject = Subject::application(&rules, &request.namespace, &request.name);
     match request.operation {
         Operation::Create => {
             if let Err(v) = cardinality::check(eval, &rules, &subject) {
@@ -242,22 +242,21 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
     {
         eval.enforce(v, warnings)?;
     }
-    // Another kind under a module's name, on this path too (a platform writer applying it).
-    if let Some(entered) = entering
-        && let Err(v) =
+    if let Some(entered) = entering {
+        // Another kind under a module's name, on this path too (a platform writer applying it).
+        if let Err(v) =
             tenant_modules::check_module_name(eval, &entered.kind, &subject(&entered.app))
-    {
-        eval.enforce(v, warnings)?;
-    }
-    if let Some(entered) = entering
-        && let Some(rules) = eval.rules_of(&entered.kind)?
-    {
-        if let Err(v) = cardinality::check(eval, &rules, &subject(&entered.app)) {
+        {
             eval.enforce(v, warnings)?;
         }
-        slots(eval, &rules, &subject(&entered.app), warnings)?;
-        if request.operation == Operation::Create {
-            warnings.extend(awaiting_warnings(eval, &rules)?);
+        if let Some(rules) = eval.rules_of(&entered.kind)? {
+            if let Err(v) = cardinality::check(eval, &rules, &subject(&entered.app)) {
+                eval.enforce(v, warnings)?;
+            }
+            slots(eval, &rules, &subject(&entered.app), warnings)?;
+            if request.operation == Operation::Create {
+                warnings.extend(awaiting_warnings(eval, &rules)?);
+            }
         }
     }
     // A Tenant release, new (or relabelled into the kind) or staying one: a new one makes a

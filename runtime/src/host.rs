@@ -177,7 +177,7 @@ impl HostCache {
     }
 }
 
-/// A GET's answer and when it was fetched (`None`: the object did not exist).
+/// A found object and when it was fetched (a missing one is not kept, as the evaluator keeps none).
 type Fetched = (Instant, Arc<Value>);
 
 /// `get_resource`'s cache lifetime (`#[cached(time = 5)]` in policy-evaluator).

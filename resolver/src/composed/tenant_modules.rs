@@ -110,7 +110,7 @@ pub fn check_switches(
 /// Helm's `TakeOwnership` on (`internal/action/install.go`, `upgrade.go`), so an object of that
 /// name that exists already is adopted, not refused: Helm applies the chart's fields over it.
 /// Over an instance of the same kind that is the module taking over its twin (a warning: its
-/// values become the Tenant's); over any other release it rewrites that release into the module
+/// settings come from the Tenant); over any other release it rewrites that release into the module
 /// and uninstalls what it ran (refused). One cached GET of `<namespace>/<key>` tells which; a
 /// release being deleted frees the name, and one the Tenant's release owns already is the
 /// module itself (the leftover of an uninstall that failed).
@@ -142,19 +142,21 @@ fn check_adoption(
             app = taken.app,
         ))),
         taken => {
-            let what = match &taken {
-                Some(other) => format!(
-                    "{} {namespace}/{} (HelmRelease {namespace}/{key})",
-                    other.kind, other.app
+            let (what, way_out) = match &taken {
+                Some(other) => (
+                    format!(
+                        "{} {namespace}/{} (HelmRelease {namespace}/{key})",
+                        other.kind, other.app
+                    ),
+                    format!(
+                        "delete {} {namespace}/{} (or create it anew under another name) first",
+                        other.kind, other.app
+                    ),
                 ),
-                None => format!("HelmRelease {namespace}/{key}, which is not an app release"),
-            };
-            let way_out = match &taken {
-                Some(other) => format!(
-                    "delete {} {namespace}/{} (or create it anew under another name) first",
-                    other.kind, other.app
+                None => (
+                    format!("HelmRelease {namespace}/{key}, which is not an app release"),
+                    format!("remove HelmRelease {namespace}/{key} first"),
                 ),
-                None => format!("remove HelmRelease {namespace}/{key} first"),
             };
             Err(Violation::waivable(format!(
                 "its name is taken by {what}, and helm-controller adopts an existing object of the name it renders: it would rewrite that release into the {kind} module and uninstall what it runs; {way_out}, or leave {key} off (tenantModules.{key})"

@@ -30,16 +30,7 @@ pub struct Subject<'s> {
     pub release: Option<String>,
 }
 
-impl<'s> Subject<'s> {
-    /// The Application `app` of `rules.kind` in `namespace`.
-    pub fn application(rules: &KindRules, namespace: &'s str, app: &'s str) -> Self {
-        Subject {
-            namespace,
-            app,
-            release: rules.release_prefix.as_ref().map(|p| format!("{p}{app}")),
-        }
-    }
-
+impl Subject<'_> {
     pub fn is(&self, instance: &InstanceRef) -> bool {
         instance.namespace == self.namespace
             && match &self.release {

@@ -425,8 +425,10 @@ pub fn check_root_tenant_removal(
     if namespace != tenant::ROOT || app != tenant::ROOT_TENANT || eval.is_platform() {
         return Ok(());
     }
+    let (release_ns, release) =
+        crate::model::chart::tenant_release(tenant::ROOT).unwrap_or_default();
     Err(Violation::rule(format!(
-        "Tenant {namespace}/{app} is the root tenant: deleting it uninstalls every tenant of the platform (its Helm release {namespace}/{namespace} renders them all), and {user} is not a platform identity; {remedy}",
+        "Tenant {namespace}/{app} is the root tenant: deleting it uninstalls every tenant of the platform (its Helm release {release_ns}/{release} renders them all), and {user} is not a platform identity; {remedy}",
         user = eval.request.user.username,
         remedy = eval.remedy(
             "delete the tenants you mean to remove one by one, or have a platform administrator uninstall Cozystack"
