@@ -133,10 +133,11 @@ fn generate(text: &str) -> Result<String, String> {
     code.push_str("];\n");
     // The kinds examined that take no rule, with their release prefixes; then every kind the
     // derivation examined, the rule rows and those.
-    let unruled = unruled_kinds(text)?;
+    let mut unruled = unruled_kinds(text)?;
+    unruled.sort_unstable();
     writeln!(
         code,
-        "\n/// The kinds examined at `SOURCE` that take no rule, with their release prefixes.\npub static UNRULED: &[(&str, &str)] = &{unruled:?};"
+        "\n/// The kinds examined at `SOURCE` that take no rule, with their release prefixes, sorted.\npub static UNRULED: &[(&str, &str)] = &{unruled:?};"
     )
     .map_err(|e| e.to_string())?;
     let mut examined: Vec<&str> = rows

@@ -271,12 +271,7 @@ fn builtin_prefix_finding(
     let stated = definition.release_prefix.as_deref()?;
     let assumed = match settings.release_prefixes.get(kind) {
         Some(prefix) => prefix.as_str(),
-        None => {
-            cozystack_resolver::model::builtin::KINDS
-                .iter()
-                .find(|k| k.kind == kind.as_str())?
-                .release_prefix
-        }
+        None => cozystack_resolver::model::builtin::release_prefix(kind)?,
     };
     (assumed != stated).then(|| Finding {
         result: "fail",

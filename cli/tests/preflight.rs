@@ -135,6 +135,20 @@ fn preflight_reports_exactly_the_known_problems() {
         "  ApplicationDefinition bucket [fail] the policy assumes release prefix \"bucket-\" for Bucket, but ApplicationDefinition bucket states spec.release.prefix \"bkt-\": the policy would name every Bucket release wrongly; set releasePrefixes.Bucket: \"bkt-\"\n"
     ), "{}", report.text(false));
 
+    // A kind without rules is named by its stock prefix too (a module's name is checked
+    // against its release), so a definition stating another one is reported the same way.
+    let mut renamed = (*dump).clone();
+    renamed.objects.push(serde_json::json!({
+        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
+        "metadata": {"name": "external-dns"},
+        "spec": {"application": {"kind": "ExternalDNS"}, "release": {"prefix": "dns-"}}
+    }));
+    let report = preflight::run(&policy, Arc::new(renamed), &settings, &|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.text(false).contains(
+        "  ApplicationDefinition external-dns [fail] the policy assumes release prefix \"\" for ExternalDNS, but ApplicationDefinition external-dns states spec.release.prefix \"dns-\": the policy would name every ExternalDNS release wrongly; set releasePrefixes.ExternalDNS: \"dns-\"\n"
+    ), "{}", report.text(false));
+
     // A kind the built-in set never examined (a package added after its commit) gets no rule:
     // a warning names it, whatever the definition states; one the settings give rules is known.
     let mut added = (*dump).clone();

@@ -386,6 +386,30 @@ fn a_create_of_another_kind_under_a_module_name_is_refused() {
     assert_allowed(&decide(&create("ExternalDNS", "dns"), &snapshot), &[]);
     // A Postgres named monitoring is released as postgres-monitoring: no name is taken.
     assert_allowed(&decide(&create("Postgres", "monitoring"), &snapshot), &[]);
+    // Under the built-in set ExternalDNS has its stock prefix, "", without any definition; a
+    // releasePrefixes entry names its releases otherwise, rules or none.
+    let builtin = |prefixes: &str| {
+        Settings::from_json(&format!(
+            r#"{{"definitionSource": "builtin", "releasePrefixes": {prefixes}}}"#
+        ))
+        .unwrap()
+    };
+    let verdict = cozystack_resolver::evaluate(
+        &create("ExternalDNS", "monitoring"),
+        &builtin("{}"),
+        &snapshot,
+    );
+    assert_denied(
+        &verdict,
+        403,
+        "ExternalDNS tenant-c/monitoring: its release tenant-c/monitoring takes the name under which Tenant tenant-root/c renders its Monitoring module (tenantModules.monitoring), and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into the Monitoring module; choose another name",
+    );
+    let verdict = cozystack_resolver::evaluate(
+        &create("ExternalDNS", "monitoring"),
+        &builtin(r#"{"ExternalDNS": "dns-"}"#),
+        &snapshot,
+    );
+    assert_allowed(&verdict, &[]);
     // The module's own kind under its name is on its slot; the switch adopts it when it turns
     // on (a_switch_on_adopts_its_twin_and_refuses_another_kind).
     assert_allowed(&decide(&create("Monitoring", "monitoring"), &snapshot), &[]);

@@ -41,6 +41,17 @@ pub enum OffSlot {
     DropsVolumes,
 }
 
+/// The stock release prefix of `kind`, with rules or without, when the derivation examined it.
+pub fn release_prefix(kind: &str) -> Option<&'static str> {
+    match KINDS.iter().find(|k| k.kind == kind) {
+        Some(row) => Some(row.release_prefix),
+        None => UNRULED
+            .binary_search_by(|(k, _)| (*k).cmp(kind))
+            .ok()
+            .map(|i| UNRULED[i].1),
+    }
+}
+
 /// What an instance of `kind` off its slot does, when the built-in set knows the kind.
 pub fn off_slot(kind: &str) -> Option<OffSlot> {
     KINDS.iter().find(|k| k.kind == kind)?.off_slot
@@ -72,6 +83,7 @@ pub fn definitions(
             .unwrap_or_default()
     };
     DefinitionSet::with_defaults(read, defaults(fields), settings, prefixes)
+        .with_prefixes_only(UNRULED)
 }
 
 /// The ApplicationDefinitions a cluster lists, and no built-in rule: a kind the cluster has no
@@ -86,21 +98,18 @@ pub fn listed_definitions(
     let unlisted: Vec<Defaults> = defaults(|_| RuleFields::default())
         .filter(|d| read.find(d.kind).is_none())
         .collect();
-    DefinitionSet::with_defaults(read, unlisted, settings, prefixes)
+    DefinitionSet::with_defaults(read, unlisted, settings, prefixes).with_prefixes_only(UNRULED)
 }
 
-/// Every kind examined, the table's first: the kinds examined without a rule come after them,
-/// so their index finds no row, and they state nothing but their release prefix.
+/// The table's kinds as defaults, each index its row (the kinds examined without a rule are
+/// [`UNRULED`], named by their prefixes alone).
 fn defaults(fields: fn(usize) -> RuleFields) -> impl Iterator<Item = Defaults> {
-    let rows = KINDS.iter().map(|k| (k.kind, k.release_prefix));
-    rows.chain(UNRULED.iter().copied())
-        .enumerate()
-        .map(move |(index, (kind, release_prefix))| Defaults {
-            kind,
-            release_prefix,
-            index,
-            fields,
-        })
+    KINDS.iter().enumerate().map(move |(index, kind)| Defaults {
+        kind: kind.kind,
+        release_prefix: kind.release_prefix,
+        index,
+        fields,
+    })
 }
 
 fn strings(items: &[&str]) -> Vec<String> {

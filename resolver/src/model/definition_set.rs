@@ -21,6 +21,10 @@ pub struct DefinitionSet {
     listed_rules: Vec<OnceCell<Result<Option<KindRules>, RuleError>>>,
     /// The kinds the settings or the defaults state.
     kinds: BTreeMap<String, Sources>,
+    /// The release prefixes of kinds that state no rule anywhere (the built-in set's kinds
+    /// examined without one), sorted by kind: read only when a prefix is asked of such a kind,
+    /// so no request pays for them in `kinds`.
+    prefixes_only: &'static [(&'static str, &'static str)],
 }
 
 impl Default for DefinitionSet {
@@ -74,7 +78,6 @@ fn one_definition(listed: Vec<Definition>) -> Option<Result<Definition, RuleErro
     first.map(Ok)
 }
 
-/// The rules of `kind` from its definition over what `sources` (if any) hold.
 /// A kind's release prefix: the definition's, else a `releasePrefixes` entry, else the default.
 fn prefix_of(definition: Option<String>, sources: Option<&Sources>) -> Option<String> {
     definition
@@ -86,6 +89,7 @@ fn prefix_of(definition: Option<String>, sources: Option<&Sources>) -> Option<St
         })
 }
 
+/// The rules of `kind` from its definition over what `sources` (if any) hold.
 fn make_rules(
     kind: &str,
     definition: Option<Result<Definition, RuleError>>,
@@ -131,6 +135,7 @@ impl DefinitionSet {
             listed_rules: (0..listed.kinds()).map(|_| OnceCell::new()).collect(),
             listed,
             kinds,
+            prefixes_only: &[],
         }
     }
 
@@ -152,10 +157,10 @@ impl DefinitionSet {
         for entry in defaults {
             set.kinds.entry(entry.kind.to_owned()).or_default().defaults = Some(entry);
         }
+        // A kind's prefix names its releases whether or not it has rules (a module's name is
+        // checked against every kind's release).
         for (kind, prefix) in prefixes {
-            if let Some(sources) = set.kinds.get_mut(kind) {
-                sources.prefix = Some(prefix.clone());
-            }
+            set.kinds.entry(kind.clone()).or_default().prefix = Some(prefix.clone());
         }
         set
     }
@@ -181,8 +186,12 @@ impl DefinitionSet {
     }
 
     /// The release prefix of `kind`, whether or not it has rules: a kind without any still
-    /// names its releases `<prefix><app>`.
+    /// names its releases `<prefix><app>`. A kind with rules has it resolved with them (and
+    /// cached); only a kind without any reads its definition for it.
     pub fn release_prefix(&self, kind: &str) -> Result<Option<String>, RuleError> {
+        if let Some(rules) = self.get(kind)? {
+            return Ok(rules.release_prefix.clone());
+        }
         let definition = match self.listed.find(kind) {
             Some(index) => one_definition(self.listed.definitions(index)).transpose()?,
             None => None,
@@ -190,7 +199,20 @@ impl DefinitionSet {
         Ok(prefix_of(
             definition.and_then(|d| d.release_prefix),
             self.kinds.get(kind),
-        ))
+        )
+        .or_else(|| {
+            let index = self.prefixes_only.binary_search_by(|(k, _)| (*k).cmp(kind));
+            index.ok().map(|i| self.prefixes_only[i].1.to_owned())
+        }))
+    }
+
+    /// The same set, naming the releases of rule-less kinds no other source states a prefix
+    /// for with `prefixes` (sorted by kind).
+    pub fn with_prefixes_only(self, prefixes: &'static [(&'static str, &'static str)]) -> Self {
+        DefinitionSet {
+            prefixes_only: prefixes,
+            ..self
+        }
     }
 
     /// Every kind whose rules satisfy `pred`, and the kinds whose rules cannot be read (an
