@@ -123,50 +123,38 @@ fn preflight_reports_exactly_the_known_problems() {
     assert!(report.text(false).contains(
         "  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the built-in rule set and the settings, and definitionSource is builtin, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
     ), "{}", report.text(false));
-    let mut renamed = (*dump).clone();
-    renamed.objects.push(serde_json::json!({
-        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
-        "metadata": {"name": "bucket"},
-        "spec": {"application": {"kind": "Bucket"}, "release": {"prefix": "bkt-"}}
-    }));
-    let report = preflight::run(&policy, Arc::new(renamed), &settings, &|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.text(false).contains(
+    // The report's text with one more ApplicationDefinition, `name` defining `kind` with release
+    // prefix `prefix`, in the dump.
+    let with_definition = |name: &str, kind: &str, prefix: &str| {
+        let mut dump = (*dump).clone();
+        dump.objects.push(serde_json::json!({
+            "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
+            "metadata": {"name": name},
+            "spec": {"application": {"kind": kind}, "release": {"prefix": prefix}}
+        }));
+        preflight::run(&policy, Arc::new(dump), &settings, &|_, _| {})
+            .unwrap_or_else(|e| panic!("{e}"))
+            .text(false)
+    };
+    let text = with_definition("bucket", "Bucket", "bkt-");
+    assert!(text.contains(
         "  ApplicationDefinition bucket [fail] the policy assumes release prefix \"bucket-\" for Bucket, but ApplicationDefinition bucket states spec.release.prefix \"bkt-\": the policy would name every Bucket release wrongly; set releasePrefixes.Bucket: \"bkt-\"\n"
-    ), "{}", report.text(false));
+    ), "{text}");
 
     // A kind without rules is named by its stock prefix too (a module's name is checked
     // against its release), so a definition stating another one is reported the same way.
-    let mut renamed = (*dump).clone();
-    renamed.objects.push(serde_json::json!({
-        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
-        "metadata": {"name": "external-dns"},
-        "spec": {"application": {"kind": "ExternalDNS"}, "release": {"prefix": "dns-"}}
-    }));
-    let report = preflight::run(&policy, Arc::new(renamed), &settings, &|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.text(false).contains(
+    let text = with_definition("external-dns", "ExternalDNS", "dns-");
+    assert!(text.contains(
         "  ApplicationDefinition external-dns [fail] the policy assumes release prefix \"\" for ExternalDNS, but ApplicationDefinition external-dns states spec.release.prefix \"dns-\": the policy would name every ExternalDNS release wrongly; set releasePrefixes.ExternalDNS: \"dns-\"\n"
-    ), "{}", report.text(false));
+    ), "{text}");
 
     // A kind the built-in set never examined (a package added after its commit) gets no rule:
     // a warning names it, whatever the definition states; one the settings give rules is known.
-    let mut added = (*dump).clone();
-    added.objects.push(serde_json::json!({
-        "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
-        "metadata": {"name": "valkey"},
-        "spec": {"application": {"kind": "Valkey"}, "release": {"prefix": "valkey-"}}
-    }));
-    let report = preflight::run(&policy, Arc::new(added), &settings, &|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.text(false).contains(
+    let text = with_definition("valkey", "Valkey", "valkey-");
+    assert!(text.contains(
         "  ApplicationDefinition valkey [warn] ApplicationDefinition valkey defines Valkey, a kind the built-in rule set (cozystack/cozystack 3c780acd) has never examined, so it gets no rule (catalog, no count, no protection, consumes nothing) whatever its charts read; state its rules in the settings' definitions.Valkey, or set definitionSource: applicationDefinitions\n"
-    ), "{}", report.text(false));
-    assert!(
-        !report
-            .text(false)
-            .contains("ApplicationDefinition redis [warn]")
-    );
+    ), "{text}");
+    assert!(!text.contains("ApplicationDefinition redis [warn]"));
 
     // Rules in the settings alone (the bundled settings spell the stock set out).
     let mut settings_only = settings::read(Some(&workspace().join("e2e/cluster/settings.yaml")))
