@@ -67,6 +67,10 @@ pub enum LiveError {
         context: String,
         message: String,
     },
+    #[error(
+        "cannot ask context {context} who its credentials are (SelfSubjectReview, `kubectl auth whoami`): {message}; pass --as USER [--as-group GROUP]"
+    )]
+    WhoAmI { context: String, message: String },
     #[error("cannot start the client runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -126,6 +130,36 @@ pub fn policy_settings(target: &Target, name: &str) -> Result<Value, LiveError> 
             .pointer("/spec/settings")
             .cloned()
             .unwrap_or_else(|| json!({})))
+    })
+}
+
+/// Who the credentials of `target` are, as the API server authenticates them: its answer to a
+/// SelfSubjectReview (`kubectl auth whoami`), with the context it asked.
+pub fn whoami(target: &Target) -> Result<(String, Vec<String>, String), LiveError> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    block_on(async {
+        let (client, context) = client(target).await?;
+        let reviews: Api<SelfSubjectReview> = Api::all(client);
+        let failed = |message: String| LiveError::WhoAmI {
+            context: context.clone(),
+            message,
+        };
+        let review = reviews
+            .create(
+                &kube::api::PostParams::default(),
+                &SelfSubjectReview::default(),
+            )
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let user = review
+            .status
+            .and_then(|s| s.user_info)
+            .ok_or_else(|| failed("the answer names no user".into()))?;
+        let username = user
+            .username
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| failed("the answer names no user".into()))?;
+        Ok((username, user.groups.unwrap_or_default(), context.clone()))
     })
 }
 

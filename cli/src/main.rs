@@ -16,7 +16,7 @@ use cozystack_policy::supply::{
     self, KeygenArgs, PullArgs, PushArgs, SbomArgs, SignArgs, VerificationConfigArgs, VerifyArgs,
     VerifyKeyArgs,
 };
-use cozystack_policy::{evaluate, preflight, settings};
+use cozystack_policy::{check, evaluate, manifests, preflight, settings};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
@@ -41,6 +41,11 @@ enum Command {
     /// Evaluate one AdmissionRequest or AdmissionReview and print the verdict, the message and
     /// the host calls the policy made. Exit 0 allowed, 1 denied, 2 when it cannot be evaluated.
     Run(RunArgs),
+    /// Judge a change set (manifests as Flux or `kubectl apply` would apply them, then the
+    /// prunes) in order against the cluster, each admitted write applied before the next.
+    /// Exit 0 every write admitted, 1 one refused, 2 when the input, the settings or the cluster
+    /// cannot be used.
+    Check(CheckArgs),
     /// Replay every Namespace and HelmRelease as the audit scanner would and report what the
     /// policy flags. Exit 0 clean, 1 findings, 2 when the cluster or settings cannot be used.
     Preflight(PreflightArgs),
@@ -135,6 +140,49 @@ enum RunOutput {
 }
 
 #[derive(Args)]
+struct CheckArgs {
+    /// The manifests: files, folders (every *.yaml, *.yml, *.json, recursively) or `-` for
+    /// standard input; multi-document YAML or JSON (`kustomize build overlay | … check -`).
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Manifests of objects the change removes, deleted after every apply (as Flux prunes);
+    /// repeatable.
+    #[arg(long, value_name = "PATH")]
+    delete: Vec<PathBuf>,
+    /// A Flux Kustomization with its status.inventory (`kubectl get kustomization NAME -n NS
+    /// -o yaml`): what it lists and the change set no longer holds is pruned.
+    #[arg(long, value_name = "FILE")]
+    inventory: Option<PathBuf>,
+    /// Judge the writes as this user (as `kubectl --as`); live, the default is who the current
+    /// credentials are (SelfSubjectReview); with --dump it is required.
+    #[arg(long = "as", value_name = "USER")]
+    as_user: Option<String>,
+    /// A group of that user (as `kubectl --as-group`); repeatable.
+    #[arg(long = "as-group", value_name = "GROUP", requires = "as_user")]
+    as_group: Vec<String>,
+    /// The namespace of namespaced manifests that state none (as `kubectl apply -n`).
+    #[arg(short, long, value_name = "NAMESPACE")]
+    namespace: Option<String>,
+    #[command(flatten)]
+    evaluation: EvaluationArgs,
+    /// `text` for a person, `json` with every request and response, `junit` for CI reports.
+    #[arg(long, value_enum, default_value_t = CheckOutput::Text)]
+    output: CheckOutput,
+    /// Write each judged request (NNNN.request.json, an AdmissionReview) and the cluster it was
+    /// judged on (NNNN.cluster.yaml) here: `run NNNN.request.json --dump NNNN.cluster.yaml`
+    /// gives that verdict again. For small change sets: each cluster is written whole.
+    #[arg(long, value_name = "DIR")]
+    save_requests: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CheckOutput {
+    Text,
+    Json,
+    Junit,
+}
+
+#[derive(Args)]
 struct PreflightArgs {
     #[command(flatten)]
     evaluation: EvaluationArgs,
@@ -208,6 +256,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Check(args) => run_check(args),
         Command::Preflight(args) => run_preflight(args),
         Command::Annotate(args) => annotate(args).map(|()| ExitCode::SUCCESS),
         Command::Inspect(args) => inspect(args).map(|()| ExitCode::SUCCESS),
@@ -298,6 +347,92 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
+    let started = Instant::now();
+    // The input first: a change set that cannot be read is refused before any cluster is.
+    let mut applies = manifests::read(&args.paths)?;
+    let mut deletes = manifests::read(&args.delete)?;
+    if let Some(ns) = &args.namespace {
+        for manifest in applies.iter_mut().chain(deletes.iter_mut()) {
+            if manifest.namespace().is_none() && manifest.kind() != "Namespace" {
+                manifest.object["metadata"]["namespace"] = ns.as_str().into();
+            }
+        }
+    }
+    let evaluation = &args.evaluation;
+    let identity = match &args.as_user {
+        Some(user) => check::Identity::impersonated(user, &args.as_group),
+        None if !evaluation.cluster.dump.is_empty() => {
+            return Err("--as USER is required with --dump: name who applies the change set (a stock install's Flux applies as system:serviceaccount:cozy-fluxcd:flux; a Kustomization with spec.serviceAccountName applies as that ServiceAccount)".into());
+        }
+        None => {
+            let (user, groups, context) =
+                live::whoami(&target(&evaluation.cluster)).map_err(|e| e.to_string())?;
+            eprintln!("identity: {user} (SelfSubjectReview in context {context})");
+            check::Identity {
+                username: user,
+                groups,
+            }
+        }
+    };
+    let (settings, policy, cluster) = prepare(evaluation)?;
+    if let Some(path) = &args.inventory {
+        let text = read_text(path)?;
+        let kustomization: Value =
+            serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let origin = path.display().to_string();
+        deletes.extend(check::pruned(&kustomization, &applies, &cluster, &origin)?);
+    }
+    eprintln!(
+        "judging {} manifests and {} deletions as {}",
+        applies.len(),
+        deletes.len(),
+        identity.describe()
+    );
+    let changes = check::ChangeSet { applies, deletes };
+    let save = args.save_requests.clone();
+    if let Some(dir) = &save {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut observe = |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), String> {
+        let Some(dir) = &save else {
+            return Ok(());
+        };
+        let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview", "request": request});
+        let write = |name: String, text: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        write(format!("{n:04}.request.json"), json(&review)?)?;
+        let list =
+            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.objects});
+        write(
+            format!("{n:04}.cluster.yaml"),
+            serde_yaml::to_string(&list).map_err(|e| e.to_string())?,
+        )
+    };
+    let report = check::run(
+        &policy,
+        &settings,
+        cluster,
+        &changes,
+        &identity,
+        &mut observe,
+    )?;
+    eprintln!(
+        "judged {} manifests in {:.1} s",
+        report.steps.len(),
+        started.elapsed().as_secs_f64()
+    );
+    match args.output {
+        CheckOutput::Text => emit(&report.text())?,
+        CheckOutput::Json => emit(&json(&report.json(&identity))?)?,
+        CheckOutput::Junit => emit(&report.junit())?,
+    }
+    Ok(ExitCode::from(report.exit_code()))
 }
 
 fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {

@@ -74,6 +74,7 @@ request:
 fn every_verb_has_help() {
     for verb in [
         "run",
+        "check",
         "preflight",
         "annotate",
         "inspect",

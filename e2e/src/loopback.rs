@@ -2,7 +2,8 @@
 //! lists them (for the CLI's live-read tests and the benchmark's live pre-flight), and GETs of
 //! cluster-scoped objects by name: `limit`/`continue` pages (at most `page` items, whatever the limit asked, as the
 //! server may return fewer), items without apiVersion and kind, a 403 Status for one resource,
-//! and a kubeconfig whose current context points at it.
+//! a SelfSubjectReview answered with the credentials' user (`kubectl auth whoami`), and a
+//! kubeconfig whose current context points at it.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -142,6 +143,9 @@ fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) ->
     (200, list)
 }
 
+/// The user a SelfSubjectReview names unless told: the kubeconfig's user, authenticated.
+pub const USER: (&str, &[&str]) = ("preflight", &["system:authenticated"]);
+
 /// Serves `objects` until dropped; `forbidden` names a resource (plural) every list of which
 /// gets a 403.
 pub fn serve(
@@ -150,6 +154,20 @@ pub fn serve(
     page: usize,
     dir: &Path,
 ) -> Loopback {
+    serve_as(objects, forbidden, page, dir, USER)
+}
+
+/// [`serve`], with `user` (name, groups) as who the credentials are.
+pub fn serve_as(
+    objects: Vec<Value>,
+    forbidden: Option<&'static str>,
+    page: usize,
+    dir: &Path,
+    user: (&str, &[&str]),
+) -> Loopback {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": {"username": user.0, "groups": user.1}}});
     let server = Arc::new(
         tiny_http::Server::http("127.0.0.1:0").unwrap_or_else(|e| panic!("loopback API: {e}")),
     );
@@ -167,8 +185,14 @@ pub fn serve(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(url.clone());
-            let (code, body) = if *request.method() == tiny_http::Method::Get {
+            let method = request.method().clone();
+            let (code, body) = if method == tiny_http::Method::Get {
                 answer(&objects, forbidden, page, &url)
+            } else if method == tiny_http::Method::Post
+                && url.split('?').next()
+                    == Some("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+            {
+                (201, review.clone())
             } else {
                 status(405, "MethodNotAllowed", "this API is read-only")
             };

@@ -1,0 +1,757 @@
+//! `check`: a GitOps change set judged against a cluster in the order its writes land. Each
+//! manifest becomes the request the API server would send the policy (a CREATE when the object
+//! does not exist, an UPDATE with the live object as `oldObject` when it does; the prunes after
+//! every apply, as Flux's garbage collection runs after its apply); each admitted write is
+//! applied to the in-memory cluster as the platform writes it ([`crate::writes`]) before the next
+//! is judged. A refused write is not applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::policy::{Policy, warnings_of};
+use cozystack_resolver::Settings;
+use cozystack_resolver::request::APPS_GROUP;
+use serde_json::{Map, Value, json};
+
+use crate::manifests::Manifest;
+use crate::writes::{self, Kinds, RELEASE_API, Served};
+
+/// Who applies the change set: the user and groups the API server authenticates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub username: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    /// `--as` and `--as-group` as the API server's impersonation filter turns them into a user:
+    /// a ServiceAccount without groups given gets its own (`system:serviceaccounts`,
+    /// `system:serviceaccounts:<ns>`), and every user but `system:anonymous` is
+    /// `system:authenticated`.
+    pub fn impersonated(username: &str, groups: &[String]) -> Identity {
+        let mut all: Vec<String> = groups.to_vec();
+        if groups.is_empty()
+            && let Some(rest) = username.strip_prefix("system:serviceaccount:")
+            && let Some((namespace, _)) = rest.split_once(':')
+        {
+            all.push("system:serviceaccounts".into());
+            all.push(format!("system:serviceaccounts:{namespace}"));
+        }
+        let authenticated = "system:authenticated";
+        if username != "system:anonymous" && !all.iter().any(|g| g == authenticated) {
+            all.push(authenticated.into());
+        }
+        Identity {
+            username: username.to_owned(),
+            groups: all,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        format!("{} (groups {})", self.username, self.groups.join(", "))
+    }
+}
+
+/// A change set: the manifests applied, in order, then the objects pruned.
+#[derive(Debug, Default)]
+pub struct ChangeSet {
+    pub applies: Vec<Manifest>,
+    pub deletes: Vec<Manifest>,
+}
+
+/// What the policy matches: apps.cozystack.io Applications, HelmReleases and Namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Surface {
+    Application,
+    Release,
+    Namespace,
+}
+
+fn surface(manifest: &Manifest) -> Option<Surface> {
+    let group = manifest.api_version().rsplit_once('/').map(|(g, _)| g);
+    match (manifest.api_version(), manifest.kind()) {
+        ("v1", "Namespace") => Some(Surface::Namespace),
+        (RELEASE_API, "HelmRelease") => Some(Surface::Release),
+        _ if group == Some(APPS_GROUP) => Some(Surface::Application),
+        _ => None,
+    }
+}
+
+/// The verdict on one manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// Admitted without a warning.
+    Allowed,
+    /// Admitted with warnings.
+    Warn,
+    /// Refused: not applied.
+    Denied,
+    /// No rule of the policy matches it (applied as written).
+    NotJudged,
+    /// A prune of an object the cluster does not have (the API server answers 404).
+    Absent,
+    /// The write cannot be made at all (a kind the cluster does not serve).
+    Error,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "ALLOWED",
+            Outcome::Warn => "WARN",
+            Outcome::Denied => "DENIED",
+            Outcome::NotJudged => "SKIPPED",
+            Outcome::Absent => "ABSENT",
+            Outcome::Error => "ERROR",
+        }
+    }
+}
+
+/// One manifest's result.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub origin: String,
+    /// `Kind namespace/name`.
+    pub reference: String,
+    /// CREATE, UPDATE or DELETE (empty when nothing was sent).
+    pub operation: &'static str,
+    pub outcome: Outcome,
+    /// The policy's message (a denial's), or why nothing was judged.
+    pub message: Option<String>,
+    pub warnings: Vec<String>,
+    /// The AdmissionRequest judged, and the policy's response, as the runtime answered it.
+    pub request: Option<Value>,
+    pub response: Option<Value>,
+}
+
+impl Step {
+    fn unjudged(manifest: &Manifest, outcome: Outcome, message: String) -> Step {
+        Step {
+            origin: manifest.origin.clone(),
+            reference: manifest.reference(),
+            operation: "",
+            outcome,
+            message: Some(message),
+            warnings: Vec::new(),
+            request: None,
+            response: None,
+        }
+    }
+}
+
+/// Every step, in the order judged.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub steps: Vec<Step>,
+}
+
+/// Called with each judged request and the cluster it was judged on (to keep them).
+pub type Observer<'a> = dyn FnMut(usize, &Value, &ClusterObjects) -> Result<(), String> + 'a;
+
+/// The merge an apply makes over a live object: the manifest's fields win, the labels and
+/// annotations others set stay, and what the API server owns (uid, resourceVersion, status) is
+/// the live object's.
+fn applied_over(live: &Value, manifest: &Value) -> Value {
+    let mut out = live.clone();
+    let (Some(target), Some(source)) = (out.as_object_mut(), manifest.as_object()) else {
+        return manifest.clone();
+    };
+    for (key, value) in source {
+        match key.as_str() {
+            "status" => {}
+            "metadata" => {
+                let meta = target.entry("metadata").or_insert_with(|| json!({}));
+                for (k, v) in value.as_object().into_iter().flatten() {
+                    match k.as_str() {
+                        "uid" | "resourceVersion" | "creationTimestamp" | "generation"
+                        | "managedFields" | "deletionTimestamp" => {}
+                        "labels" | "annotations" => {
+                            let map = meta[k.as_str()]
+                                .as_object()
+                                .cloned()
+                                .unwrap_or_default()
+                                .into_iter()
+                                .chain(v.as_object().cloned().unwrap_or_default())
+                                .collect::<Map<_, _>>();
+                            meta[k.as_str()] = Value::Object(map);
+                        }
+                        _ => meta[k.as_str()] = v.clone(),
+                    }
+                }
+            }
+            _ => {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The AdmissionRequest the API server sends for this write.
+fn request(
+    operation: &str,
+    (group, version, kind, resource): (&str, &str, &str, &str),
+    (namespace, name): (Option<&str>, &str),
+    identity: &Identity,
+    object: Option<&Value>,
+    old: Option<&Value>,
+    uid: usize,
+) -> Value {
+    let gvk = json!({"group": group, "version": version, "kind": kind});
+    let gvr = json!({"group": group, "version": version, "resource": resource});
+    let options = match operation {
+        "CREATE" => "CreateOptions",
+        "UPDATE" => "UpdateOptions",
+        _ => "DeleteOptions",
+    };
+    let mut request = json!({
+        "uid": format!("check-{uid:04}"),
+        "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+        "name": name, "operation": operation,
+        "userInfo": {"username": identity.username, "groups": identity.groups},
+        "object": object.cloned().unwrap_or(Value::Null),
+        "oldObject": old.cloned().unwrap_or(Value::Null),
+        "dryRun": false,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": options},
+    });
+    if let Some(ns) = namespace {
+        request["namespace"] = json!(ns);
+    }
+    request
+}
+
+const ABSENT: &str = "the cluster has no such object: nothing to delete (the API server answers 404 before any admission)";
+
+/// Why a manifest makes no request: its outcome and the reason.
+struct Unjudged(Outcome, String);
+
+/// How an admitted apply changes the cluster, given the object the API server stores.
+type Applies = Box<dyn Fn(Value) -> Effect>;
+
+/// The state and what it needs to judge and apply each write.
+struct Judge<'a> {
+    policy: &'a Policy,
+    settings: &'a Value,
+    modules: BTreeMap<String, String>,
+    identity: &'a Identity,
+    cluster: Arc<ClusterObjects>,
+    kinds: Kinds,
+    observe: &'a mut Observer<'a>,
+    judged: usize,
+}
+
+/// A write to judge: the request's parts, and what applying it does.
+struct Write {
+    operation: &'static str,
+    gvr: (String, String, String, String),
+    namespace: Option<String>,
+    name: String,
+    object: Option<Value>,
+    old: Option<Value>,
+    effect: Effect,
+}
+
+enum Effect {
+    /// Put this object (and a Tenant release renders its chart).
+    Put(Value),
+    /// Remove this release (a Tenant's takes its namespace tree).
+    RemoveRelease(Value),
+    RemoveNamespace(String),
+}
+
+impl Judge<'_> {
+    fn state(&mut self) -> &mut ClusterObjects {
+        Arc::make_mut(&mut self.cluster)
+    }
+
+    /// Applies an admitted write as the platform writes it.
+    fn apply(&mut self, effect: Effect) {
+        let modules = self.modules.clone();
+        match effect {
+            Effect::Put(object) => {
+                let definition = object["kind"] == "ApplicationDefinition";
+                let tenant = writes::is_tenant_release(&object);
+                self.state().apply(object.clone());
+                if tenant {
+                    writes::render_tenant(self.state(), &object, &modules);
+                }
+                if definition {
+                    self.kinds = Kinds::read(&self.cluster);
+                }
+            }
+            Effect::RemoveRelease(release) => writes::remove_release(self.state(), &release),
+            Effect::RemoveNamespace(ns) => writes::remove_namespace(self.state(), &ns),
+        }
+    }
+
+    fn served(&self, manifest: &Manifest) -> Result<Served, Unjudged> {
+        self.kinds.get(manifest.kind()).ok_or_else(|| {
+            Unjudged(
+                Outcome::Error,
+                format!(
+                    "the cluster serves no {} (no ApplicationDefinition has spec.application.kind {}): the API server would answer 404; apply its ApplicationDefinition first",
+                    manifest.kind(),
+                    manifest.kind()
+                ),
+            )
+        })
+    }
+
+    /// The write a manifest makes on the current state.
+    fn write(&self, manifest: &Manifest, delete: bool) -> Result<Write, Unjudged> {
+        let Some(surface) = surface(manifest) else {
+            return Err(Unjudged(
+                Outcome::NotJudged,
+                "not judged by this policy (it matches Applications, HelmReleases and Namespaces)"
+                    .into(),
+            ));
+        };
+        let (namespace, name) = (manifest.namespace(), manifest.name());
+        let needs_namespace = surface != Surface::Namespace;
+        if needs_namespace && namespace.is_none() {
+            return Err(Unjudged(
+                Outcome::Error,
+                format!(
+                    "{} {name} has no metadata.namespace: set it in the manifest (kustomize's `namespace:`) or pass --namespace",
+                    manifest.kind()
+                ),
+            ));
+        }
+        let (group, version) = manifest
+            .api_version()
+            .rsplit_once('/')
+            .unwrap_or(("", manifest.api_version()));
+        let cluster = &self.cluster;
+        let (resource, live, effect_of): (String, Option<Value>, Applies) = match surface {
+            Surface::Namespace => (
+                "namespaces".into(),
+                cluster.get("v1", "Namespace", name, None).cloned(),
+                Box::new(Effect::Put),
+            ),
+            Surface::Release => (
+                "helmreleases".into(),
+                cluster
+                    .get(RELEASE_API, "HelmRelease", name, namespace)
+                    .cloned(),
+                Box::new(Effect::Put),
+            ),
+            Surface::Application => {
+                let served = self.served(manifest)?;
+                let release = served
+                    .release(cluster, namespace.unwrap_or_default(), name)
+                    .cloned();
+                let live = release
+                    .as_ref()
+                    .map(|hr| served.application_of(hr, manifest.api_version()));
+                let plural = served.plural.clone();
+                (
+                    plural,
+                    live,
+                    Box::new(move |app| Effect::Put(served.release_for(&app, release.as_ref()))),
+                )
+            }
+        };
+        let gvr = (
+            group.to_owned(),
+            version.to_owned(),
+            manifest.kind().to_owned(),
+            resource,
+        );
+        let write = |operation, object: Option<Value>, old: Option<Value>, effect| Write {
+            operation,
+            gvr: gvr.clone(),
+            namespace: namespace.filter(|_| needs_namespace).map(str::to_owned),
+            name: name.to_owned(),
+            object,
+            old,
+            effect,
+        };
+        if delete {
+            let Some(live) = live else {
+                return Err(Unjudged(Outcome::Absent, ABSENT.into()));
+            };
+            let effect = match surface {
+                Surface::Namespace => Effect::RemoveNamespace(name.to_owned()),
+                Surface::Release => Effect::RemoveRelease(live.clone()),
+                Surface::Application => {
+                    let served = self.served(manifest)?;
+                    let release = served
+                        .release(cluster, namespace.unwrap_or_default(), name)
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    Effect::RemoveRelease(release)
+                }
+            };
+            return Ok(write("DELETE", None, Some(live), effect));
+        }
+        let mut object = manifest.object.clone();
+        if needs_namespace {
+            object["metadata"]["namespace"] = json!(namespace);
+        }
+        Ok(match live {
+            Some(live) => {
+                let new = applied_over(&live, &object);
+                let effect = effect_of(new.clone());
+                write("UPDATE", Some(new), Some(live), effect)
+            }
+            None => {
+                let effect = effect_of(object.clone());
+                write("CREATE", Some(object), None, effect)
+            }
+        })
+    }
+
+    fn judge(&mut self, manifest: &Manifest, delete: bool) -> Result<Step, String> {
+        // The policy's webhook rules send Namespace CREATE and UPDATE only
+        // (deploy/policy-protect.yaml): a deleted Namespace goes without it.
+        if delete && surface(manifest) == Some(Surface::Namespace) {
+            let name = manifest.name().to_owned();
+            let live = self.cluster.get("v1", "Namespace", &name, None).is_some();
+            if !live {
+                return Ok(Step::unjudged(manifest, Outcome::Absent, ABSENT.into()));
+            }
+            self.apply(Effect::RemoveNamespace(name));
+            return Ok(Step::unjudged(
+                manifest,
+                Outcome::NotJudged,
+                "not judged by this policy (its webhook rules send no Namespace DELETE); deleted with everything in it and below it".into(),
+            ));
+        }
+        let write = match self.write(manifest, delete) {
+            Ok(write) => write,
+            Err(Unjudged(outcome, message)) => {
+                if outcome == Outcome::NotJudged && !delete {
+                    self.apply(Effect::Put(manifest.object.clone()));
+                }
+                return Ok(Step::unjudged(manifest, outcome, message));
+            }
+        };
+        let (group, version, kind, resource) = &write.gvr;
+        self.judged += 1;
+        let request = request(
+            write.operation,
+            (group, version, kind, resource),
+            (write.namespace.as_deref(), &write.name),
+            self.identity,
+            write.object.as_ref(),
+            write.old.as_ref(),
+            self.judged,
+        );
+        (self.observe)(self.judged, &request, &self.cluster)?;
+        let response = self
+            .policy
+            .validate(&request, self.settings, self.cluster.clone(), Vec::new())?
+            .response;
+        let accepted = response["accepted"] == true;
+        let warnings = warnings_of(&response);
+        let outcome = match (accepted, warnings.is_empty()) {
+            (false, _) => Outcome::Denied,
+            (true, true) => Outcome::Allowed,
+            (true, false) => Outcome::Warn,
+        };
+        if accepted {
+            self.apply(write.effect);
+        }
+        Ok(Step {
+            origin: manifest.origin.clone(),
+            reference: manifest.reference(),
+            operation: write.operation,
+            outcome,
+            message: response["message"].as_str().map(str::to_owned),
+            warnings,
+            request: Some(request),
+            response: Some(response),
+        })
+    }
+}
+
+/// Judges `changes` in order against `cluster` as `identity` under `settings`; `observe` sees
+/// each request and the cluster it is judged on.
+pub fn run<'a>(
+    policy: &'a Policy,
+    settings: &'a Value,
+    cluster: ClusterObjects,
+    changes: &ChangeSet,
+    identity: &'a Identity,
+    observe: &'a mut Observer<'a>,
+) -> Result<Report, String> {
+    crate::settings::check(policy, settings)?;
+    let modules = Settings::for_request(&settings.to_string())
+        .map(|s| s.tenant_modules)
+        .map_err(|e| format!("settings: {e}"))?;
+    let kinds = Kinds::read(&cluster);
+    let mut judge = Judge {
+        policy,
+        settings,
+        modules,
+        identity,
+        cluster: Arc::new(cluster),
+        kinds,
+        observe,
+        judged: 0,
+    };
+    let mut report = Report::default();
+    for manifest in &changes.applies {
+        report.steps.push(judge.judge(manifest, false)?);
+    }
+    for manifest in &changes.deletes {
+        report.steps.push(judge.judge(manifest, true)?);
+    }
+    Ok(report)
+}
+
+/// What Flux prunes: the entries of a Kustomization's `status.inventory` that the change set
+/// no longer holds, as manifests naming them (`<namespace>_<name>_<group>_<kind>`, version
+/// `v`), except those the live cluster marks `kustomize.toolkit.fluxcd.io/prune: disabled`.
+pub fn pruned(
+    kustomization: &Value,
+    applies: &[Manifest],
+    cluster: &ClusterObjects,
+    origin: &str,
+) -> Result<Vec<Manifest>, String> {
+    let entries = kustomization
+        .pointer("/status/inventory/entries")
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            format!("{origin}: no status.inventory.entries (a Flux Kustomization as `kubectl get kustomization NAME -n NS -o yaml` prints it)")
+        })?;
+    let kept: BTreeSet<(String, String, String, String)> = applies
+        .iter()
+        .map(|m| {
+            let group = m.api_version().rsplit_once('/').map_or("", |(g, _)| g);
+            (
+                m.namespace().unwrap_or_default().to_owned(),
+                m.name().to_owned(),
+                group.to_owned(),
+                m.kind().to_owned(),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let id = entry["id"].as_str().unwrap_or_default();
+        let parts: Vec<&str> = id.split('_').collect();
+        let [namespace, name, group, kind] = parts.as_slice() else {
+            return Err(format!(
+                "{origin}: inventory entry {} has id {id:?}, not <namespace>_<name>_<group>_<kind>",
+                i + 1
+            ));
+        };
+        let key = (
+            namespace.to_string(),
+            name.to_string(),
+            group.to_string(),
+            kind.to_string(),
+        );
+        if kept.contains(&key) {
+            continue;
+        }
+        let version = entry["v"].as_str().unwrap_or("v1");
+        let api_version = if group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{group}/{version}")
+        };
+        let namespace = (!namespace.is_empty()).then_some(*namespace);
+        let live = cluster.get(&api_version, kind, name, namespace);
+        let disabled = live.is_some_and(|o| {
+            o.pointer("/metadata/annotations/kustomize.toolkit.fluxcd.io~1prune")
+                == Some(&json!("disabled"))
+        });
+        if disabled {
+            continue;
+        }
+        let mut object =
+            json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
+        if let Some(ns) = namespace {
+            object["metadata"]["namespace"] = json!(ns);
+        }
+        out.push(Manifest {
+            origin: format!("{origin}, inventory entry {}", i + 1),
+            object,
+        });
+    }
+    Ok(out)
+}
+
+impl Report {
+    pub fn count(&self, outcome: Outcome) -> usize {
+        self.steps.iter().filter(|s| s.outcome == outcome).count()
+    }
+
+    /// Exit 0 when every write is admitted, 1 when one is refused, 2 when one cannot be made.
+    pub fn exit_code(&self) -> u8 {
+        if self.count(Outcome::Error) > 0 {
+            2
+        } else if self.count(Outcome::Denied) > 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// One line per manifest, then what the change set comes to.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for step in &self.steps {
+            let operation = if step.operation.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", step.operation)
+            };
+            let mut line = format!(
+                "{:<8} {operation}{} ({})",
+                step.outcome.label(),
+                step.reference,
+                step.origin
+            );
+            if let Some(message) = &step.message {
+                line.push_str(&format!(": {message}"));
+            }
+            for warning in &step.warnings {
+                line.push_str(&format!(" | warning: {warning}"));
+            }
+            if step.outcome == Outcome::Denied {
+                line.push_str(" | not applied: the manifests after it are judged without it");
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        let judged = self.steps.iter().filter(|s| s.request.is_some()).count();
+        out.push_str(&format!(
+            "\n{} manifests: {judged} writes judged ({} allowed, {} with warnings, {} denied), {} not judged by this policy, {} absent, {} errors\n",
+            self.steps.len(),
+            self.count(Outcome::Allowed),
+            self.count(Outcome::Warn),
+            self.count(Outcome::Denied),
+            self.count(Outcome::NotJudged),
+            self.count(Outcome::Absent),
+            self.count(Outcome::Error),
+        ));
+        out
+    }
+
+    /// The report as JSON: every step with its request and the policy's response.
+    pub fn json(&self, identity: &Identity) -> Value {
+        let steps: Vec<Value> = self
+            .steps
+            .iter()
+            .map(|s| {
+                json!({"origin": s.origin, "object": s.reference, "operation": s.operation,
+                    "outcome": s.outcome, "message": s.message, "warnings": s.warnings,
+                    "applied": matches!(s.outcome, Outcome::Allowed | Outcome::Warn | Outcome::NotJudged),
+                    "request": s.request, "response": s.response})
+            })
+            .collect();
+        json!({"identity": {"username": identity.username, "groups": identity.groups},
+            "steps": steps,
+            "summary": {"manifests": self.steps.len(), "allowed": self.count(Outcome::Allowed),
+                "warn": self.count(Outcome::Warn), "denied": self.count(Outcome::Denied),
+                "notJudged": self.count(Outcome::NotJudged), "absent": self.count(Outcome::Absent),
+                "errors": self.count(Outcome::Error)}})
+    }
+
+    /// JUnit XML: one test case per manifest (a denial a failure, a write that cannot be made
+    /// an error, a manifest not judged skipped), as CI systems render test reports.
+    pub fn junit(&self) -> String {
+        fn escape(text: &str) -> String {
+            text.chars()
+                .map(|c| match c {
+                    '&' => "&amp;".into(),
+                    '<' => "&lt;".into(),
+                    '>' => "&gt;".into(),
+                    '"' => "&quot;".into(),
+                    '\'' => "&apos;".into(),
+                    c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => " ".into(),
+                    c => c.to_string(),
+                })
+                .collect()
+        }
+        let mut out = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cozystack-policy check\" tests=\"{n}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\">\n  <testsuite name=\"cozystack-capabilities\" tests=\"{n}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\">\n",
+            n = self.steps.len(),
+            f = self.count(Outcome::Denied),
+            e = self.count(Outcome::Error),
+            s = self.count(Outcome::NotJudged) + self.count(Outcome::Absent),
+        );
+        for step in &self.steps {
+            let name = if step.operation.is_empty() {
+                step.reference.clone()
+            } else {
+                format!("{} {}", step.operation, step.reference)
+            };
+            out.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\">\n",
+                escape(&step.origin),
+                escape(&name)
+            ));
+            let message = escape(step.message.as_deref().unwrap_or_default());
+            match step.outcome {
+                Outcome::Denied => out.push_str(&format!(
+                    "      <failure type=\"denied\" message=\"{message}\">{message}</failure>\n"
+                )),
+                Outcome::Error => out.push_str(&format!(
+                    "      <error type=\"unusable\" message=\"{message}\">{message}</error>\n"
+                )),
+                Outcome::NotJudged | Outcome::Absent => {
+                    out.push_str(&format!("      <skipped message=\"{message}\"/>\n"))
+                }
+                Outcome::Allowed | Outcome::Warn => {}
+            }
+            if !step.warnings.is_empty() {
+                let warnings: Vec<String> = step.warnings.iter().map(|w| escape(w)).collect();
+                out.push_str(&format!(
+                    "      <system-out>{}</system-out>\n",
+                    warnings
+                        .iter()
+                        .map(|w| format!("warning: {w}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ));
+            }
+            out.push_str("    </testcase>\n");
+        }
+        out.push_str("  </testsuite>\n</testsuites>\n");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impersonation_adds_the_groups_the_api_server_adds() {
+        let flux = Identity::impersonated("system:serviceaccount:cozy-fluxcd:flux", &[]);
+        assert_eq!(
+            flux.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:cozy-fluxcd",
+                "system:authenticated"
+            ]
+        );
+        let user = Identity::impersonated("alice", &["tenant-a-admin".into()]);
+        assert_eq!(user.groups, ["tenant-a-admin", "system:authenticated"]);
+        assert!(
+            Identity::impersonated("system:anonymous", &[])
+                .groups
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_apply_keeps_what_others_wrote() {
+        let live = json!({"metadata": {"name": "a", "uid": "u", "labels": {"x": "1", "y": "2"}},
+            "spec": {"old": true}, "status": {"phase": "Active"}});
+        let manifest = json!({"metadata": {"name": "a", "uid": "other", "labels": {"y": "3"}},
+            "spec": {"new": true}, "status": {}});
+        assert_eq!(
+            applied_over(&live, &manifest),
+            json!({"metadata": {"name": "a", "uid": "u", "labels": {"x": "1", "y": "3"}},
+                "spec": {"new": true}, "status": {"phase": "Active"}})
+        );
+    }
+}

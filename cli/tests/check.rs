@@ -1,0 +1,471 @@
+//! `check` end to end on the bundled example cluster (`e2e/cluster`, object by object as
+//! Cozystack renders it) with the stock deployment's settings: a change set judged in order,
+//! each admitted write applied before the next, from a dump and live through a loopback API
+//! that answers SelfSubjectReview; its verdicts the module's own, byte for byte.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use cozystack_e2e::loopback;
+use cozystack_policy::source::Source;
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use serde_json::{Value, json};
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = workspace().join("target/tmp/cli-check");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    dir.join(name)
+}
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let path = scratch(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn check(args: &[&str], kubeconfig: Option<&Path>) -> Ran {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cozystack-policy"));
+    command.current_dir(workspace()).arg("check").args(args);
+    for var in loopback::ELSEWHERE {
+        command.env_remove(var);
+    }
+    match kubeconfig {
+        Some(path) => command.env("KUBECONFIG", path),
+        None => command.env_remove("KUBECONFIG"),
+    };
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = command.output().unwrap_or_else(|e| panic!("{e}"));
+    Ran {
+        code: status.code(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+const DUMP: &[&str] = &[
+    "--dump",
+    "e2e/cluster",
+    "--settings",
+    "deploy/policy-protect.yaml",
+];
+const ALICE: &[&str] = &["--as", "alice", "--as-group", "tenant-acme-admin"];
+const FLUX: &[&str] = &["--as", "system:serviceaccount:cozy-fluxcd:flux"];
+
+/// A tenant administrator's commit: two Monitorings for one tenant, an edit of an existing
+/// Postgres, and a ConfigMap.
+const TENANT_COMMIT: &str = "\
+apiVersion: apps.cozystack.io/v1alpha1
+kind: Monitoring
+metadata: {name: monitoring, namespace: tenant-acme}
+spec: {}
+---
+apiVersion: apps.cozystack.io/v1alpha1
+kind: Monitoring
+metadata: {name: metrics, namespace: tenant-acme}
+spec: {}
+---
+apiVersion: apps.cozystack.io/v1alpha1
+kind: Postgres
+metadata: {name: shop, namespace: tenant-acme}
+spec: {replicas: 3}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: shop-config, namespace: tenant-acme}
+data: {mode: production}
+";
+
+const SECOND_MONITORING: &str = "Monitoring: at most 1 per tenant tenant-acme; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)";
+
+fn args<'a>(parts: &[&'a [&'a str]]) -> Vec<&'a str> {
+    parts.iter().flat_map(|p| p.iter().copied()).collect()
+}
+
+#[test]
+fn a_change_set_is_judged_in_order_as_admission_would() {
+    let commit = write("tenant-commit.yaml", TENANT_COMMIT);
+    let commit = commit.to_str().unwrap_or_default();
+
+    // The second Monitoring is refused, naming the first of the same change set; the edit is an
+    // UPDATE; the ConfigMap is counted, not dropped.
+    let out = check(&args(&[&[commit], DUMP, ALICE]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let origin = |n: usize| format!("{commit}, document {n}");
+    assert_eq!(
+        out.stdout,
+        format!(
+            "ALLOWED  CREATE Monitoring tenant-acme/monitoring ({})\n\
+             DENIED   CREATE Monitoring tenant-acme/metrics ({}): {SECOND_MONITORING} | not applied: the manifests after it are judged without it\n\
+             ALLOWED  UPDATE Postgres tenant-acme/shop ({})\n\
+             SKIPPED  ConfigMap tenant-acme/shop-config ({}): not judged by this policy (it matches Applications, HelmReleases and Namespaces)\n\
+             \n4 manifests: 3 writes judged (2 allowed, 0 with warnings, 1 denied), 1 not judged by this policy, 0 absent, 0 errors\n",
+            origin(1),
+            origin(2),
+            origin(3),
+            origin(4)
+        )
+    );
+    assert!(
+        out.stderr
+            .contains("judging 4 manifests and 0 deletions as alice (groups tenant-acme-admin, system:authenticated)"),
+        "{}",
+        out.stderr
+    );
+
+    // JSON: every request and response; the UPDATE's old object is the Application
+    // cozystack-api reads the release as, its new one the apply over it.
+    let saved = scratch("saved");
+    let _ = std::fs::remove_dir_all(&saved);
+    let saved_arg = saved.to_str().unwrap_or_default();
+    let out = check(
+        &args(&[
+            &[commit, "--output", "json", "--save-requests", saved_arg],
+            DUMP,
+            ALICE,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let steps = report["steps"].as_array().cloned().unwrap_or_default();
+    assert_eq!(steps.len(), 4);
+    let update = &steps[2]["request"];
+    assert_eq!(update["operation"], "UPDATE");
+    assert_eq!(
+        update["resource"],
+        json!({"group": "apps.cozystack.io", "version": "v1alpha1", "resource": "postgreses"})
+    );
+    assert_eq!(
+        update["oldObject"],
+        json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Postgres",
+            "metadata": {"name": "shop", "namespace": "tenant-acme"}, "spec": {"replicas": 2}})
+    );
+    assert_eq!(update["object"]["spec"], json!({"replicas": 3}));
+    assert_eq!(steps[1]["outcome"], "denied");
+    assert_eq!(steps[1]["applied"], false);
+    assert_eq!(steps[3]["outcome"], "notJudged");
+    assert_eq!(
+        report["summary"],
+        json!({"manifests": 4, "allowed": 2, "warn": 0, "denied": 1, "notJudged": 1, "absent": 0, "errors": 0})
+    );
+
+    // Byte for byte the module's answer: each saved request, on the cluster it was judged on,
+    // through the runtime as the policy-server runs it.
+    let (policy, _) = Source::Embedded
+        .load(None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let settings =
+        cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let judged: Vec<&Value> = steps.iter().filter(|s| !s["request"].is_null()).collect();
+    assert_eq!(judged.len(), 3);
+    for (i, step) in judged.iter().enumerate() {
+        let n = i + 1;
+        let review: Value = serde_json::from_str(
+            &std::fs::read_to_string(saved.join(format!("{n:04}.request.json")))
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(review["request"], step["request"]);
+        let cluster = ClusterObjects::read_dump(&[saved.join(format!("{n:04}.cluster.yaml"))])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let answer = policy
+            .validate(&review["request"], &settings, Arc::new(cluster), Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .response;
+        assert_eq!(answer, step["response"], "request {n}");
+        assert_eq!(answer["message"], step["message"], "request {n}");
+    }
+    // The second request was judged on the cluster with the first Monitoring's release.
+    let second = ClusterObjects::read_dump(&[saved.join("0002.cluster.yaml")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = second
+        .find("HelmRelease/tenant-acme/monitoring")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        first["metadata"]["labels"]["apps.cozystack.io/application.kind"],
+        "Monitoring"
+    );
+
+    // JUnit, read by a real XML parser: one test case per manifest.
+    let out = check(&args(&[&[commit, "--output", "junit"], DUMP, ALICE]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let xml = roxmltree::Document::parse(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let suite = xml
+        .descendants()
+        .find(|n| n.has_tag_name("testsuite"))
+        .unwrap_or_else(|| panic!("no testsuite: {}", out.stdout));
+    assert_eq!(
+        (
+            suite.attribute("tests"),
+            suite.attribute("failures"),
+            suite.attribute("skipped")
+        ),
+        (Some("4"), Some("1"), Some("1"))
+    );
+    let cases: Vec<_> = suite
+        .children()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(cases.len(), 4);
+    assert_eq!(
+        cases[1].attribute("name"),
+        Some("CREATE Monitoring tenant-acme/metrics")
+    );
+    let failure = cases[1]
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .unwrap_or_else(|| panic!("no failure: {}", out.stdout));
+    assert_eq!(failure.attribute("message"), Some(SECOND_MONITORING));
+    assert_eq!(failure.text(), Some(SECOND_MONITORING));
+    assert!(cases[3].children().any(|n| n.has_tag_name("skipped")));
+
+    // Live: the same verdicts, and who applies is asked of the API server.
+    let objects = ClusterObjects::read_dump(&[workspace().join("e2e/cluster")])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .objects;
+    let api = loopback::serve_as(
+        objects,
+        None,
+        500,
+        &scratch("loopback"),
+        ("alice", &["tenant-acme-admin", "system:authenticated"]),
+    );
+    let live = check(
+        &[commit, "--settings", "deploy/policy-protect.yaml"],
+        Some(&api.kubeconfig),
+    );
+    assert_eq!(live.code, Some(1), "{}", live.stderr);
+    let from_dump = check(&args(&[&[commit], DUMP, ALICE]), None);
+    assert_eq!(live.stdout, from_dump.stdout);
+    assert!(
+        live.stderr
+            .contains("identity: alice (SelfSubjectReview in context loopback)"),
+        "{}",
+        live.stderr
+    );
+    let seen = api.seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(
+        seen.iter().any(|url| url.split('?').next()
+            == Some("/apis/authentication.k8s.io/v1/selfsubjectreviews")),
+        "{seen:?}"
+    );
+}
+
+/// The root Tenant's ingress switched off in the commit that adds a consumer of it.
+const INGRESS_OFF: &str = "\
+apiVersion: apps.cozystack.io/v1alpha1
+kind: Tenant
+metadata: {name: root, namespace: tenant-root}
+spec: {host: example.org, ingress: false, monitoring: true, etcd: true, isolated: true, seaweedfs: true}
+";
+const BUCKET: &str = "\
+apiVersion: apps.cozystack.io/v1alpha1
+kind: Bucket
+metadata: {name: assets, namespace: tenant-acme}
+spec: {}
+";
+
+#[test]
+fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
+    let off_first = write(
+        "ingress-off-first.yaml",
+        &format!("{INGRESS_OFF}---\n{BUCKET}"),
+    );
+    let off_first = off_first.to_str().unwrap_or_default();
+    let bucket_first = write("bucket-first.yaml", &format!("{BUCKET}---\n{INGRESS_OFF}"));
+    let bucket_first = bucket_first.to_str().unwrap_or_default();
+    let removal = |consumers: &str, admitted: &str| {
+        format!(
+            "Tenant tenant-root/root: turning ingress off removes Ingress tenant-root/ingress: Ingress tenant-root/ingress is protected while it provides ingress to consumers: {consumers}; delete or move those consumers first, or give their tenants another ingress provider (protection.deletion: protect){admitted}"
+        )
+    };
+    let awaiting = "Bucket consumes ingress, and namespace tenant-acme resolves it to tenant-root (namespace.cozystack.io/ingress), but tenant-root runs no live ingress provider that serves tenant-acme: the app will not come up until tenant-root provides ingress or this tenant gets its own";
+    let flux_admits = " (admitted because system:serviceaccount:cozy-fluxcd:flux is a platform writer and platformWriters is warn)";
+
+    // Switched off first (Flux, a platform writer: admitted with the warning): the Tenant chart
+    // uninstalls tenant-root's Ingress, so the Bucket after it awaits one.
+    let out = check(&args(&[&[off_first], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(
+            "WARN     UPDATE Tenant tenant-root/root ({off_first}, document 1) | warning: {}",
+            removal(
+                "tenant-acme/media (Bucket), tenant-acme/storefront (Kubernetes), tenant-ktj-htdev/dev (Kubernetes), tenant-ktj/monitoring (Monitoring), tenant-root/cozy-backups (Bucket) and 2 more",
+                flux_admits
+            )
+        )
+    );
+    assert_eq!(
+        lines[1],
+        format!(
+            "WARN     CREATE Bucket tenant-acme/assets ({off_first}, document 2) | warning: {awaiting}"
+        )
+    );
+
+    // The consumer first: the switch-off names it among the consumers.
+    let out = check(&args(&[&[bucket_first], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("ALLOWED  CREATE Bucket tenant-acme/assets ({bucket_first}, document 1)")
+    );
+    assert!(
+        lines[1].contains("consumers: tenant-acme/assets (Bucket), tenant-acme/media (Bucket),"),
+        "{}",
+        lines[1]
+    );
+
+    // Platform writers denied: the switch-off is refused and not applied, so the Bucket after it
+    // finds the ingress still there.
+    let mut settings =
+        cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    settings["platformWriters"] = json!("deny");
+    let deny = write("deny.json", &settings.to_string());
+    let deny = deny.to_str().unwrap_or_default();
+    let out = check(
+        &args(&[
+            &[off_first, "--dump", "e2e/cluster", "--settings", deny],
+            FLUX,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!(
+            "DENIED   UPDATE Tenant tenant-root/root ({off_first}, document 1): Tenant tenant-root/root: turning ingress off"
+        )) && lines[0].ends_with(" | not applied: the manifests after it are judged without it"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        lines[1],
+        format!("ALLOWED  CREATE Bucket tenant-acme/assets ({off_first}, document 2)")
+    );
+
+    // A prune of a consumed provider, by its tenant's administrator: refused, naming the
+    // consumer; a prune of what is not there is no request at all.
+    let empty = write("empty.yaml", "");
+    let empty = empty.to_str().unwrap_or_default();
+    let pruned = write(
+        "pruned.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Monitoring\nmetadata: {name: monitoring, namespace: tenant-ktj}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: gone, namespace: tenant-ktj}\n",
+    );
+    let pruned = pruned.to_str().unwrap_or_default();
+    let consumed = "Monitoring tenant-ktj/monitoring is protected while it provides monitoring to consumers: tenant-ktj-htdev/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)";
+    let ktj_admin = &["--as", "bob", "--as-group", "tenant-ktj-admin"];
+    let out = check(
+        &args(&[&[empty, "--delete", pruned], DUMP, ktj_admin]),
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "DENIED   DELETE Monitoring tenant-ktj/monitoring ({pruned}, document 1): {consumed} | not applied: the manifests after it are judged without it\n\
+             ABSENT   Postgres tenant-ktj/gone ({pruned}, document 2): the cluster has no such object: nothing to delete (the API server answers 404 before any admission)\n\
+             \n2 manifests: 1 writes judged (0 allowed, 0 with warnings, 1 denied), 0 not judged by this policy, 1 absent, 0 errors\n"
+        )
+    );
+
+    // The same prune, as Flux computes it from the Kustomization's inventory: what the change
+    // set no longer holds is deleted after every apply; what it still holds is not.
+    let inventory = write(
+        "kustomization.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: ktj, namespace: tenant-ktj}\nstatus:\n  inventory:\n    entries:\n    - {id: tenant-ktj_monitoring_apps.cozystack.io_Monitoring, v: v1alpha1}\n    - {id: tenant-ktj_metrics_apps.cozystack.io_Postgres, v: v1alpha1}\n",
+    );
+    let inventory = inventory.to_str().unwrap_or_default();
+    let kept = write(
+        "kept.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: metrics, namespace: tenant-ktj}\nspec: {replicas: 1}\n",
+    );
+    let kept = kept.to_str().unwrap_or_default();
+    let out = check(
+        &args(&[&[kept, "--inventory", inventory], DUMP, ktj_admin]),
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            format!("ALLOWED  UPDATE Postgres tenant-ktj/metrics ({kept}, document 1)").as_str(),
+            format!("DENIED   DELETE Monitoring tenant-ktj/monitoring ({inventory}, inventory entry 1): {consumed} | not applied: the manifests after it are judged without it").as_str(),
+        ]
+    );
+}
+
+#[test]
+fn an_unusable_input_is_exit_2_naming_it() {
+    let bad = write(
+        "bad.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: fine}\n---\nkind: [unclosed\n",
+    );
+    let bad = bad.to_str().unwrap_or_default();
+    let out = check(&args(&[&[bad], DUMP, ALICE]), None);
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr
+            .starts_with(&format!("error: {bad}, document 2: ")),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty());
+
+    let nameless = write(
+        "nameless.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {generateName: db-, namespace: tenant-acme}\n",
+    );
+    let nameless = nameless.to_str().unwrap_or_default();
+    let out = check(&args(&[&[nameless], DUMP, ALICE]), None);
+    assert_eq!(out.code, Some(2));
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: {nameless}, document 1: Postgres has no metadata.name (generateName is for `kubectl create`; Flux and `kubectl apply` need the name): every object of a change set needs the name it is applied under\n"
+        )
+    );
+
+    // Offline, who applies must be said.
+    let commit = write("who.yaml", TENANT_COMMIT);
+    let out = check(&args(&[&[commit.to_str().unwrap_or_default()], DUMP]), None);
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr.starts_with("error: --as USER is required with --dump: name who applies the change set (a stock install's Flux applies as system:serviceaccount:cozy-fluxcd:flux"),
+        "{}",
+        out.stderr
+    );
+
+    // A kind no definition serves cannot be written at all.
+    let unknown = write(
+        "unknown.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Valkey\nmetadata: {name: cache, namespace: tenant-acme}\nspec: {}\n",
+    );
+    let unknown = unknown.to_str().unwrap_or_default();
+    let out = check(&args(&[&[unknown], DUMP, ALICE]), None);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(&format!("ERROR    Valkey tenant-acme/cache ({unknown}, document 1): the cluster serves no Valkey (no ApplicationDefinition has spec.application.kind Valkey): the API server would answer 404; apply its ApplicationDefinition first\n")),
+        "{}",
+        out.stdout
+    );
+}
