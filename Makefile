@@ -127,6 +127,7 @@ push: annotated-policy.wasm policy.cdx.json
 bench: annotated-policy.wasm binaryen
 	cargo build $(CARGO_FLAGS) --profile wasm --target $(WASM_TARGET) -p accept-all-policy
 	$(WASM_OPT) target/$(WASM_TARGET)/wasm/accept_all_policy.wasm -o target/accept-all-policy.wasm
+	cargo build $(CARGO_FLAGS) --release -q -p cozystack-policy
 	cargo run $(CARGO_FLAGS) --release -q -p cozystack-bench
 
 # Coverage-guided fuzzing on nightly for FUZZ_SECONDS per target, on a working copy of the

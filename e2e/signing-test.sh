@@ -156,4 +156,31 @@ expect 2 "error: 127.0.0.1:1/cozystack/signed:v1: " -- \
   $policy verify "127.0.0.1:1/cozystack/signed:v1" --key "$work/project.pub" --insecure
 pass "a wrong password, no terminal, a wrong key file, a registry that does not answer: one line, exit 2"
 
+# A registry that takes every connection and never answers: the verbs give up within their
+# timeout (here 2 s) instead of hanging the job.
+python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+held = []
+while True: held.append(s.accept()[0])
+' > "$work/silent.port" &
+silent=$!
+trap 'kill $silent 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [ -s "$work/silent.port" ] && break; sleep 0.1; done
+port=$(cat "$work/silent.port")
+started=$(date +%s)
+export COZYSTACK_POLICY_REGISTRY_TIMEOUT=2
+for verb in verify pull; do
+  args=(--insecure)
+  [ $verb = verify ] && args+=(--key "$work/project.pub")
+  [ $verb = pull ] && args+=(-o "$work/silent.wasm")
+  expect 2 "registry: no complete answer within 2 s" -- \
+    $policy $verb "127.0.0.1:$port/cozystack/silent:v1" "${args[@]}"
+done
+unset COZYSTACK_POLICY_REGISTRY_TIMEOUT
+[ $(( $(date +%s) - started )) -lt 30 ] || fail "the timeout did not bound the verbs"
+kill $silent
+pass "a registry that accepts and never answers: verify and pull give up after the timeout, exit 2"
+
 echo "signing: $passed passed, 0 failed"

@@ -75,6 +75,23 @@ pub struct PreflightRun {
     pub replay: Duration,
     /// The same objects read live through kube-rs from a loopback API, and replayed.
     pub live: LiveRun,
+    /// A 1,000-manifest change set judged against the same dump by `check`.
+    pub check: CheckRun,
+}
+
+/// `cozystack-policy check` of a change set against the dump, run as an operator runs it (the
+/// release binary, a child process): its wall time, its own peak memory, and its summary.
+pub struct CheckRun {
+    pub manifests: usize,
+    pub wall: Duration,
+    /// VmHWM the binary reports of itself (MiB; `u64::MAX`: it did not say).
+    pub peak_mib: u64,
+    /// The summary line, or why the run failed.
+    pub summary: String,
+    /// Exit code (`None`: killed).
+    pub code: Option<i32>,
+    /// The same against the dump as `kubectl get -o json` prints it: wall time and peak.
+    pub json: (Duration, u64),
 }
 
 pub struct LiveRun {
@@ -116,7 +133,111 @@ pub fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
         findings,
         read: read_time,
         replay,
+        check: check_run(bundle, &dump, &items),
         live: live_preflight(policy, bundle, items),
+    }
+}
+
+/// 1,000 manifests as a platform repository would commit them across the 4,000 tenants, applied
+/// by Flux: 700 new Postgres, 100 edits of an existing Kubernetes cluster (a consumer), 100 new
+/// Monitorings (a provider, counted per tenant) and 100 new Tenants with two switches each
+/// (their namespace and modules rendered into the state the manifests after them see).
+pub fn change_set() -> String {
+    let mut out = String::new();
+    let mut doc = |text: String| {
+        out.push_str("---\n");
+        out.push_str(&text);
+    };
+    for i in 0..700 {
+        doc(format!(
+            "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {{name: db, namespace: tenant-t{i}}}\nspec: {{replicas: 2}}\n"
+        ));
+    }
+    for i in 700..800 {
+        doc(format!(
+            "apiVersion: apps.cozystack.io/v1alpha1\nkind: Kubernetes\nmetadata: {{name: dev, namespace: tenant-t{i}}}\nspec: {{version: v1.33}}\n"
+        ));
+    }
+    for i in 800..900 {
+        doc(format!(
+            "apiVersion: apps.cozystack.io/v1alpha1\nkind: Monitoring\nmetadata: {{name: monitoring, namespace: tenant-t{i}}}\nspec: {{}}\n"
+        ));
+    }
+    for i in 0..100 {
+        doc(format!(
+            "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {{name: n{i}, namespace: tenant-root}}\nspec: {{monitoring: true, etcd: true}}\n"
+        ));
+    }
+    out
+}
+
+/// `check` of [`change_set`] against `dump` (YAML) and the same `items` as JSON.
+pub fn check_run(bundle: &Bundle, dump: &str, items: &[Value]) -> CheckRun {
+    let dir = workspace().join("target/tmp/bench-check");
+    let failed = |summary: String| CheckRun {
+        manifests: 1000,
+        wall: Duration::ZERO,
+        peak_mib: u64::MAX,
+        summary,
+        code: None,
+        json: (Duration::ZERO, u64::MAX),
+    };
+    let json_dump = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List",
+        "metadata": {"resourceVersion": ""}, "items": items}))
+    .unwrap_or_default();
+    let files = [
+        ("dump.yaml", dump.to_owned()),
+        ("dump.json", json_dump),
+        ("changes.yaml", change_set()),
+        ("settings.json", bundle.settings.to_string()),
+    ];
+    for (name, text) in &files {
+        if let Err(e) =
+            std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join(name), text))
+        {
+            return failed(format!("{name}: {e}"));
+        }
+    }
+    let binary = workspace().join("target/release/cozystack-policy");
+    let run = |dump: &str| {
+        let started = Instant::now();
+        let output = std::process::Command::new(&binary)
+            .current_dir(&dir)
+            .args(["check", "changes.yaml", "--dump", dump])
+            .args(["--settings", "settings.json"])
+            .args(["--as", "system:serviceaccount:cozy-fluxcd:flux"])
+            .output();
+        (started.elapsed(), output)
+    };
+    let (wall, output) = run("dump.yaml");
+    let output = match output {
+        Ok(output) => output,
+        Err(e) => return failed(format!("{}: {e} (make bench builds it)", binary.display())),
+    };
+    let peak = |stderr: &str| {
+        stderr
+            .split(", peak memory ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary = stdout
+        .lines()
+        .last()
+        .filter(|l| l.contains(" manifests: "))
+        .map_or_else(|| stderr.trim().to_owned(), str::to_owned);
+    let (json_wall, json_output) = run("dump.json");
+    let json_peak = json_output.map_or(u64::MAX, |o| peak(&String::from_utf8_lossy(&o.stderr)));
+    CheckRun {
+        manifests: 1000,
+        wall,
+        peak_mib: peak(&stderr),
+        summary,
+        code: output.status.code(),
+        json: (json_wall, json_peak),
     }
 }
 

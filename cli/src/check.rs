@@ -6,7 +6,6 @@
 //! is judged. A refused write is not applied.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{Policy, warnings_of};
@@ -15,6 +14,7 @@ use cozystack_resolver::request::APPS_GROUP;
 use serde_json::{Map, Value, json};
 
 use crate::manifests::Manifest;
+use crate::state::State;
 use crate::writes::{self, Kinds, RELEASE_API, Served};
 
 /// Who applies the change set: the user and groups the API server authenticates.
@@ -236,7 +236,7 @@ struct Judge<'a> {
     settings: &'a Value,
     modules: BTreeMap<String, String>,
     identity: &'a Identity,
-    cluster: Arc<ClusterObjects>,
+    cluster: State,
     kinds: Kinds,
     observe: &'a mut Observer<'a>,
     judged: usize,
@@ -262,10 +262,6 @@ enum Effect {
 }
 
 impl Judge<'_> {
-    fn state(&mut self) -> &mut ClusterObjects {
-        Arc::make_mut(&mut self.cluster)
-    }
-
     /// Applies an admitted write as the platform writes it.
     fn apply(&mut self, effect: Effect) {
         let modules = self.modules.clone();
@@ -273,16 +269,16 @@ impl Judge<'_> {
             Effect::Put(object) => {
                 let definition = object["kind"] == "ApplicationDefinition";
                 let tenant = writes::is_tenant_release(&object);
-                self.state().apply(object.clone());
+                self.cluster.put(object.clone());
                 if tenant {
-                    writes::render_tenant(self.state(), &object, &modules);
+                    writes::render_tenant(&mut self.cluster, &object, &modules);
                 }
                 if definition {
-                    self.kinds = Kinds::read(&self.cluster);
+                    self.kinds = Kinds::read(self.cluster.objects());
                 }
             }
-            Effect::RemoveRelease(release) => writes::remove_release(self.state(), &release),
-            Effect::RemoveNamespace(ns) => writes::remove_namespace(self.state(), &ns),
+            Effect::RemoveRelease(release) => writes::remove_release(&mut self.cluster, &release),
+            Effect::RemoveNamespace(ns) => writes::remove_namespace(&mut self.cluster, &ns),
         }
     }
 
@@ -439,11 +435,17 @@ impl Judge<'_> {
             write.old.as_ref(),
             self.judged,
         );
-        (self.observe)(self.judged, &request, &self.cluster)?;
-        let response = self
+        (self.observe)(self.judged, &request, self.cluster.cluster())?;
+        // The payload the policy-server sends; GETs through the state's index.
+        let payload = serde_json::to_vec(&json!({"request": request, "settings": self.settings}))
+            .map_err(|e| e.to_string())?;
+        let (cluster, cache) = self.cluster.lend();
+        let state = self
             .policy
-            .validate(&request, self.settings, self.cluster.clone(), Vec::new())?
-            .response;
+            .host_state(cluster, Vec::new(), Some(cache.clone()));
+        let evaluation = self.policy.validate_with(&payload, state);
+        self.cluster.restore(cache);
+        let response = evaluation?.response;
         let accepted = response["accepted"] == true;
         let warnings = warnings_of(&response);
         let outcome = match (accepted, warnings.is_empty()) {
@@ -481,13 +483,13 @@ pub fn run<'a>(
     let modules = Settings::for_request(&settings.to_string())
         .map(|s| s.tenant_modules)
         .map_err(|e| format!("settings: {e}"))?;
-    let kinds = Kinds::read(&cluster);
+    let kinds = Kinds::read(&cluster.objects);
     let mut judge = Judge {
         policy,
         settings,
         modules,
         identity,
-        cluster: Arc::new(cluster),
+        cluster: State::new(cluster),
         kinds,
         observe,
         judged: 0,

@@ -11,6 +11,7 @@ pub mod output;
 pub mod preflight;
 pub mod settings;
 pub mod source;
+pub mod state;
 pub mod supply;
 pub mod trust;
 pub mod writes;

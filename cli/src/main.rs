@@ -10,7 +10,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cozystack_packaging::{artifacthub, metadata, section};
 use cozystack_policy::live::{self, Target};
-use cozystack_policy::output::{emit, json, read, read_text};
+use cozystack_policy::output::{self, emit, json, read, read_text};
 use cozystack_policy::source::Source;
 use cozystack_policy::supply::{
     self, KeygenArgs, PullArgs, PushArgs, SbomArgs, SignArgs, VerificationConfigArgs, VerifyArgs,
@@ -423,9 +423,10 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
         &mut observe,
     )?;
     eprintln!(
-        "judged {} manifests in {:.1} s",
+        "judged {} manifests in {:.1} s{}",
         report.steps.len(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        output::peak_memory()
     );
     match args.output {
         CheckOutput::Text => emit(&report.text())?,

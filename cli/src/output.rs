@@ -25,3 +25,16 @@ pub fn emit(text: &str) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+/// This process's peak resident memory (Linux's `VmHWM`), for the closing line of the verbs
+/// that read whole clusters: `, peak memory N MiB`, or nothing where the kernel does not say.
+pub fn peak_memory() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+    kib.map_or_else(String::new, |kib| {
+        format!(", peak memory {} MiB", kib / 1024)
+    })
+}

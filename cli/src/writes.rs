@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cozystack_policy_runtime::cluster::ClusterObjects;
+use crate::state::State;
 use cozystack_resolver::capability::ROOT_VALUE_CLASSES;
 use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
 use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
@@ -55,10 +55,9 @@ pub struct Kinds {
 }
 
 impl Kinds {
-    pub fn read(cluster: &ClusterObjects) -> Kinds {
+    pub fn read(objects: &[Value]) -> Kinds {
         let mut by_kind = HashMap::new();
-        for definition in cluster
-            .objects
+        for definition in objects
             .iter()
             .filter(|o| o["apiVersion"] == DEFINITION_API && o["kind"] == "ApplicationDefinition")
         {
@@ -138,7 +137,7 @@ impl Served {
     /// finds it by name and requires its kind and group labels.
     pub fn release<'c>(
         &self,
-        cluster: &'c ClusterObjects,
+        cluster: &'c State,
         namespace: &str,
         name: &str,
     ) -> Option<&'c Value> {
@@ -244,7 +243,7 @@ fn tenant_namespace_of(release: &Value) -> Option<String> {
     tenant::tenant_namespace(parent, name)
 }
 
-fn label<'c>(cluster: &'c ClusterObjects, namespace: &str, key: &str) -> Option<&'c str> {
+fn label<'c>(cluster: &'c State, namespace: &str, key: &str) -> Option<&'c str> {
     cluster
         .get("v1", "Namespace", namespace, None)?
         .pointer(&format!("/metadata/labels/{}", key.replace('/', "~1")))
@@ -254,7 +253,7 @@ fn label<'c>(cluster: &'c ClusterObjects, namespace: &str, key: &str) -> Option<
 /// `_namespace.<key>` of `parent`'s `cozystack-values`, which a child's chart reads: what the
 /// parent's Namespace carries, and for tenant-root what cozystack-basics writes (itself for
 /// every class it always provides; its gateway and host as its Namespace states them).
-fn parent_value(cluster: &ClusterObjects, parent: &str, key: &str) -> String {
+fn parent_value(cluster: &State, parent: &str, key: &str) -> String {
     if parent == ROOT && ROOT_VALUE_CLASSES.contains(&key) {
         return ROOT.to_owned();
     }
@@ -266,11 +265,7 @@ fn parent_value(cluster: &ClusterObjects, parent: &str, key: &str) -> String {
 /// Renders what Tenant release `release` renders, over what it rendered before, then what its
 /// sub-tenants render under the values it passes down. `modules` are the settings' module
 /// switches (values key → kind).
-pub fn render_tenant(
-    cluster: &mut ClusterObjects,
-    release: &Value,
-    modules: &BTreeMap<String, String>,
-) {
+pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<String, String>) {
     let Some(child) = tenant_namespace_of(release) else {
         return;
     };
@@ -309,19 +304,17 @@ pub fn render_tenant(
             // helm-controller v1.5.0 adopts what holds the name (TakeOwnership).
             (true, existing) => {
                 let module = module_release(&child, &parent, &owner, key, kind, existing.as_ref());
-                cluster.apply(module);
+                cluster.put(module);
             }
-            (false, Some(hr)) if ours(&hr) => {
-                let _ = cluster.remove(&format!("HelmRelease/{child}/{key}"));
-            }
+            (false, Some(hr)) if ours(&hr) => cluster.remove(&hr),
             (false, _) => {}
         }
     }
     // Sub-tenants read this tenant's values through their cozystack-values: re-render them.
     let subtenants: Vec<Value> = cluster
-        .objects
+        .objects()
         .iter()
-        .filter(|o| is_tenant_release(o) && str_of(o, "/metadata/namespace") == child)
+        .filter(|o| o["metadata"]["namespace"] == child.as_str() && is_tenant_release(o))
         .cloned()
         .collect();
     for sub in subtenants {
@@ -334,7 +327,7 @@ pub fn render_tenant(
 /// The tenant's Namespace as `templates/namespace.yaml` writes it, over the live one (labels
 /// others wrote stay; the chart's own are rewritten).
 fn render_namespace(
-    cluster: &mut ClusterObjects,
+    cluster: &mut State,
     child: &str,
     parent: &str,
     owner: &str,
@@ -408,7 +401,7 @@ fn render_namespace(
     meta["annotations"][HELM_RELEASE_NAMESPACE] = json!(parent);
     meta["ownerReferences"] = json!([{"apiVersion": "v1", "blockOwnerDeletion": true,
         "controller": true, "kind": "Namespace", "name": parent, "uid": owner_uid}]);
-    cluster.apply(namespace);
+    cluster.put(namespace);
 }
 
 /// A module release as the Tenant chart renders it (labels of `templates/<key>.yaml`, with
@@ -449,13 +442,13 @@ fn module_release(
 
 /// Removes namespace `namespace`, everything in it, and every tenant namespace below it (their
 /// ownerReferences name their parent Namespace, so the garbage collector takes them).
-pub fn remove_namespace(cluster: &mut ClusterObjects, namespace: &str) {
+pub fn remove_namespace(cluster: &mut State, namespace: &str) {
     let below = |name: &str| {
         name == namespace
             || tenant::chain_from_name(name)
                 .is_some_and(|chain| chain.iter().any(|t| t == namespace))
     };
-    cluster.objects.retain(|o| {
+    cluster.retain(|o| {
         let ns = str_of(o, "/metadata/namespace");
         if !ns.is_empty() {
             return !below(ns);
@@ -466,12 +459,8 @@ pub fn remove_namespace(cluster: &mut ClusterObjects, namespace: &str) {
 
 /// Removes a release; a Tenant's takes its tenant namespace with it (Helm uninstalls the
 /// Namespace the chart rendered, after the cleanup Job deleted its releases).
-pub fn remove_release(cluster: &mut ClusterObjects, release: &Value) {
-    let (namespace, name) = (
-        str_of(release, "/metadata/namespace"),
-        str_of(release, "/metadata/name"),
-    );
-    let _ = cluster.remove(&format!("HelmRelease/{namespace}/{name}"));
+pub fn remove_release(cluster: &mut State, release: &Value) {
+    cluster.remove(release);
     if is_tenant_release(release)
         && let Some(child) = tenant_namespace_of(release).filter(|c| c != ROOT)
     {

@@ -33,6 +33,37 @@ pub enum OciError {
     Unauthorized { url: String },
     #[error("{0}")]
     Invalid(String),
+    /// The registry took the connection and did not finish answering in time.
+    #[error(
+        "registry: no complete answer within {0} s (a registry that accepts connections and does not answer, or a proxy that holds them); check the address, or raise {TIMEOUT_VAR}"
+    )]
+    Timeout(u64),
+}
+
+/// The variable that sets how long one registry operation may take, in seconds.
+pub const TIMEOUT_VAR: &str = "COZYSTACK_POLICY_REGISTRY_TIMEOUT";
+
+/// How long one registry operation (a push, a pull, a verification) may take: a registry that
+/// never answers must not hang a CI job. Neither oci-client's nor sigstore's client bounds a
+/// whole operation, so the verbs do.
+fn timeout() -> u64 {
+    std::env::var(TIMEOUT_VAR)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&s| s > 0)
+        .unwrap_or(120)
+}
+
+/// Runs one registry operation to completion on a runtime of its own, within [`timeout`].
+pub(crate) fn block_on<T, E: From<OciError>>(
+    operation: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let seconds = timeout();
+    runtime()?.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(seconds), operation)
+            .await
+            .map_err(|_| OciError::Timeout(seconds))?
+    })
 }
 
 impl From<oci_client::errors::OciDistributionError> for OciError {
@@ -71,6 +102,7 @@ pub(crate) fn client(insecure: bool) -> Client {
         } else {
             ClientProtocol::Https
         },
+        connect_timeout: Some(std::time::Duration::from_secs(10)),
         ..ClientConfig::default()
     })
 }
@@ -112,7 +144,7 @@ pub(crate) fn sha256(data: &[u8]) -> String {
     format!("sha256:{:x}", Sha256::digest(data))
 }
 
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, OciError> {
+fn runtime() -> Result<tokio::runtime::Runtime, OciError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -161,7 +193,7 @@ pub fn push(wasm: &[u8], target: &str, insecure: bool) -> Result<Artifact, OciEr
     );
     let client = client(insecure);
     let auth = auth(&reference)?;
-    runtime()?.block_on(async {
+    block_on(async {
         client
             .push(&reference, &[layer], config, &auth, Some(manifest))
             .await?;
@@ -175,7 +207,7 @@ pub fn pull(source: &str, insecure: bool) -> Result<(Vec<u8>, Artifact), OciErro
     let reference = reference(source)?;
     let client = client(insecure);
     let auth = auth(&reference)?;
-    runtime()?.block_on(async {
+    block_on(async {
         let image = client
             .pull(&reference, &auth, vec![LAYER_MEDIA_TYPE])
             .await?;
@@ -222,7 +254,10 @@ pub fn pull(source: &str, insecure: bool) -> Result<(Vec<u8>, Artifact), OciErro
 pub fn resolve(reference: &str, insecure: bool) -> Result<String, OciError> {
     let reference = self::reference(reference)?;
     let auth = auth(&reference)?;
-    let digest = runtime()?.block_on(client(insecure).fetch_manifest_digest(&reference, &auth))?;
+    let client = client(insecure);
+    let digest = block_on(async {
+        Ok::<_, OciError>(client.fetch_manifest_digest(&reference, &auth).await?)
+    })?;
     Ok(format!(
         "{}/{}@{digest}",
         reference.registry(),
@@ -294,7 +329,7 @@ impl Attachment<'_> {
         let reference = self::reference(reference)?;
         let client = client(insecure);
         let auth = auth(&reference)?;
-        runtime()?.block_on(async {
+        block_on(async {
             let tag = self.tag(&client, &reference, &auth).await?;
             let layer = ImageLayer::new(data.to_vec(), self.media_type.to_owned(), None);
             let config = Config::oci_v1(b"{}".to_vec(), None);
@@ -316,7 +351,7 @@ impl Attachment<'_> {
         let reference = self::reference(reference)?;
         let client = client(insecure);
         let auth = auth(&reference)?;
-        runtime()?.block_on(async {
+        block_on(async {
             let tag = self.tag(&client, &reference, &auth).await?;
             let image = match client.pull(&tag, &auth, vec![self.media_type]).await {
                 Ok(image) => image,

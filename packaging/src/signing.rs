@@ -142,7 +142,7 @@ pub fn sign(
         )),
         Box::new(PrivateKeySigner::new_with_signer(signer)),
     ];
-    oci::runtime()?.block_on(async {
+    oci::block_on(async {
         let mut signed = Vec::new();
         for reference in references {
             let (pinned, signature_ref, digest) = locate(&mut client, reference).await?;
@@ -199,7 +199,7 @@ pub struct Signatures {
 /// Resolves `reference` to its digest and reads the signatures cosign keeps for it.
 pub fn signatures(reference: &str, insecure: bool) -> Result<Signatures, SignError> {
     let mut client = cosign_client(insecure)?;
-    oci::runtime()?.block_on(async {
+    oci::block_on(async {
         let (pinned, signature_ref, digest) = locate(&mut client, reference).await?;
         let layers = client
             .trusted_signature_layers(&registry_auth(reference)?, &pinned)
@@ -267,7 +267,7 @@ impl Signatures {
     /// The crate drops what it cannot trust; read the tag itself to say what is there.
     fn why_unsigned(&self) -> Result<String, SignError> {
         let (name, signature_ref) = (&self.name, &self.signature_ref);
-        let payloads = oci::runtime()?.block_on(oci::pull_layers(
+        let payloads = oci::block_on(oci::pull_layers(
             &signature_ref.to_string(),
             SIMPLE_SIGNING_MEDIA_TYPE,
             self.insecure,

@@ -168,6 +168,80 @@ pub struct HostCache {
 }
 
 impl HostCache {
+    /// A cache whose GETs go through `index`, positions in the cluster it is used with, kept
+    /// current by whoever changes that cluster between evaluations (a change set's state).
+    pub fn indexed(index: crate::cluster::ObjectIndex) -> HostCache {
+        let cache = HostCache::default();
+        let _ = cache.index.set(index);
+        cache
+    }
+
+    /// The index GETs go through, if it is built.
+    pub fn index(&self) -> Option<&crate::cluster::ObjectIndex> {
+        self.index.get()
+    }
+
+    /// The index, to keep current while the cluster changes between evaluations.
+    pub fn index_mut(&mut self) -> &mut crate::cluster::ObjectIndex {
+        if self.index.get().is_none() {
+            let _ = self.index.set(Default::default());
+        }
+        self.index
+            .get_mut()
+            .unwrap_or_else(|| unreachable!("set above"))
+    }
+
+    /// Drops what the caches hold that `object` (as written, or as it was) belongs to, as a
+    /// watch tells the policy-server's reflectors of a change: the lists whose resource,
+    /// namespace and selector take it in, and its GET. The next such call reads the cluster again.
+    pub fn forget(&self, object: &Value) {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let (api_version, kind) = (text(&object["apiVersion"]), text(&object["kind"]));
+        let (name, namespace) = (
+            text(&object["metadata"]["name"]),
+            object["metadata"]["namespace"].as_str(),
+        );
+        let labels = object["metadata"]["labels"].as_object();
+        let takes_in = |key: &String| {
+            let Ok(request) = serde_json::from_str::<CallbackRequest>(key) else {
+                return true;
+            };
+            if request.resource() != (api_version.as_str(), kind.as_str()) {
+                return false;
+            }
+            let (scope, selector) = match &request {
+                CallbackRequest::KubernetesGetResource { .. } => return true,
+                CallbackRequest::KubernetesListResourceAll { label_selector, .. } => {
+                    (None, label_selector)
+                }
+                CallbackRequest::KubernetesListResourceNamespace {
+                    namespace,
+                    label_selector,
+                    ..
+                } => (Some(namespace.as_str()), label_selector),
+            };
+            let selector = Selector::parse(selector.as_deref().unwrap_or_default());
+            scope.is_none_or(|ns| namespace == Some(ns))
+                && selector.map_or(true, |selector| {
+                    selector.matches_by(|key| {
+                        labels
+                            .and_then(|m| m.get(key))
+                            .map(|v| v.as_str().unwrap_or_default())
+                    })
+                })
+        };
+        if let Ok(mut reflectors) = self.reflectors.lock() {
+            reflectors.retain(|key, _| !takes_in(key));
+        }
+        let get = format!("{api_version}|{kind}|{name}|{namespace:?}");
+        if let Ok(mut gets) = self.gets.lock() {
+            gets.remove(&get);
+        }
+        if let Some(Ok(mut answers)) = self.answers.as_ref().map(Mutex::lock) {
+            answers.retain(|key, _| !takes_in(key));
+        }
+    }
+
     /// A cache that serialises each distinct answer once.
     pub fn memoised() -> HostCache {
         HostCache {
@@ -234,15 +308,10 @@ struct ListRequest {
     field_masks: Option<Vec<String>>,
 }
 
-/// What the reflector store drops from every object.
+/// What the reflector store drops from every object, on the store's copy.
 fn strip_store_fields(object: &Value) -> Value {
     let mut object = object.clone();
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-        }
-    }
+    crate::cluster::strip_store_fields(&mut object);
     object
 }
 

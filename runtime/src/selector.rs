@@ -102,14 +102,21 @@ impl Selector {
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_by(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// [`Selector::matches`] against labels read by key, so a list need not copy every
+    /// object's labels to select among them.
+    pub fn matches_by<'l>(&self, label: impl Fn(&str) -> Option<&'l str>) -> bool {
+        let is_one_of = |vs: &[String], l: &str| vs.iter().any(|v| v == l);
         self.0.iter().all(|r| match r {
-            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
             // As in Kubernetes, `!=` and `notin` also match objects without the key.
-            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            Requirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
-            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
-            Requirement::Exists(k) => labels.contains_key(k),
-            Requirement::NotExists(k) => !labels.contains_key(k),
+            Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => label(k).is_some_and(|l| is_one_of(vs, l)),
+            Requirement::NotIn(k, vs) => label(k).is_none_or(|l| !is_one_of(vs, l)),
+            Requirement::Exists(k) => label(k).is_some(),
+            Requirement::NotExists(k) => label(k).is_none(),
         })
     }
 }

@@ -1,0 +1,147 @@
+//! The cluster a change set is judged on, as its writes leave it: the objects, and the host's
+//! caches over them, kept current by every write as a policy-server's are by its watches: the
+//! objects' positions by apiVersion, kind and name (neither the writes nor the policy's GETs
+//! scan thousands of objects per manifest), and the reflectors' lists, each dropped when an
+//! object of its kind is written.
+
+use std::sync::Arc;
+
+use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectIndex};
+use cozystack_policy_runtime::host::HostCache;
+use serde_json::Value;
+
+fn str_at<'v>(object: &'v Value, key: &str) -> &'v str {
+    object[key].as_str().unwrap_or_default()
+}
+
+fn meta<'v>(object: &'v Value, key: &str) -> &'v str {
+    object["metadata"][key].as_str().unwrap_or_default()
+}
+
+fn key_of(object: &Value) -> (String, String, String) {
+    (
+        str_at(object, "apiVersion").to_owned(),
+        str_at(object, "kind").to_owned(),
+        meta(object, "name").to_owned(),
+    )
+}
+
+pub struct State {
+    cluster: Arc<ClusterObjects>,
+    /// The reflectors, the GET cache and the index; lent to each evaluation.
+    cache: HostCache,
+}
+
+impl State {
+    pub fn new(cluster: ClusterObjects) -> State {
+        let cache = HostCache::indexed(cluster.index());
+        State {
+            cluster: Arc::new(cluster),
+            cache,
+        }
+    }
+
+    fn index(&self) -> &ObjectIndex {
+        static EMPTY: std::sync::OnceLock<ObjectIndex> = std::sync::OnceLock::new();
+        self.cache
+            .index()
+            .unwrap_or_else(|| EMPTY.get_or_init(ObjectIndex::default))
+    }
+
+    /// What the host caches hold of `object` is stale once it is written: what took in the
+    /// object as it was, and what takes it in now.
+    fn written(&mut self, object: &Value) {
+        if let Some(at) = self.position(object) {
+            self.cache.forget(&self.cluster.objects[at]);
+        }
+        self.cache.forget(object);
+    }
+
+    pub fn objects(&self) -> &[Value] {
+        &self.cluster.objects
+    }
+
+    pub fn cluster(&self) -> &ClusterObjects {
+        &self.cluster
+    }
+
+    /// The object, by apiVersion, kind, name and (for a namespaced one) namespace.
+    pub fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> Option<&Value> {
+        self.cluster
+            .get_indexed(self.index(), api_version, kind, name, namespace)
+    }
+
+    fn position(&self, object: &Value) -> Option<usize> {
+        let namespace = meta(object, "namespace");
+        self.index()
+            .get(&key_of(object))?
+            .iter()
+            .copied()
+            .find(|&at| meta(&self.cluster.objects[at], "namespace") == namespace)
+    }
+
+    /// Replaces the object of the same apiVersion, kind, namespace and name, or adds it.
+    pub fn put(&mut self, object: Value) {
+        self.written(&object);
+        match self.position(&object) {
+            Some(at) => Arc::make_mut(&mut self.cluster).objects[at] = object,
+            None => {
+                let objects = &mut Arc::make_mut(&mut self.cluster).objects;
+                let at = objects.len();
+                let key = key_of(&object);
+                objects.push(object);
+                self.cache.index_mut().entry(key).or_default().push(at);
+            }
+        }
+    }
+
+    /// Removes the object with `object`'s apiVersion, kind, namespace and name, if there is one.
+    pub fn remove(&mut self, object: &Value) {
+        let Some(at) = self.position(object) else {
+            return;
+        };
+        self.written(object);
+        let objects = &mut Arc::make_mut(&mut self.cluster).objects;
+        let last = objects.len() - 1;
+        let moved = key_of(&objects[last]);
+        objects.swap_remove(at);
+        let index = self.cache.index_mut();
+        if let Some(positions) = index.get_mut(&key_of(object)) {
+            positions.retain(|&p| p != at);
+        }
+        if at != last
+            && let Some(positions) = index.get_mut(&moved)
+        {
+            for p in positions.iter_mut().filter(|p| **p == last) {
+                *p = at;
+            }
+        }
+    }
+
+    /// Keeps the objects `keep` accepts (a namespace torn down: rare, so the caches start
+    /// afresh).
+    pub fn retain(&mut self, keep: impl FnMut(&Value) -> bool) {
+        let cluster = Arc::make_mut(&mut self.cluster);
+        cluster.objects.retain(keep);
+        self.cache = HostCache::indexed(cluster.index());
+    }
+
+    /// The objects and the host's caches, for one evaluation; hand the caches back with
+    /// [`State::restore`].
+    pub fn lend(&mut self) -> (Arc<ClusterObjects>, Arc<HostCache>) {
+        let cache = std::mem::take(&mut self.cache);
+        (self.cluster.clone(), Arc::new(cache))
+    }
+
+    /// Takes the caches back from [`State::lend`] (afresh if the evaluation still holds them).
+    pub fn restore(&mut self, cache: Arc<HostCache>) {
+        self.cache =
+            Arc::try_unwrap(cache).unwrap_or_else(|_| HostCache::indexed(self.cluster.index()));
+    }
+}
