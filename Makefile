@@ -4,9 +4,12 @@ WASM_TARGET := wasm32-wasip1
 WASM_OUT := target/$(WASM_TARGET)/wasm/cozystack_capabilities_policy.wasm
 SOURCES := $(shell find src resolver/src -name '*.rs') Cargo.toml Cargo.lock resolver/Cargo.toml
 
-E2E := cargo run $(CARGO_FLAGS) -q -p cozystack-e2e --
-# The operator's tool, from the workspace (`make cli` builds the release binary).
-POLICY_CLI := cargo run $(CARGO_FLAGS) -q -p cozystack-policy --
+# The harness and the operator's tool, from one build: the one `cargo test` makes of both (the
+# CLI and scenario tests run them), so no step resolves their features another way and rebuilds
+# them (`cargo run -p` alone would). `make cli` builds the release binary.
+TOOLS := cargo test $(CARGO_FLAGS) --no-run -q -p cozystack-e2e -p cozystack-policy
+E2E := $(TOOLS) && target/debug/cozystack-e2e
+POLICY_CLI := $(TOOLS) && target/debug/cozystack-policy
 
 .PHONY: all hack-test cli install binaryen bench fuzz js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 

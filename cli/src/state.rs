@@ -6,24 +6,12 @@
 
 use std::sync::Arc;
 
-use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectIndex};
+use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectIndex, index_key};
 use cozystack_policy_runtime::host::HostCache;
 use serde_json::Value;
 
-fn str_at<'v>(object: &'v Value, key: &str) -> &'v str {
-    object[key].as_str().unwrap_or_default()
-}
-
 fn meta<'v>(object: &'v Value, key: &str) -> &'v str {
     object["metadata"][key].as_str().unwrap_or_default()
-}
-
-fn key_of(object: &Value) -> (String, String, String) {
-    (
-        str_at(object, "apiVersion").to_owned(),
-        str_at(object, "kind").to_owned(),
-        meta(object, "name").to_owned(),
-    )
 }
 
 pub struct State {
@@ -80,7 +68,7 @@ impl State {
     fn position(&self, object: &Value) -> Option<usize> {
         let namespace = meta(object, "namespace");
         self.index()
-            .get(&key_of(object))?
+            .get(&index_key(object))?
             .iter()
             .copied()
             .find(|&at| meta(&self.cluster.objects[at], "namespace") == namespace)
@@ -94,7 +82,7 @@ impl State {
             None => {
                 let objects = &mut Arc::make_mut(&mut self.cluster).objects;
                 let at = objects.len();
-                let key = key_of(&object);
+                let key = index_key(&object);
                 objects.push(object);
                 self.cache.index_mut().entry(key).or_default().push(at);
             }
@@ -109,10 +97,10 @@ impl State {
         self.written(object);
         let objects = &mut Arc::make_mut(&mut self.cluster).objects;
         let last = objects.len() - 1;
-        let moved = key_of(&objects[last]);
+        let moved = index_key(&objects[last]);
         objects.swap_remove(at);
         let index = self.cache.index_mut();
-        if let Some(positions) = index.get_mut(&key_of(object)) {
+        if let Some(positions) = index.get_mut(&index_key(object)) {
             positions.retain(|&p| p != at);
         }
         if at != last

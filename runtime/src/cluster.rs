@@ -11,6 +11,15 @@ use crate::selector::Selector;
 /// Object positions by (apiVersion, kind, name).
 pub type ObjectIndex = std::collections::HashMap<(String, String, String), Vec<usize>>;
 
+/// An object's key in an [`ObjectIndex`].
+pub fn index_key(object: &Value) -> (String, String, String) {
+    (
+        str_at(object, &["apiVersion"]).to_owned(),
+        str_at(object, &["kind"]).to_owned(),
+        str_at(object, &["metadata", "name"]).to_owned(),
+    )
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
     pub objects: Vec<Value>,
@@ -159,12 +168,7 @@ impl ClusterObjects {
     pub fn index(&self) -> ObjectIndex {
         let mut index = ObjectIndex::new();
         for (at, o) in self.objects.iter().enumerate() {
-            let key = (
-                str_at(o, &["apiVersion"]).to_owned(),
-                str_at(o, &["kind"]).to_owned(),
-                str_at(o, &["metadata", "name"]).to_owned(),
-            );
-            index.entry(key).or_default().push(at);
+            index.entry(index_key(o)).or_default().push(at);
         }
         index
     }
