@@ -457,9 +457,10 @@ fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {
         bar.finish_and_clear();
     }
     eprintln!(
-        "replayed {} objects, done in {:.1} s",
+        "replayed {} objects, done in {:.1} s{}",
         report.judged.len(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        output::peak_memory()
     );
     match args.output {
         ReportOutput::Policyreport => emit(&preflight::to_yaml_stream(
