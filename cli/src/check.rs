@@ -224,8 +224,9 @@ fn request(
 
 const ABSENT: &str = "the cluster has no such object: nothing to delete (the API server answers 404 before any admission)";
 
-/// Why a manifest makes no request: its outcome and the reason.
-struct Unjudged(Outcome, String);
+/// Why a manifest makes no request: its outcome and the reason, and what it still does to the
+/// cluster (an object no rule matches is applied; a Namespace is deleted without the policy).
+struct Unjudged(Outcome, String, Option<Effect>);
 
 /// How an admitted apply changes the cluster, given the object the API server stores.
 type Applies = Box<dyn Fn(Value) -> Effect>;
@@ -264,14 +265,14 @@ enum Effect {
 impl Judge<'_> {
     /// Applies an admitted write as the platform writes it.
     fn apply(&mut self, effect: Effect) {
-        let modules = self.modules.clone();
         match effect {
             Effect::Put(object) => {
                 let definition = object["kind"] == "ApplicationDefinition";
-                let tenant = writes::is_tenant_release(&object);
-                self.cluster.put(object.clone());
-                if tenant {
-                    writes::render_tenant(&mut self.cluster, &object, &modules);
+                if writes::is_tenant_release(&object) {
+                    self.cluster.put(object.clone());
+                    writes::render_tenant(&mut self.cluster, &object, &self.modules);
+                } else {
+                    self.cluster.put(object);
                 }
                 if definition {
                     self.kinds = Kinds::read(self.cluster.objects());
@@ -291,6 +292,7 @@ impl Judge<'_> {
                     manifest.kind(),
                     manifest.kind()
                 ),
+                None,
             )
         })
     }
@@ -302,6 +304,7 @@ impl Judge<'_> {
                 Outcome::NotJudged,
                 "not judged by this policy (it matches Applications, HelmReleases and Namespaces)"
                     .into(),
+                (!delete).then(|| Effect::Put(manifest.object.clone())),
             ));
         };
         let (namespace, name) = (manifest.namespace(), manifest.name());
@@ -313,6 +316,7 @@ impl Judge<'_> {
                     "{} {name} has no metadata.namespace: set it in the manifest (kustomize's `namespace:`) or pass --namespace",
                     manifest.kind()
                 ),
+                None,
             ));
         }
         let (group, version) = manifest
@@ -320,35 +324,47 @@ impl Judge<'_> {
             .rsplit_once('/')
             .unwrap_or(("", manifest.api_version()));
         let cluster = &self.cluster;
-        let (resource, live, effect_of): (String, Option<Value>, Applies) = match surface {
-            Surface::Namespace => (
-                "namespaces".into(),
-                cluster.get("v1", "Namespace", name, None).cloned(),
-                Box::new(Effect::Put),
-            ),
-            Surface::Release => (
-                "helmreleases".into(),
-                cluster
-                    .get(RELEASE_API, "HelmRelease", name, namespace)
-                    .cloned(),
-                Box::new(Effect::Put),
-            ),
-            Surface::Application => {
-                let served = self.served(manifest)?;
-                let release = served
-                    .release(cluster, namespace.unwrap_or_default(), name)
-                    .cloned();
-                let live = release
-                    .as_ref()
-                    .map(|hr| served.application_of(hr, manifest.api_version()));
-                let plural = served.plural.clone();
-                (
-                    plural,
-                    live,
-                    Box::new(move |app| Effect::Put(served.release_for(&app, release.as_ref()))),
-                )
-            }
-        };
+        // The resource, the live object as the request shows it, what deleting it removes, and
+        // what applying the manifest puts.
+        let (resource, live, removed, effect_of): (String, Option<Value>, Option<Effect>, Applies) =
+            match surface {
+                Surface::Namespace => {
+                    let live = cluster.get("v1", "Namespace", name, None).cloned();
+                    // The webhook rules send no Namespace DELETE (deploy/policy-protect.yaml).
+                    if delete {
+                        return Err(match live {
+                            Some(_) => Unjudged(
+                                Outcome::NotJudged,
+                                "not judged by this policy (its webhook rules send no Namespace DELETE); deleted with everything in it and below it".into(),
+                                Some(Effect::RemoveNamespace(name.to_owned())),
+                            ),
+                            None => Unjudged(Outcome::Absent, ABSENT.into(), None),
+                        });
+                    }
+                    ("namespaces".into(), live, None, Box::new(Effect::Put))
+                }
+                Surface::Release => {
+                    let live = cluster
+                        .get(RELEASE_API, "HelmRelease", name, namespace)
+                        .cloned();
+                    let removed = live.clone().map(Effect::RemoveRelease);
+                    ("helmreleases".into(), live, removed, Box::new(Effect::Put))
+                }
+                Surface::Application => {
+                    let served = self.served(manifest)?;
+                    let release = served
+                        .release(cluster, namespace.unwrap_or_default(), name)
+                        .cloned();
+                    let live = release
+                        .as_ref()
+                        .map(|hr| served.application_of(hr, manifest.api_version()));
+                    let removed = release.clone().map(Effect::RemoveRelease);
+                    let plural = served.plural.clone();
+                    let put =
+                        move |app: Value| Effect::Put(served.release_for(&app, release.as_ref()));
+                    (plural, live, removed, Box::new(put))
+                }
+            };
         let gvr = (
             group.to_owned(),
             version.to_owned(),
@@ -365,22 +381,10 @@ impl Judge<'_> {
             effect,
         };
         if delete {
-            let Some(live) = live else {
-                return Err(Unjudged(Outcome::Absent, ABSENT.into()));
+            return match (live, removed) {
+                (Some(live), Some(effect)) => Ok(write("DELETE", None, Some(live), effect)),
+                _ => Err(Unjudged(Outcome::Absent, ABSENT.into(), None)),
             };
-            let effect = match surface {
-                Surface::Namespace => Effect::RemoveNamespace(name.to_owned()),
-                Surface::Release => Effect::RemoveRelease(live.clone()),
-                Surface::Application => {
-                    let served = self.served(manifest)?;
-                    let release = served
-                        .release(cluster, namespace.unwrap_or_default(), name)
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    Effect::RemoveRelease(release)
-                }
-            };
-            return Ok(write("DELETE", None, Some(live), effect));
         }
         let mut object = manifest.object.clone();
         if needs_namespace {
@@ -400,26 +404,11 @@ impl Judge<'_> {
     }
 
     fn judge(&mut self, manifest: &Manifest, delete: bool) -> Result<Step, String> {
-        // The policy's webhook rules send Namespace CREATE and UPDATE only
-        // (deploy/policy-protect.yaml): a deleted Namespace goes without it.
-        if delete && surface(manifest) == Some(Surface::Namespace) {
-            let name = manifest.name().to_owned();
-            let live = self.cluster.get("v1", "Namespace", &name, None).is_some();
-            if !live {
-                return Ok(Step::unjudged(manifest, Outcome::Absent, ABSENT.into()));
-            }
-            self.apply(Effect::RemoveNamespace(name));
-            return Ok(Step::unjudged(
-                manifest,
-                Outcome::NotJudged,
-                "not judged by this policy (its webhook rules send no Namespace DELETE); deleted with everything in it and below it".into(),
-            ));
-        }
         let write = match self.write(manifest, delete) {
             Ok(write) => write,
-            Err(Unjudged(outcome, message)) => {
-                if outcome == Outcome::NotJudged && !delete {
-                    self.apply(Effect::Put(manifest.object.clone()));
+            Err(Unjudged(outcome, message, effect)) => {
+                if let Some(effect) = effect {
+                    self.apply(effect);
                 }
                 return Ok(Step::unjudged(manifest, outcome, message));
             }

@@ -114,6 +114,11 @@ fn str_of<'v>(value: &'v Value, pointer: &str) -> &'v str {
         .unwrap_or_default()
 }
 
+/// `metadata.<map>[key]` of an object (`map` is `labels` or `annotations`), empty when absent.
+fn metadata_entry<'v>(object: &'v Value, map: &str, key: &str) -> &'v str {
+    object["metadata"][map][key].as_str().unwrap_or_default()
+}
+
 /// `m` with every key given `prefix` (cozystack-api's `addPrefixedMap`).
 fn prefixed(m: &Value) -> Map<String, Value> {
     m.as_object()
@@ -145,14 +150,8 @@ impl Served {
         cluster
             .get(RELEASE_API, "HelmRelease", &release, Some(namespace))
             .filter(|hr| {
-                str_of(
-                    hr,
-                    &format!("/metadata/labels/{}", KIND_LABEL.replace('/', "~1")),
-                ) == self.kind
-                    && str_of(
-                        hr,
-                        &format!("/metadata/labels/{}", GROUP_LABEL.replace('/', "~1")),
-                    ) == APPS_GROUP
+                metadata_entry(hr, "labels", KIND_LABEL) == self.kind
+                    && metadata_entry(hr, "labels", GROUP_LABEL) == APPS_GROUP
             })
     }
 
@@ -230,10 +229,7 @@ impl Served {
 pub fn is_tenant_release(release: &Value) -> bool {
     release["apiVersion"] == RELEASE_API
         && release["kind"] == "HelmRelease"
-        && str_of(
-            release,
-            &format!("/metadata/labels/{}", KIND_LABEL.replace('/', "~1")),
-        ) == TENANT_KIND
+        && metadata_entry(release, "labels", KIND_LABEL) == TENANT_KIND
 }
 
 /// The tenant namespace a Tenant release renders, by the chart's `tenant.name`.
@@ -244,10 +240,7 @@ fn tenant_namespace_of(release: &Value) -> Option<String> {
 }
 
 fn label<'c>(cluster: &'c State, namespace: &str, key: &str) -> Option<&'c str> {
-    cluster
-        .get("v1", "Namespace", namespace, None)?
-        .pointer(&format!("/metadata/labels/{}", key.replace('/', "~1")))
-        .and_then(Value::as_str)
+    cluster.get("v1", "Namespace", namespace, None)?["metadata"]["labels"][key].as_str()
 }
 
 /// `_namespace.<key>` of `parent`'s `cozystack-values`, which a child's chart reads: what the
@@ -272,9 +265,8 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<St
     let parent = str_of(release, "/metadata/namespace").to_owned();
     let owner = str_of(release, "/metadata/name").to_owned();
     let values = release["spec"].get("values");
-    let shard = label(cluster, &parent, "internal.cozystack.io/flux-shard").map(str::to_owned);
     if child != ROOT {
-        render_namespace(cluster, &child, &parent, &owner, values, shard.as_deref());
+        render_namespace(cluster, &child, &parent, &owner, values);
     }
     let switches = modules
         .iter()
@@ -282,20 +274,8 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<St
         .chain([("info", "Info", true)]);
     for (key, kind, on) in switches {
         let ours = |hr: &Value| {
-            str_of(
-                hr,
-                &format!(
-                    "/metadata/annotations/{}",
-                    HELM_RELEASE_NAME.replace('/', "~1")
-                ),
-            ) == owner
-                && str_of(
-                    hr,
-                    &format!(
-                        "/metadata/annotations/{}",
-                        HELM_RELEASE_NAMESPACE.replace('/', "~1")
-                    ),
-                ) == parent
+            metadata_entry(hr, "annotations", HELM_RELEASE_NAME) == owner
+                && metadata_entry(hr, "annotations", HELM_RELEASE_NAMESPACE) == parent
         };
         let existing = cluster
             .get(RELEASE_API, "HelmRelease", key, Some(&child))
@@ -325,14 +305,15 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<St
 }
 
 /// The tenant's Namespace as `templates/namespace.yaml` writes it, over the live one (labels
-/// others wrote stay; the chart's own are rewritten).
+/// others wrote stay; the chart's own are rewritten). flux-shard-operator's placement
+/// reconciler stamps a new one's `internal.cozystack.io/flux-shard` later, by its own choice
+/// (`internal/fluxshardoperator/controller.go`): no rule reads it, and it is not guessed.
 fn render_namespace(
     cluster: &mut State,
     child: &str,
     parent: &str,
     owner: &str,
     values: Option<&Value>,
-    shard: Option<&str>,
 ) {
     let live = cluster.get("v1", "Namespace", child, None).cloned();
     let mut labels: Map<String, Value> = live
@@ -384,11 +365,6 @@ fn render_namespace(
     labels.insert("app.kubernetes.io/managed-by".into(), json!("Helm"));
     labels.insert("helm.toolkit.fluxcd.io/name".into(), json!(owner));
     labels.insert("helm.toolkit.fluxcd.io/namespace".into(), json!(parent));
-    if let Some(shard) = shard {
-        labels
-            .entry("internal.cozystack.io/flux-shard")
-            .or_insert_with(|| json!(shard));
-    }
     let mut namespace = live.unwrap_or_else(|| json!({"apiVersion": "v1", "kind": "Namespace"}));
     let owner_uid = cluster
         .get("v1", "Namespace", parent, None)
@@ -435,8 +411,15 @@ fn module_release(
     if let Some(meta) = meta.as_object_mut() {
         meta.remove("deletionTimestamp");
     }
+    // Each template names its module's artifact: the `default` variant, but ComputePlane's,
+    // which is `kubevirt` (`templates/computeplane.yaml`).
+    let variant = if key == "computeplane" {
+        "kubevirt"
+    } else {
+        "default"
+    };
     release["spec"]["chartRef"] = json!({"kind": "ExternalArtifact", "namespace": "cozy-system",
-        "name": format!("cozystack-{key}-application-default-{key}")});
+        "name": format!("cozystack-{key}-application-{variant}-{key}")});
     release
 }
 

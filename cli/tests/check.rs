@@ -387,6 +387,27 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
         )
     );
 
+    // A Namespace prune makes no request (the webhook rules send no Namespace DELETE), and
+    // takes what is in it: the Postgres pruned after it is absent.
+    let namespace = write(
+        "namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-acme}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: shop, namespace: tenant-acme}\n",
+    );
+    let namespace = namespace.to_str().unwrap_or_default();
+    let out = check(&args(&[&[empty, "--delete", namespace], DUMP, ALICE]), None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout.lines().take(2).collect::<Vec<_>>(),
+        [
+            format!(
+                "SKIPPED  Namespace tenant-acme ({namespace}, document 1): not judged by this policy (its webhook rules send no Namespace DELETE); deleted with everything in it and below it"
+            ),
+            format!(
+                "ABSENT   Postgres tenant-acme/shop ({namespace}, document 2): the cluster has no such object: nothing to delete (the API server answers 404 before any admission)"
+            ),
+        ]
+    );
+
     // The same prune, as Flux computes it from the Kustomization's inventory: what the change
     // set no longer holds is deleted after every apply; what it still holds is not.
     let inventory = write(
