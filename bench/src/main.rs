@@ -24,7 +24,7 @@ use cozystack_e2e::native::NativeHost;
 use cozystack_e2e::scenario::Bundle;
 use cozystack_e2e::{policy_path, workspace};
 use cozystack_policy_runtime::host::HostCache;
-use cozystack_policy_runtime::policy::{Metadata, Policy, read_module};
+use cozystack_policy_runtime::policy::{Instance, Metadata, Policy, read_module};
 use serde_json::Value;
 
 use crate::model::{Modelled, measure, timed};
@@ -105,7 +105,7 @@ fn main() {
             }) + w.payload.len()
         };
         let mut host_samples = Vec::new();
-        let [wasm, native, accept_all] = measure(
+        let [wasm, accept_all, native] = measure(
             budget,
             [
                 &mut || {
@@ -151,6 +151,23 @@ fn main() {
         if w.name.starts_with("Namespace") {
             floor = Some(accept_all);
         }
+        // kwctl bench's loop: one instance, evaluated again and again (both warmed by a call).
+        let warm_floors = probe.exchanges.is_empty().then(|| {
+            let ours = policy
+                .instantiate(policy.host_state(w.cluster.clone(), vec![], Some(cache.clone())))
+                .expect("instantiate");
+            let theirs = floor_policy
+                .instantiate(floor_policy.host_state(Arc::default(), vec![], None))
+                .expect("instantiate");
+            let payload = &w.payload;
+            let warm = |instance: &Instance| {
+                timed(|| drop(instance.validate_warm(payload).expect("validate")))
+            };
+            let mut ours_run = || warm(&ours);
+            let mut floor_run = || warm(&theirs);
+            let [ours, theirs] = measure(budget / 4, [&mut ours_run, &mut floor_run]);
+            ours.median().as_secs_f64() / theirs.median().as_secs_f64()
+        });
         let row = Row {
             verdict: probe.response["accepted"].clone(),
             workload: w,
@@ -161,6 +178,7 @@ fn main() {
             p99: wasm.p99(),
             spread: wasm.spread(),
             native: native.median(),
+            warm_floors,
         };
         report::row(&row);
         rows.push(row);

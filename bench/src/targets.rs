@@ -144,6 +144,7 @@ pub fn targets(
     // The accept-all floor on the payload with settings {}.
     let empty_floor = empty_zero.model.total.div_f64(empty_zero.floors);
     let deployed_floors = deployed_zero.model.total.as_secs_f64() / empty_floor.as_secs_f64();
+    let deployed_warm = deployed_zero.warm_floors.unwrap_or(f64::INFINITY);
     let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
     // Every CREATE under the stock deployment, against the context-aware peer.
     let deployed_creates: Vec<&Row> = rows
@@ -204,15 +205,15 @@ pub fn targets(
         ),
         (
             format!(
-                "a request without host calls under the stock deployment (built-in rules) at most 1.5× the accept-all floor with settings {{}}: {deployed_floors:.2}× ({} µs against {} µs); a module CREATE there makes {} host call(s) in {} µs",
+                "a request without host calls under the stock deployment (built-in rules) at most 1.5× the accept-all floor with settings {{}}: {deployed_floors:.2}× on a fresh instance, as the policy-server runs every request ({} µs against {} µs), {deployed_warm:.2}× on a warm one, as kwctl bench loops; a module CREATE there makes {} host call(s) in {} µs",
                 micros(deployed_zero.model.total),
                 micros(empty_floor),
                 deployed_create.model.calls,
                 micros(deployed_create.model.total),
             ),
-            deployed_floors <= 1.5,
+            deployed_floors <= 1.5 && deployed_warm <= 1.5,
             format!(
-                "the built-in rules cost what settings {{}} cost ({} µs against {} µs): what stays over the floor is the guest decoding the payload and the request, which the accept-all policy does not",
+                "the built-in rules cost what settings {{}} cost ({} µs against {} µs); on a warm instance the fixed cost of a call (the first call's lazy set-up, the instance's teardown) is gone and the guest's own work shows: it decodes both objects' labels into owned maps, the settings' defaults and the request's fields, where the accept-all policy decodes one typed request",
                 micros(deployed_zero.model.total),
                 micros(empty_zero.model.total),
             ),

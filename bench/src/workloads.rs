@@ -516,4 +516,7 @@ pub struct Row {
     pub p99: Duration,
     pub spread: f64,
     pub native: Duration,
+    /// A request without host calls timed as `kwctl bench` times it, on a warm instance: its
+    /// cost over the accept-all floor's, timed the same way.
+    pub warm_floors: Option<f64>,
 }

@@ -53,6 +53,13 @@ impl Instance {
             .map_err(|e| format!("{operation} failed: {e}"))
     }
 
+    /// `validate` again on the same instance: how `kwctl bench` times a policy (it rehydrates
+    /// one evaluator and evaluates in a loop), where the policy-server takes a fresh instance
+    /// for every request. The raw response.
+    pub fn validate_warm(&self, payload: &[u8]) -> Result<Vec<u8>, String> {
+        self.call("validate", payload)
+    }
+
     /// `validate`: the response and the host calls it made.
     pub fn validate(self, payload: &[u8]) -> Result<Evaluation, String> {
         let out = self.call("validate", payload)?;
