@@ -167,6 +167,11 @@ pub const STOCK_DEPLOYMENT_ZERO_CALL: &str =
 pub const STOCK_DEPLOYMENT_CREATE: &str =
     "CREATE of a module by its tenant admin, 100 tenants, stock deployment (built-in rules)";
 
+pub const STOCK_DEPLOYMENT_DELETE: &str =
+    "DELETE shared provider, 4000 tenants, stock deployment (built-in rules)";
+pub const STOCK_DEPLOYMENT_CONSUMER: &str =
+    "CREATE of a Kubernetes consumer, 100 tenants, stock deployment (built-in rules)";
+
 /// The module CREATE with `definitionSource: applicationDefinitions`, by the number listed.
 pub const DEFINITIONS_READ: &str =
     "CREATE of a module by its tenant admin, 100 tenants, rules read from ";
@@ -346,6 +351,29 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         )
         .kwctl(131_600.0, 131_600.0),
     );
+    // The stock deployment's worst cases: the same DELETE with the built-in rules, whose
+    // Monitoring consumers are Kubernetes and ComputePlane, and a Kubernetes cluster's CREATE.
+    out.push(workload(
+        STOCK_DEPLOYMENT_DELETE,
+        consumed_tree(4000),
+        delete_root_monitoring(),
+        &builtin_settings(),
+        8002,
+    ));
+    out.push(workload(
+        STOCK_DEPLOYMENT_CONSUMER,
+        consumed_tree(100),
+        ShortRequest::new(
+            "CREATE",
+            "Kubernetes",
+            "tenant-t0",
+            "prod",
+            "carol",
+            &["tenant-t0-admin"],
+        ),
+        &builtin_settings(),
+        100,
+    ));
     // The common DELETE: a provider nobody consumes, in the same 4,000-tenant tree.
     out.push(
         workload(

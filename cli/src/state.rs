@@ -1,9 +1,10 @@
 //! The cluster a change set is judged on, as its writes leave it: the objects, and the host's
 //! caches over them, kept current by every write as a policy-server's are by its watches: the
 //! objects' positions by apiVersion, kind and name (neither the writes nor the policy's GETs
-//! scan thousands of objects per manifest), and the reflectors' lists, each dropped when an
-//! object of its kind is written.
+//! scan thousands of objects per manifest), and the reflectors' lists, each updated with the
+//! object a write changes.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectIndex, index_key};
@@ -18,12 +19,26 @@ pub struct State {
     cluster: Arc<ClusterObjects>,
     /// The reflectors, the GET cache and the index; lent to each evaluation.
     cache: HostCache,
+    /// The objects' positions by namespace ("" for cluster-scoped ones).
+    namespaces: HashMap<String, BTreeSet<usize>>,
+}
+
+fn by_namespace(cluster: &ClusterObjects) -> HashMap<String, BTreeSet<usize>> {
+    let mut namespaces: HashMap<String, BTreeSet<usize>> = HashMap::new();
+    for (at, object) in cluster.objects.iter().enumerate() {
+        namespaces
+            .entry(meta(object, "namespace").to_owned())
+            .or_default()
+            .insert(at);
+    }
+    namespaces
 }
 
 impl State {
     pub fn new(cluster: ClusterObjects) -> State {
         let cache = HostCache::indexed(cluster.index());
         State {
+            namespaces: by_namespace(&cluster),
             cluster: Arc::new(cluster),
             cache,
         }
@@ -36,13 +51,11 @@ impl State {
             .unwrap_or_else(|| EMPTY.get_or_init(ObjectIndex::default))
     }
 
-    /// What the host caches hold of `object` is stale once it is written: what took in the
-    /// object as it was, and what takes it in now.
-    fn written(&mut self, object: &Value) {
-        if let Some(at) = self.position(object) {
-            self.cache.forget(&self.cluster.objects[at]);
-        }
-        self.cache.forget(object);
+    /// Hands a write to the host caches, as a watch event reaches the reflectors: the object
+    /// as it was (if it exists) and as it is now (`None` when removed).
+    fn written(&mut self, object: &Value, removed: bool) {
+        let old = self.position(object).map(|at| &self.cluster.objects[at]);
+        self.cache.written(old, (!removed).then_some(object));
     }
 
     pub fn objects(&self) -> &[Value] {
@@ -66,23 +79,32 @@ impl State {
     }
 
     fn position(&self, object: &Value) -> Option<usize> {
-        let namespace = meta(object, "namespace");
-        self.index()
-            .get(&index_key(object))?
-            .iter()
-            .copied()
-            .find(|&at| meta(&self.cluster.objects[at], "namespace") == namespace)
+        self.index().get(&index_key(object))?.first().copied()
+    }
+
+    /// The objects of one namespace (a Tenant's sub-tenants are re-rendered when it changes).
+    pub fn in_namespace(&self, namespace: &str) -> Vec<&Value> {
+        self.namespaces
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .map(|&at| &self.cluster.objects[at])
+            .collect()
     }
 
     /// Replaces the object of the same apiVersion, kind, namespace and name, or adds it.
     pub fn put(&mut self, object: Value) {
-        self.written(&object);
+        self.written(&object, false);
         match self.position(&object) {
             Some(at) => Arc::make_mut(&mut self.cluster).objects[at] = object,
             None => {
                 let objects = &mut Arc::make_mut(&mut self.cluster).objects;
                 let at = objects.len();
                 let key = index_key(&object);
+                self.namespaces
+                    .entry(meta(&object, "namespace").to_owned())
+                    .or_default()
+                    .insert(at);
                 objects.push(object);
                 self.cache.index_mut().entry(key).or_default().push(at);
             }
@@ -94,11 +116,24 @@ impl State {
         let Some(at) = self.position(object) else {
             return;
         };
-        self.written(object);
+        self.written(object, true);
         let objects = &mut Arc::make_mut(&mut self.cluster).objects;
         let last = objects.len() - 1;
         let moved = index_key(&objects[last]);
+        let (gone, moved_namespace) = (
+            meta(&objects[at], "namespace").to_owned(),
+            meta(&objects[last], "namespace").to_owned(),
+        );
         objects.swap_remove(at);
+        if let Some(positions) = self.namespaces.get_mut(&gone) {
+            positions.remove(&at);
+        }
+        if at != last
+            && let Some(positions) = self.namespaces.get_mut(&moved_namespace)
+        {
+            positions.remove(&last);
+            positions.insert(at);
+        }
         let index = self.cache.index_mut();
         if let Some(positions) = index.get_mut(&index_key(object)) {
             positions.retain(|&p| p != at);
@@ -118,6 +153,7 @@ impl State {
         let cluster = Arc::make_mut(&mut self.cluster);
         cluster.objects.retain(keep);
         self.cache = HostCache::indexed(cluster.index());
+        self.namespaces = by_namespace(cluster);
     }
 
     /// The objects and the host's caches, for one evaluation; hand the caches back with

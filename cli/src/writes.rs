@@ -292,9 +292,9 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<St
     }
     // Sub-tenants read this tenant's values through their cozystack-values: re-render them.
     let subtenants: Vec<Value> = cluster
-        .objects()
-        .iter()
-        .filter(|o| o["metadata"]["namespace"] == child.as_str() && is_tenant_release(o))
+        .in_namespace(&child)
+        .into_iter()
+        .filter(|o| is_tenant_release(o))
         .cloned()
         .collect();
     for sub in subtenants {

@@ -8,14 +8,18 @@ use serde_json::Value;
 
 use crate::selector::Selector;
 
-/// Object positions by (apiVersion, kind, name).
-pub type ObjectIndex = std::collections::HashMap<(String, String, String), Vec<usize>>;
+/// An object's identity: apiVersion, kind, namespace (empty for a cluster-scoped object), name.
+pub type ObjectKey = (String, String, String, String);
+
+/// Object positions by [`ObjectKey`] (a dump may hold an object twice).
+pub type ObjectIndex = std::collections::HashMap<ObjectKey, Vec<usize>>;
 
 /// An object's key in an [`ObjectIndex`].
-pub fn index_key(object: &Value) -> (String, String, String) {
+pub fn index_key(object: &Value) -> ObjectKey {
     (
         str_at(object, &["apiVersion"]).to_owned(),
         str_at(object, &["kind"]).to_owned(),
+        str_at(object, &["metadata", "namespace"]).to_owned(),
         str_at(object, &["metadata", "name"]).to_owned(),
     )
 }
@@ -145,9 +149,10 @@ impl ClusterObjects {
             .find(|o| Self::is(o, api_version, kind) && Self::named(o, name, namespace))
     }
 
-    /// `get` through an index of the objects by apiVersion, kind and name (build it with
+    /// `get` through an index of the objects by identity (build it with
     /// [`ClusterObjects::index`]): a dump of thousands of objects is looked up thousands of
-    /// times.
+    /// times, and thousands of tenants hold a release of the same name. Without a namespace,
+    /// only a cluster-scoped object is found, as the API server answers.
     pub fn get_indexed<'c>(
         &'c self,
         index: &ObjectIndex,
@@ -156,15 +161,16 @@ impl ClusterObjects {
         name: &str,
         namespace: Option<&str>,
     ) -> Option<&'c Value> {
-        let key = (api_version.to_owned(), kind.to_owned(), name.to_owned());
-        index
-            .get(&key)?
-            .iter()
-            .map(|&at| &self.objects[at])
-            .find(|o| Self::named(o, name, namespace))
+        let key = (
+            api_version.to_owned(),
+            kind.to_owned(),
+            namespace.unwrap_or_default().to_owned(),
+            name.to_owned(),
+        );
+        index.get(&key)?.first().map(|&at| &self.objects[at])
     }
 
-    /// The positions of the objects by apiVersion, kind and name.
+    /// The positions of the objects by identity.
     pub fn index(&self) -> ObjectIndex {
         let mut index = ObjectIndex::new();
         for (at, o) in self.objects.iter().enumerate() {
@@ -173,9 +179,10 @@ impl ClusterObjects {
         index
     }
 
+    /// Without a namespace, only a cluster-scoped object.
     fn named(object: &Value, name: &str, namespace: Option<&str>) -> bool {
         str_at(object, &["metadata", "name"]) == name
-            && namespace.is_none_or(|ns| str_at(object, &["metadata", "namespace"]) == ns)
+            && str_at(object, &["metadata", "namespace"]) == namespace.unwrap_or_default()
     }
 
     pub fn list(

@@ -191,25 +191,28 @@ impl HostCache {
             .unwrap_or_else(|| unreachable!("set above"))
     }
 
-    /// Drops what the caches hold that `object` (as written, or as it was) belongs to, as a
-    /// watch tells the policy-server's reflectors of a change: the lists whose resource,
-    /// namespace and selector take it in, and its GET. The next such call reads the cluster again.
-    pub fn forget(&self, object: &Value) {
+    /// Applies a write to what the caches hold, as a watch event updates the policy-server's
+    /// reflectors: `old` (the object as it was, if it existed) leaves every list, `new` (as it
+    /// is now, unless deleted) joins each list whose resource, namespace and selector take it
+    /// in, stripped and masked as the list's own objects are; its GET is dropped. A list whose
+    /// items cannot be matched by name (a field selector, masks without the name) is dropped
+    /// and read again on its next call.
+    pub fn written(&self, old: Option<&Value>, new: Option<&Value>) {
+        let Some(object) = new.or(old) else {
+            return;
+        };
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         let (api_version, kind) = (text(&object["apiVersion"]), text(&object["kind"]));
         let (name, namespace) = (
             text(&object["metadata"]["name"]),
             object["metadata"]["namespace"].as_str(),
         );
-        let labels = object["metadata"]["labels"].as_object();
-        let takes_in = |key: &String| {
-            let Ok(request) = serde_json::from_str::<CallbackRequest>(key) else {
-                return true;
-            };
-            if request.resource() != (api_version.as_str(), kind.as_str()) {
-                return false;
-            }
-            let (scope, selector) = match &request {
+        let same = |item: &Value| {
+            item["metadata"]["name"].as_str() == Some(name.as_str())
+                && item["metadata"]["namespace"].as_str() == namespace
+        };
+        let takes_in = |request: &CallbackRequest, object: &Value| {
+            let (scope, selector) = match request {
                 CallbackRequest::KubernetesGetResource { .. } => return true,
                 CallbackRequest::KubernetesListResourceAll { label_selector, .. } => {
                     (None, label_selector)
@@ -220,25 +223,79 @@ impl HostCache {
                     ..
                 } => (Some(namespace.as_str()), label_selector),
             };
-            let selector = Selector::parse(selector.as_deref().unwrap_or_default());
-            scope.is_none_or(|ns| namespace == Some(ns))
-                && selector.map_or(true, |selector| {
-                    selector.matches_by(|key| {
-                        labels
-                            .and_then(|m| m.get(key))
-                            .map(|v| v.as_str().unwrap_or_default())
-                    })
-                })
+            let labels = object["metadata"]["labels"].as_object();
+            scope.is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns))
+                && Selector::parse(selector.as_deref().unwrap_or_default()).map_or(
+                    true,
+                    |selector| {
+                        selector.matches_by(|key| {
+                            labels
+                                .and_then(|m| m.get(key))
+                                .map(|v| v.as_str().unwrap_or_default())
+                        })
+                    },
+                )
         };
         if let Ok(mut reflectors) = self.reflectors.lock() {
-            reflectors.retain(|key, _| !takes_in(key));
+            reflectors.retain(|key, items| {
+                let Ok(request) = serde_json::from_str::<CallbackRequest>(key) else {
+                    return false;
+                };
+                if request.resource() != (api_version.as_str(), kind.as_str()) {
+                    return true;
+                }
+                let (field_selector, field_masks) = match &request {
+                    CallbackRequest::KubernetesListResourceAll {
+                        field_selector,
+                        field_masks,
+                        ..
+                    }
+                    | CallbackRequest::KubernetesListResourceNamespace {
+                        field_selector,
+                        field_masks,
+                        ..
+                    } => (field_selector, field_masks),
+                    CallbackRequest::KubernetesGetResource { .. } => return false,
+                };
+                let named = field_masks.as_ref().is_none_or(|masks| {
+                    if masks.is_empty() {
+                        return true;
+                    }
+                    let kept = |field: &str| masks.iter().any(|m| m == field || m == "metadata");
+                    kept("metadata.name") && (namespace.is_none() || kept("metadata.namespace"))
+                });
+                if !named || field_selector.as_deref().is_some_and(|s| !s.is_empty()) {
+                    return false;
+                }
+                let items = Arc::make_mut(items);
+                let at = items.iter().position(same);
+                if let Some(at) = at {
+                    items.remove(at);
+                }
+                if let Some(new) = new.filter(|new| takes_in(&request, new)) {
+                    let item = masks::apply(&strip_store_fields(new), field_masks.as_deref());
+                    items.insert(at.unwrap_or(items.len()), item);
+                }
+                true
+            });
         }
         let get = format!("{api_version}|{kind}|{name}|{namespace:?}");
         if let Ok(mut gets) = self.gets.lock() {
             gets.remove(&get);
         }
         if let Some(Ok(mut answers)) = self.answers.as_ref().map(Mutex::lock) {
-            answers.retain(|key, _| !takes_in(key));
+            answers.retain(
+                |key, _| match serde_json::from_str::<CallbackRequest>(key) {
+                    Err(_) => false,
+                    Ok(request) if request.resource() != (api_version.as_str(), kind.as_str()) => {
+                        true
+                    }
+                    Ok(request) => {
+                        !old.is_some_and(|o| takes_in(&request, o))
+                            && !new.is_some_and(|n| takes_in(&request, n))
+                    }
+                },
+            );
         }
     }
 
@@ -590,5 +647,85 @@ mod tests {
             list.to_string(),
             "list helm.toolkit.fluxcd.io/v2 HelmRelease in tenant-a [labels a=b] -> 1 item, 14 bytes"
         );
+    }
+
+    #[test]
+    fn a_write_updates_the_lists_the_reflectors_hold() {
+        let release = |namespace: &str, name: &str, kind: &str| {
+            json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                "metadata": {"name": name, "namespace": namespace, "managedFields": [{}],
+                    "labels": {"apps.cozystack.io/application.kind": kind}}})
+        };
+        let (a, b, c) = (
+            release("tenant-a", "a", "Postgres"),
+            release("tenant-b", "b", "Postgres"),
+            release("tenant-a", "c", "Redis"),
+        );
+        let (b_redis, d) = (
+            release("tenant-b", "b", "Redis"),
+            release("tenant-a", "d", "Postgres"),
+        );
+        let postgres = CallbackRequest::KubernetesListResourceAll {
+            api_version: "helm.toolkit.fluxcd.io/v2".into(),
+            kind: "HelmRelease".into(),
+            label_selector: Some("apps.cozystack.io/application.kind=Postgres".into()),
+            field_selector: None,
+            field_masks: Some(vec!["metadata.name".into(), "metadata.namespace".into()]),
+        };
+        let in_a = CallbackRequest::KubernetesListResourceNamespace {
+            api_version: "helm.toolkit.fluxcd.io/v2".into(),
+            kind: "HelmRelease".into(),
+            namespace: "tenant-a".into(),
+            label_selector: None,
+            field_selector: None,
+            field_masks: None,
+        };
+        let on = |objects: Vec<Value>| HostState {
+            cluster: Arc::new(ClusterObjects { objects }),
+            ..HostState::default()
+        };
+        let names = |answer: String| {
+            let list: Value = serde_json::from_str(&answer).expect("a list");
+            let mut names: Vec<String> = list["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|item| {
+                    assert!(item["metadata"].get("managedFields").is_none(), "{item}");
+                    format!("{}", item["metadata"])
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        let cache = HostCache::default();
+        let before = on(vec![a.clone(), b.clone(), c.clone()]);
+        for request in [&postgres, &in_a] {
+            before.answer_from(&cache, request).expect("listed");
+        }
+        // b relabelled out of the Postgres list, d created in it, a deleted.
+        cache.written(Some(&b), Some(&b_redis));
+        cache.written(None, Some(&d));
+        cache.written(Some(&a), None);
+        let after = on(vec![b_redis, c, d]);
+        for (request, expected) in [
+            (&postgres, vec![r#"{"name":"d","namespace":"tenant-a"}"#]),
+            (
+                &in_a,
+                vec![
+                    r#"{"labels":{"apps.cozystack.io/application.kind":"Postgres"},"name":"d","namespace":"tenant-a"}"#,
+                    r#"{"labels":{"apps.cozystack.io/application.kind":"Redis"},"name":"c","namespace":"tenant-a"}"#,
+                ],
+            ),
+        ] {
+            let held = names(after.answer_from(&cache, request).expect("held"));
+            let fresh = names(
+                after
+                    .answer_from(&HostCache::default(), request)
+                    .expect("fresh"),
+            );
+            assert_eq!(held, fresh);
+            assert_eq!(held, expected);
+        }
     }
 }
