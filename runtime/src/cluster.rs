@@ -24,6 +24,46 @@ pub fn index_key(object: &Value) -> ObjectKey {
     )
 }
 
+/// `kubectl get -o yaml`'s one `List` document read item by item: serde_yaml keeps every event
+/// of a document before it builds a value, so a List of thousands of objects would be held
+/// twice over (its events, then its values). kubectl lays a List out with each item starting
+/// `- ` at the margin and its lines indented by two; any other layout, or an item that does not
+/// read alone (an alias of another item's anchor), gives `None`, and the text is read whole.
+fn list_items(text: &str) -> Option<Vec<Value>> {
+    let mut skeleton = String::new();
+    let mut items: Vec<(usize, usize)> = Vec::new();
+    let (mut in_items, mut offset) = (false, 0);
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let bare = line.trim_end_matches(['\n', '\r']);
+        if in_items && bare.starts_with("- ") {
+            items.push((start, offset));
+        } else if in_items && (bare.starts_with("  ") || bare.is_empty()) {
+            items.last_mut()?.1 = offset;
+        } else {
+            in_items = bare == "items:";
+            skeleton.push_str(if in_items { "items: []\n" } else { line });
+        }
+    }
+    let list: Value = serde_yaml::from_str(&skeleton).ok()?;
+    if list.get("kind").and_then(Value::as_str) != Some("List") || items.is_empty() {
+        return None;
+    }
+    let mut objects = Vec::with_capacity(items.len());
+    let mut item = String::new();
+    for (start, end) in items {
+        item.clear();
+        for line in text[start..end].split_inclusive('\n') {
+            item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
+        }
+        let mut object: Value = serde_yaml::from_str(&item).ok()?;
+        strip_store_fields(&mut object);
+        objects.push(object);
+    }
+    Some(objects)
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
     pub objects: Vec<Value>,
@@ -64,10 +104,13 @@ impl ClusterObjects {
     /// Parses multi-document YAML; `kind: List` documents are flattened into their items.
     /// Objects are kept as a reflector stores them ([`strip_store_fields`]).
     pub fn from_yaml(text: &str) -> Result<ClusterObjects, String> {
-        let mut objects = Vec::new();
         // `kubectl get -o json` (JSON is YAML) read by the JSON parser: a third of the time,
         // and no event buffer of the whole document in memory.
         let json = text.trim_start().starts_with('{');
+        if let Some(objects) = (!json).then(|| list_items(text)).flatten() {
+            return Ok(ClusterObjects { objects });
+        }
+        let mut objects = Vec::new();
         let documents: Box<dyn Iterator<Item = Result<Value, String>>> = if json {
             Box::new(
                 serde_json::Deserializer::from_str(text)
@@ -259,5 +302,106 @@ impl ClusterObjects {
             return Err(format!("remove: no object {reference}"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What serde_yaml reads from the whole text: the reference the item-by-item read must equal.
+    fn whole(text: &str) -> Vec<Value> {
+        let mut list: Value = serde_yaml::from_str(text).expect("one document");
+        let mut items = list["items"].take().as_array().cloned().unwrap_or_default();
+        items.iter_mut().for_each(strip_store_fields);
+        items
+    }
+
+    const LIST: &str = "apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata:
+    annotations:
+      kubectl.kubernetes.io/last-applied-configuration: '{\"kind\":\"Namespace\"}'
+    labels:
+      namespace.cozystack.io/host: \"1.0\"
+    name: tenant-a
+    managedFields:
+    - manager: kubectl
+- apiVersion: helm.toolkit.fluxcd.io/v2
+  kind: HelmRelease
+  metadata:
+    name: postgres-db
+    namespace: tenant-a
+  spec:
+    values:
+      replicas: 2
+      enabled: true
+      script: |
+        line one
+
+        line three
+      list:
+      - a
+      - b
+kind: List
+metadata:
+  resourceVersion: \"\"
+";
+
+    #[test]
+    fn a_kubectl_list_is_read_item_by_item_as_it_reads_whole() {
+        let items = list_items(LIST).expect("kubectl's layout");
+        assert_eq!(items, whole(LIST));
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            items[1]["spec"]["values"]["script"],
+            "line one\n\nline three\n"
+        );
+        assert!(items[0]["metadata"].get("managedFields").is_none());
+        assert_eq!(
+            ClusterObjects::from_yaml(LIST).expect("read").objects,
+            items
+        );
+    }
+
+    #[test]
+    fn another_layout_is_read_whole() {
+        // The items indented under `items:`, as other YAML writers lay a sequence out.
+        let (head, rest) = LIST.split_once("items:\n").expect("items");
+        let (block, tail) = rest.split_once("kind: List").expect("kind");
+        let block: String = block.lines().map(|l| format!("  {l}\n")).collect();
+        let indented = format!("{head}items:\n{block}kind: List{tail}");
+        let aliased = "apiVersion: v1\nitems:\n- &a\n  kind: Namespace\n  metadata:\n    name: a\n- *a\nkind: List\n";
+        let two_documents =
+            format!("{LIST}---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: b\n");
+        for text in [
+            indented.as_str(),
+            aliased,
+            two_documents.as_str(),
+            "items: []\nkind: List\n",
+        ] {
+            assert_eq!(list_items(text), None, "{text}");
+        }
+        // Read whole, the same objects come out.
+        assert_eq!(
+            ClusterObjects::from_yaml(&indented).expect("read").objects,
+            whole(LIST)
+        );
+        assert_eq!(
+            ClusterObjects::from_yaml(aliased)
+                .expect("read")
+                .objects
+                .len(),
+            2
+        );
+        assert_eq!(
+            ClusterObjects::from_yaml(&two_documents)
+                .expect("read")
+                .objects
+                .len(),
+            3
+        );
     }
 }
