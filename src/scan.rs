@@ -24,13 +24,18 @@ const MAX_DEPTH: usize = 128;
 /// A JSON string as written in the input.
 #[derive(Debug, Clone, Copy)]
 pub struct Str<'a> {
-    /// The string with its quotes.
-    quoted: &'a [u8],
+    /// The string with its quotes: a slice of text already known to be UTF-8, so borrowing it
+    /// needs no second check.
+    quoted: &'a str,
     escaped: bool,
 }
 
 impl<'a> Str<'a> {
     fn content(&self) -> &'a [u8] {
+        self.content_text().as_bytes()
+    }
+
+    fn content_text(&self) -> &'a str {
         &self.quoted[1..self.quoted.len() - 1]
     }
 
@@ -66,19 +71,18 @@ impl<'a> Str<'a> {
             at: 0,
         };
         if self.escaped {
-            serde_json::from_slice::<String>(self.quoted)
+            serde_json::from_str::<String>(self.quoted)
                 .map(Cow::Owned)
                 .map_err(|_| invalid)
         } else {
-            std::str::from_utf8(self.content())
-                .map(Cow::Borrowed)
-                .map_err(|_| invalid)
+            Ok(Cow::Borrowed(self.content_text()))
         }
     }
 }
 
 /// A cursor over one JSON document.
 pub struct Reader<'a> {
+    text: &'a str,
     bytes: &'a [u8],
     pos: usize,
     depth: usize,
@@ -98,9 +102,10 @@ fn specials(word: u64) -> u64 {
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(bytes: &'a [u8]) -> Self {
+    pub fn new(text: &'a str) -> Self {
         Reader {
-            bytes,
+            text,
+            bytes: text.as_bytes(),
             pos: 0,
             depth: 0,
         }
@@ -165,10 +170,10 @@ impl<'a> Reader<'a> {
         let mut escaped = false;
         loop {
             // Eight bytes at a time up to the next quote, backslash or control character.
-            while let Some(chunk) = self.bytes.get(pos..pos + 8) {
-                let mut word = [0; 8];
-                word.copy_from_slice(chunk);
-                let found = specials(u64::from_le_bytes(word));
+            // A borrowed array, read as one load (a copy into a local array is a `memory.copy`
+            // call per word in wasm).
+            while let Some(word) = self.bytes.get(pos..).and_then(<[u8]>::first_chunk::<8>) {
+                let found = specials(u64::from_le_bytes(*word));
                 if found != 0 {
                     pos += (found.trailing_zeros() / 8) as usize;
                     break;
@@ -179,7 +184,8 @@ impl<'a> Reader<'a> {
                 Some(b'"') => {
                     self.pos = pos + 1;
                     return Ok(Str {
-                        quoted: &self.bytes[start..self.pos],
+                        // Both ends are quotes, so both are character boundaries.
+                        quoted: &self.text[start..self.pos],
                         escaped,
                     });
                 }
@@ -386,7 +392,7 @@ pub fn list_items<'a, T>(
     text: &'a str,
     mut item: impl FnMut(&mut Reader<'a>) -> Result<T, ScanError>,
 ) -> Result<Vec<T>, ScanError> {
-    let mut reader = Reader::new(text.as_bytes());
+    let mut reader = Reader::new(text);
     let mut items = Vec::new();
     reader.object(|r, key| {
         if key.is("items") {
@@ -441,7 +447,7 @@ mod tests {
     use super::*;
 
     fn skips(json: &str) -> Result<(), ScanError> {
-        let mut reader = Reader::new(json.as_bytes());
+        let mut reader = Reader::new(json);
         reader.skip()?;
         reader.end()
     }
@@ -517,7 +523,7 @@ mod tests {
     fn keys_and_values_with_escapes_decode() {
         let json = r#"{"na\u006de":"a\/b","items":null}"#;
         let mut seen = Vec::new();
-        let mut reader = Reader::new(json.as_bytes());
+        let mut reader = Reader::new(json);
         reader
             .object(|r, key| {
                 if key.is("name") {

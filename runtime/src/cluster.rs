@@ -50,16 +50,36 @@ fn list_items(text: &str) -> Option<Vec<Value>> {
     if list.get("kind").and_then(Value::as_str) != Some("List") || items.is_empty() {
         return None;
     }
-    let mut objects = Vec::with_capacity(items.len());
-    let mut item = String::new();
-    for (start, end) in items {
-        item.clear();
-        for line in text[start..end].split_inclusive('\n') {
-            item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
+    // Items read alone, so the cores share them: one contiguous run of items per core.
+    let read = |items: &[(usize, usize)]| -> Option<Vec<Value>> {
+        let mut objects = Vec::with_capacity(items.len());
+        let mut item = String::new();
+        for &(start, end) in items {
+            item.clear();
+            for line in text[start..end].split_inclusive('\n') {
+                item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
+            }
+            let mut object: Value = serde_yaml::from_str(&item).ok()?;
+            strip_store_fields(&mut object);
+            objects.push(object);
         }
-        let mut object: Value = serde_yaml::from_str(&item).ok()?;
-        strip_store_fields(&mut object);
-        objects.push(object);
+        Some(objects)
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runs: Vec<Option<Vec<Value>>> = std::thread::scope(|scope| {
+        let read = &read;
+        let handles: Vec<_> = items
+            .chunks(items.len().div_ceil(cores))
+            .map(|run| scope.spawn(move || read(run)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let mut objects = Vec::with_capacity(items.len());
+    for run in runs {
+        objects.extend(run?);
     }
     Some(objects)
 }
@@ -74,6 +94,18 @@ fn str_at<'v>(object: &'v Value, path: &[&str]) -> &'v str {
         .try_fold(object, |v, k| v.get(k))
         .and_then(Value::as_str)
         .unwrap_or_default()
+}
+
+/// Whether a list in `namespace` (all namespaces with `None`) and with `selector` holds
+/// `object`, of the listed resource: what the API server and a reflector's watch both decide.
+pub fn listed_by(object: &Value, namespace: Option<&str>, selector: &Selector) -> bool {
+    let labels = object["metadata"]["labels"].as_object();
+    namespace.is_none_or(|ns| str_at(object, &["metadata", "namespace"]) == ns)
+        && selector.matches_by(|key| {
+            labels
+                .and_then(|m| m.get(key))
+                .map(|v| v.as_str().unwrap_or_default())
+        })
 }
 
 pub fn labels_of(object: &Value) -> BTreeMap<String, String> {
@@ -237,16 +269,7 @@ impl ClusterObjects {
     ) -> Vec<&Value> {
         self.objects
             .iter()
-            .filter(|o| {
-                Self::is(o, api_version, kind)
-                    && namespace.is_none_or(|ns| str_at(o, &["metadata", "namespace"]) == ns)
-                    && selector.matches_by(|key| {
-                        let labels = o.pointer("/metadata/labels").and_then(Value::as_object);
-                        labels
-                            .and_then(|m| m.get(key))
-                            .map(|v| v.as_str().unwrap_or_default())
-                    })
-            })
+            .filter(|o| Self::is(o, api_version, kind) && listed_by(o, namespace, selector))
             .collect()
     }
 

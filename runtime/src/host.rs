@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::cluster::ClusterObjects;
+use crate::cluster::{ClusterObjects, listed_by};
 use crate::masks;
 use crate::selector::Selector;
 
@@ -223,18 +223,9 @@ impl HostCache {
                     ..
                 } => (Some(namespace.as_str()), label_selector),
             };
-            let labels = object["metadata"]["labels"].as_object();
-            scope.is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns))
-                && Selector::parse(selector.as_deref().unwrap_or_default()).map_or(
-                    true,
-                    |selector| {
-                        selector.matches_by(|key| {
-                            labels
-                                .and_then(|m| m.get(key))
-                                .map(|v| v.as_str().unwrap_or_default())
-                        })
-                    },
-                )
+            // A selector that does not parse takes everything in: its answer (an error) is dropped.
+            Selector::parse(selector.as_deref().unwrap_or_default())
+                .map_or(true, |selector| listed_by(object, scope, &selector))
         };
         if let Ok(mut reflectors) = self.reflectors.lock() {
             reflectors.retain(|key, items| {
@@ -485,18 +476,24 @@ impl HostState {
             } => {
                 let key = format!("{api_version}|{kind}|{name}|{namespace:?}");
                 let now = Instant::now();
-                let stored = {
+                let fetch = || {
+                    let index = cache.index.get_or_init(|| self.cluster.index());
+                    self.cluster
+                        .get_indexed(index, api_version, kind, name, namespace.as_deref())
+                        .map(|o| Arc::new(strip_store_fields(o)))
+                };
+                let stored = if cache.answers.is_some() {
+                    // Each answer is serialised once and kept: a second copy of every object
+                    // fetched (40,000 Namespaces in a pre-flight) would only take memory.
+                    fetch()
+                } else {
                     let mut gets = cache.gets.lock().map_err(|e| format!("host cache: {e}"))?;
                     match gets.get(&key) {
                         Some((at, object)) if now.duration_since(*at) < GET_CACHE => {
                             Some(object.clone())
                         }
                         _ => {
-                            let index = cache.index.get_or_init(|| self.cluster.index());
-                            let object = self
-                                .cluster
-                                .get_indexed(index, api_version, kind, name, namespace.as_deref())
-                                .map(|o| Arc::new(strip_store_fields(o)));
+                            let object = fetch();
                             // `#[cached(result = true)]`: only a found object is kept, so every
                             // GET of a missing one reaches the API server again.
                             if let Some(found) = &object {

@@ -55,9 +55,14 @@ impl Instance {
 
     /// `validate` again on the same instance: how `kwctl bench` times a policy (it rehydrates
     /// one evaluator and evaluates in a loop), where the policy-server takes a fresh instance
-    /// for every request. The raw response.
+    /// for every request. The raw response; the host calls are not kept (a loop of thousands
+    /// would hold every answer).
     pub fn validate_warm(&self, payload: &[u8]) -> Result<Vec<u8>, String> {
-        self.call("validate", payload)
+        let out = self.call("validate", payload);
+        if let Ok(mut state) = self.state.lock() {
+            state.exchanges.clear();
+        }
+        out
     }
 
     /// `validate`: the response and the host calls it made.
@@ -173,11 +178,28 @@ const EPOCH_DEADLINES: EpochDeadlines = EpochDeadlines {
     wapc_func: 2,
 };
 
+/// Set, the compiled guest's functions are named in `/tmp/perf-<pid>.map`, so `perf report`
+/// shows where the guest spends its time (with a module that keeps its names: docs/benchmarks.md).
+pub const PERFMAP: &str = "COZYSTACK_POLICY_PERFMAP";
+
+/// The engine wasmtime-provider builds (`Config::default()` with epoch interruption), telling
+/// the profiler about every function it compiles.
+fn perfmap_engine() -> Result<wasmtime::Engine, String> {
+    let mut config = wasmtime::Config::default();
+    config.epoch_interruption(true);
+    config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    wasmtime::Engine::new(&config).map_err(|e| format!("cannot set up the profiled engine: {e}"))
+}
+
 impl Policy {
     pub fn load(wasm: &[u8], metadata: Metadata) -> Result<Policy, String> {
-        let pre = WasmtimeEngineProviderBuilder::new()
+        let mut builder = WasmtimeEngineProviderBuilder::new()
             .module_bytes(wasm)
-            .enable_epoch_interruptions(EPOCH_DEADLINES)
+            .enable_epoch_interruptions(EPOCH_DEADLINES);
+        if std::env::var_os(PERFMAP).is_some() {
+            builder = builder.engine(perfmap_engine()?);
+        }
+        let pre = builder
             .build_pre()
             .map_err(|e| format!("cannot compile the policy module: {e}"))?;
         Ok(Policy {

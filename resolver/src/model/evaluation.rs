@@ -309,12 +309,12 @@ impl<'a> Evaluation<'a> {
 
     /// Whether `tenant` owns `namespace`: a tenant namespace owns itself (by name, without a
     /// lookup), another namespace is owned through its labels.
+    ///
+    /// Counting scans every instance of a kind through this, so the names are compared before
+    /// the naming rule is checked: a `tenant-…` name other than `tenant` is never owned by it.
     pub fn is_owned_by(&self, namespace: &str, tenant: &str) -> Result<bool, Violation> {
-        if tenant::is_tenant_name(namespace) {
-            return Ok(namespace == tenant);
-        }
         if tenant::looks_like_tenant(namespace) {
-            return Ok(false);
+            return Ok(namespace == tenant && tenant::is_tenant_name(namespace));
         }
         Ok(self.placement(namespace)?.owner() == Some(tenant))
     }
