@@ -66,14 +66,13 @@ impl<'a> Str<'a> {
 
     /// The string's text: borrowed unless it has escapes.
     pub fn text(&self) -> Result<Cow<'a, str>, ScanError> {
-        let invalid = ScanError {
-            what: "invalid string",
-            at: 0,
-        };
         if self.escaped {
             serde_json::from_str::<String>(self.quoted)
                 .map(Cow::Owned)
-                .map_err(|_| invalid)
+                .map_err(|_| ScanError {
+                    what: "invalid string",
+                    at: 0,
+                })
         } else {
             Ok(Cow::Borrowed(self.content_text()))
         }
@@ -83,7 +82,6 @@ impl<'a> Str<'a> {
 /// A cursor over one JSON document.
 pub struct Reader<'a> {
     text: &'a str,
-    bytes: &'a [u8],
     pos: usize,
     depth: usize,
 }
@@ -105,10 +103,14 @@ impl<'a> Reader<'a> {
     pub fn new(text: &'a str) -> Self {
         Reader {
             text,
-            bytes: text.as_bytes(),
             pos: 0,
             depth: 0,
         }
+    }
+
+    /// The document's bytes, which the grammar is walked on.
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
     }
 
     fn error(&self, what: &'static str) -> ScanError {
@@ -116,7 +118,7 @@ impl<'a> Reader<'a> {
     }
 
     fn peek(&mut self) -> Option<u8> {
-        while let Some(&b) = self.bytes.get(self.pos) {
+        while let Some(&b) = self.bytes().get(self.pos) {
             if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
                 return Some(b);
             }
@@ -172,7 +174,7 @@ impl<'a> Reader<'a> {
             // Eight bytes at a time up to the next quote, backslash or control character.
             // A borrowed array, read as one load (a copy into a local array is a `memory.copy`
             // call per word in wasm).
-            while let Some(word) = self.bytes.get(pos..).and_then(<[u8]>::first_chunk::<8>) {
+            while let Some(word) = self.bytes().get(pos..).and_then(<[u8]>::first_chunk::<8>) {
                 let found = specials(u64::from_le_bytes(*word));
                 if found != 0 {
                     pos += (found.trailing_zeros() / 8) as usize;
@@ -180,7 +182,7 @@ impl<'a> Reader<'a> {
                 }
                 pos += 8;
             }
-            match self.bytes.get(pos) {
+            match self.bytes().get(pos) {
                 Some(b'"') => {
                     self.pos = pos + 1;
                     return Ok(Str {
@@ -191,7 +193,7 @@ impl<'a> Reader<'a> {
                 }
                 Some(b'\\') => {
                     escaped = true;
-                    match self.bytes.get(pos + 1) {
+                    match self.bytes().get(pos + 1) {
                         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => pos += 2,
                         Some(b'u') => match self.unicode_escape(pos) {
                             Some(end) => pos = end,
@@ -224,7 +226,7 @@ impl<'a> Reader<'a> {
     /// surrogate.
     fn unicode_escape(&self, at: usize) -> Option<usize> {
         let hex = |from: usize| -> Option<u32> {
-            let digits = self.bytes.get(from..from + 4)?;
+            let digits = self.bytes().get(from..from + 4)?;
             let text = std::str::from_utf8(digits).ok()?;
             if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return None;
@@ -234,7 +236,7 @@ impl<'a> Reader<'a> {
         match hex(at + 2)? {
             0xDC00..=0xDFFF => None,
             0xD800..=0xDBFF => {
-                if self.bytes.get(at + 6..at + 8) != Some(b"\\u".as_slice()) {
+                if self.bytes().get(at + 6..at + 8) != Some(b"\\u".as_slice()) {
                     return None;
                 }
                 matches!(hex(at + 8)?, 0xDC00..=0xDFFF).then_some(at + 12)
@@ -261,7 +263,7 @@ impl<'a> Reader<'a> {
     }
 
     fn literal(&mut self, word: &'static [u8]) -> Result<(), ScanError> {
-        if !self.bytes[self.pos..].starts_with(word) {
+        if !self.bytes()[self.pos..].starts_with(word) {
             return Err(self.error("invalid literal"));
         }
         self.pos += word.len();
@@ -270,37 +272,37 @@ impl<'a> Reader<'a> {
 
     fn number(&mut self) -> Result<(), ScanError> {
         let start = self.pos;
-        if self.bytes.get(self.pos) == Some(&b'-') {
+        if self.bytes().get(self.pos) == Some(&b'-') {
             self.pos += 1;
         }
         let digits = |r: &mut Self| {
             let from = r.pos;
-            while r.bytes.get(r.pos).is_some_and(u8::is_ascii_digit) {
+            while r.bytes().get(r.pos).is_some_and(u8::is_ascii_digit) {
                 r.pos += 1;
             }
             r.pos > from
         };
         // No leading zeros: `0` stands alone.
-        let mut valid = if self.bytes.get(self.pos) == Some(&b'0') {
+        let mut valid = if self.bytes().get(self.pos) == Some(&b'0') {
             self.pos += 1;
             true
         } else {
             digits(self)
         };
-        if valid && self.bytes.get(self.pos) == Some(&b'.') {
+        if valid && self.bytes().get(self.pos) == Some(&b'.') {
             self.pos += 1;
             valid = digits(self);
         }
-        if valid && matches!(self.bytes.get(self.pos), Some(b'e' | b'E')) {
+        if valid && matches!(self.bytes().get(self.pos), Some(b'e' | b'E')) {
             self.pos += 1;
-            if matches!(self.bytes.get(self.pos), Some(b'+' | b'-')) {
+            if matches!(self.bytes().get(self.pos), Some(b'+' | b'-')) {
                 self.pos += 1;
             }
             valid = digits(self);
         }
         // serde_json refuses a number it cannot represent (`1e400`); ask it, numbers are rare.
         if !valid
-            || serde_json::from_slice::<serde_json::Value>(&self.bytes[start..self.pos]).is_err()
+            || serde_json::from_slice::<serde_json::Value>(&self.bytes()[start..self.pos]).is_err()
         {
             self.pos = start;
             return Err(self.error("invalid number"));

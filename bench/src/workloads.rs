@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use cozystack_e2e::scenario::{Bundle, ShortRequest, without_slots};
 use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::policy::payload;
 use serde_json::{Value, json};
 
 use crate::model::Modelled;
@@ -103,8 +104,7 @@ pub fn workload(
     Workload {
         name: name.to_owned(),
         cluster: Arc::new(cluster),
-        payload: serde_json::to_vec(&json!({"request": admission, "settings": settings}))
-            .expect("payload"),
+        payload: payload(&admission, settings).expect("payload"),
         listed,
         kwctl: None,
     }

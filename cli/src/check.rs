@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
-use cozystack_policy_runtime::policy::{Policy, warnings_of};
+use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
 use cozystack_resolver::Settings;
 use cozystack_resolver::request::APPS_GROUP;
 use serde_json::{Map, Value, json};
@@ -426,8 +426,7 @@ impl Judge<'_> {
         );
         (self.observe)(self.judged, &request, self.cluster.cluster())?;
         // The payload the policy-server sends; GETs through the state's index.
-        let payload = serde_json::to_vec(&json!({"request": request, "settings": self.settings}))
-            .map_err(|e| e.to_string())?;
+        let payload = payload(&request, self.settings)?;
         let (cluster, cache) = self.cluster.lend();
         let state = self
             .policy

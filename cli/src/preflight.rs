@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use cozystack_policy_runtime::audit::replay_request;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::host::HostCache;
-use cozystack_policy_runtime::policy::Policy;
+use cozystack_policy_runtime::policy::{Policy, payload};
 
 /// What the policy's rules match among the objects of a dump (ApplicationDefinitions are
 /// context only; apps.cozystack.io Applications are the HelmReleases seen through cozystack-api).
@@ -147,11 +147,7 @@ pub fn run(
                         let Some(object) = objects.get(i) else {
                             return Ok(verdicts);
                         };
-                        let request = replay_request(object)?;
-                        let payload =
-                            serde_json::to_vec(&json!({"request": request, "settings": settings}))
-                                .map_err(|e| e.to_string())?;
-                        drop(request);
+                        let payload = payload(&replay_request(object)?, settings)?;
                         let response = current.validate_warm(&payload).and_then(|out| {
                             serde_json::from_slice::<Value>(&out)
                                 .map_err(|e| format!("undecodable response: {e}"))

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::host::{Exchange, Failure};
-use cozystack_policy_runtime::policy::{Evaluation, Policy};
+use cozystack_policy_runtime::policy::{Evaluation, Policy, payload};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -407,10 +407,7 @@ impl Bundle {
         };
         let payload = match (&scenario.raw_payload, &request) {
             (Some(raw), None) => raw.clone().into_bytes(),
-            (None, Some(request)) => {
-                serde_json::to_vec(&json!({"request": request, "settings": settings}))
-                    .map_err(|e| e.to_string())?
-            }
+            (None, Some(request)) => payload(request, &settings)?,
             (None, None) => Vec::new(),
             (Some(_), Some(_)) => {
                 return Err(format!(

@@ -66,6 +66,37 @@ impl CallbackRequest {
         }
     }
 
+    /// What a list asks for; `None` for a get.
+    fn list(&self) -> Option<ListOptions<'_>> {
+        let (namespace, label_selector, field_selector, field_masks) = match self {
+            CallbackRequest::KubernetesGetResource { .. } => return None,
+            CallbackRequest::KubernetesListResourceAll {
+                label_selector,
+                field_selector,
+                field_masks,
+                ..
+            } => (None, label_selector, field_selector, field_masks),
+            CallbackRequest::KubernetesListResourceNamespace {
+                namespace,
+                label_selector,
+                field_selector,
+                field_masks,
+                ..
+            } => (
+                Some(namespace.as_str()),
+                label_selector,
+                field_selector,
+                field_masks,
+            ),
+        };
+        Some(ListOptions {
+            namespace,
+            label_selector: label_selector.as_deref(),
+            field_selector: field_selector.as_deref(),
+            field_masks: field_masks.as_deref(),
+        })
+    }
+
     /// The reflector key of a list (each distinct one is a permanent watch); `None` for a get.
     pub fn list_key(&self) -> Option<String> {
         match self {
@@ -73,6 +104,14 @@ impl CallbackRequest {
             other => Some(serde_json::to_string(other).unwrap_or_default()),
         }
     }
+}
+
+/// A list's namespace (`None`: all of them), selectors and field masks.
+struct ListOptions<'r> {
+    namespace: Option<&'r str>,
+    label_selector: Option<&'r str>,
+    field_selector: Option<&'r str>,
+    field_masks: Option<&'r [String]>,
 }
 
 /// One host call and its answer (shared, so recording a megabyte list copies nothing).
@@ -211,21 +250,12 @@ impl HostCache {
             item["metadata"]["name"].as_str() == Some(name.as_str())
                 && item["metadata"]["namespace"].as_str() == namespace
         };
-        let takes_in = |request: &CallbackRequest, object: &Value| {
-            let (scope, selector) = match request {
-                CallbackRequest::KubernetesGetResource { .. } => return true,
-                CallbackRequest::KubernetesListResourceAll { label_selector, .. } => {
-                    (None, label_selector)
-                }
-                CallbackRequest::KubernetesListResourceNamespace {
-                    namespace,
-                    label_selector,
-                    ..
-                } => (Some(namespace.as_str()), label_selector),
-            };
-            // A selector that does not parse takes everything in: its answer (an error) is dropped.
-            Selector::parse(selector.as_deref().unwrap_or_default())
-                .map_or(true, |selector| listed_by(object, scope, &selector))
+        // Whether a list takes `object` in; a selector that does not parse takes everything in
+        // (its answer, an error, is dropped).
+        let takes_in = |list: &ListOptions, object: &Value| {
+            Selector::parse(list.label_selector.unwrap_or_default()).map_or(true, |selector| {
+                listed_by(object, list.namespace, &selector)
+            })
         };
         if let Ok(mut reflectors) = self.reflectors.lock() {
             reflectors.retain(|key, items| {
@@ -235,27 +265,17 @@ impl HostCache {
                 if request.resource() != (api_version.as_str(), kind.as_str()) {
                     return true;
                 }
-                let (field_selector, field_masks) = match &request {
-                    CallbackRequest::KubernetesListResourceAll {
-                        field_selector,
-                        field_masks,
-                        ..
-                    }
-                    | CallbackRequest::KubernetesListResourceNamespace {
-                        field_selector,
-                        field_masks,
-                        ..
-                    } => (field_selector, field_masks),
-                    CallbackRequest::KubernetesGetResource { .. } => return false,
+                let Some(list) = request.list() else {
+                    return false;
                 };
-                let named = field_masks.as_ref().is_none_or(|masks| {
+                let named = list.field_masks.is_none_or(|masks| {
                     if masks.is_empty() {
                         return true;
                     }
                     let kept = |field: &str| masks.iter().any(|m| m == field || m == "metadata");
                     kept("metadata.name") && (namespace.is_none() || kept("metadata.namespace"))
                 });
-                if !named || field_selector.as_deref().is_some_and(|s| !s.is_empty()) {
+                if !named || list.field_selector.is_some_and(|s| !s.is_empty()) {
                     return false;
                 }
                 let items = Arc::make_mut(items);
@@ -263,8 +283,8 @@ impl HostCache {
                 if let Some(at) = at {
                     items.remove(at);
                 }
-                if let Some(new) = new.filter(|new| takes_in(&request, new)) {
-                    let item = masks::apply(&strip_store_fields(new), field_masks.as_deref());
+                if let Some(new) = new.filter(|new| takes_in(&list, new)) {
+                    let item = masks::apply(&strip_store_fields(new), list.field_masks);
                     items.insert(at.unwrap_or(items.len()), item);
                 }
                 true
@@ -281,10 +301,11 @@ impl HostCache {
                     Ok(request) if request.resource() != (api_version.as_str(), kind.as_str()) => {
                         true
                     }
-                    Ok(request) => {
-                        !old.is_some_and(|o| takes_in(&request, o))
-                            && !new.is_some_and(|n| takes_in(&request, n))
-                    }
+                    // A memoised GET of the kind is dropped: it may be the written object's.
+                    Ok(request) => request.list().is_some_and(|list| {
+                        !old.is_some_and(|o| takes_in(&list, o))
+                            && !new.is_some_and(|n| takes_in(&list, n))
+                    }),
                 },
             );
         }
@@ -474,8 +495,6 @@ impl HostState {
                 field_masks,
                 ..
             } => {
-                let key = format!("{api_version}|{kind}|{name}|{namespace:?}");
-                let now = Instant::now();
                 let fetch = || {
                     let index = cache.index.get_or_init(|| self.cluster.index());
                     self.cluster
@@ -487,6 +506,8 @@ impl HostState {
                     // fetched (40,000 Namespaces in a pre-flight) would only take memory.
                     fetch()
                 } else {
+                    let key = format!("{api_version}|{kind}|{name}|{namespace:?}");
+                    let now = Instant::now();
                     let mut gets = cache.gets.lock().map_err(|e| format!("host cache: {e}"))?;
                     match gets.get(&key) {
                         Some((at, object)) if now.duration_since(*at) < GET_CACHE => {
@@ -571,39 +592,19 @@ impl HostState {
     /// What a list's reflector holds: the selected objects, stripped and masked.
     fn listed(&self, request: &CallbackRequest) -> Result<Vec<Value>, String> {
         let (api_version, kind) = request.resource();
-        let (namespace, label_selector, field_selector, field_masks) = match request {
-            CallbackRequest::KubernetesListResourceAll {
-                label_selector,
-                field_selector,
-                field_masks,
-                ..
-            } => (None, label_selector, field_selector, field_masks),
-            CallbackRequest::KubernetesListResourceNamespace {
-                namespace,
-                label_selector,
-                field_selector,
-                field_masks,
-                ..
-            } => (
-                Some(namespace.as_str()),
-                label_selector,
-                field_selector,
-                field_masks,
-            ),
-            CallbackRequest::KubernetesGetResource { .. } => {
-                return Err("a get is not a list".into());
-            }
+        let Some(list) = request.list() else {
+            return Err("a get is not a list".into());
         };
-        if field_selector.as_deref().is_some_and(|s| !s.is_empty()) {
+        if list.field_selector.is_some_and(|s| !s.is_empty()) {
             return Err("field selectors are not served by this harness".into());
         }
-        let selector = Selector::parse(label_selector.as_deref().unwrap_or_default())
-            .map_err(|e| e.to_string())?;
+        let selector =
+            Selector::parse(list.label_selector.unwrap_or_default()).map_err(|e| e.to_string())?;
         Ok(self
             .cluster
-            .list(api_version, kind, namespace, &selector)
+            .list(api_version, kind, list.namespace, &selector)
             .into_iter()
-            .map(|o| masks::apply(&strip_store_fields(o), field_masks.as_deref()))
+            .map(|o| masks::apply(&strip_store_fields(o), list.field_masks))
             .collect())
     }
 }

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use wapc::WapcHost;
 use wasmtime_provider::{EpochDeadlines, WasmtimeEngineProviderBuilder, WasmtimeEngineProviderPre};
 
@@ -325,8 +325,17 @@ impl Policy {
         cluster: Arc<ClusterObjects>,
         failures: Vec<Failure>,
     ) -> Result<Evaluation, String> {
-        let payload = serde_json::to_vec(&json!({"request": request, "settings": settings}))
-            .map_err(|e| e.to_string())?;
-        self.validate_raw(&payload, cluster, failures)
+        self.validate_raw(&payload(request, settings)?, cluster, failures)
     }
+}
+
+/// The `validate` payload the policy-server sends, `{"request": …, "settings": …}`, written
+/// from borrowed values (a replay of thousands of objects copies none of them).
+pub fn payload(request: &Value, settings: &Value) -> Result<Vec<u8>, String> {
+    #[derive(Serialize)]
+    struct Payload<'a> {
+        request: &'a Value,
+        settings: &'a Value,
+    }
+    serde_json::to_vec(&Payload { request, settings }).map_err(|e| e.to_string())
 }
