@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
+use cozystack_resolver::collect::inserted;
 use cozystack_resolver::facts::{ByPrefix, ReleaseMeta};
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::{Cluster, DefinitionList, Instances, LookupError, Namespace};
@@ -40,7 +41,7 @@ const RELEASE_MASKS_WITH_LABELS: &[&str] = &[
 ];
 
 fn masks(paths: &[&str]) -> Option<BTreeSet<String>> {
-    Some(paths.iter().map(|p| p.to_string()).collect())
+    Some(inserted(paths.iter().map(|p| p.to_string())))
 }
 
 /// The label selector that lists the app HelmReleases of one kind.

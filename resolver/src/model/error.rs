@@ -1,6 +1,8 @@
 //! Errors the resolver reports. Each becomes a one-line rejection in the policy.
 
 use serde::de::DeserializeOwned;
+
+use crate::model::json_path::path_of;
 use thiserror::Error;
 
 /// A rule source (settings or an ApplicationDefinition) that does not decode or validate.
@@ -57,23 +59,20 @@ pub fn without_position(err: &serde_json::Error) -> String {
     }
 }
 
-/// Where a JSON text failed to decode: the path as serde_path_to_error prints it (`.` for the
-/// root, `?` for a syntax error) and the reason without a position.
+/// Where a JSON text failed to decode: the path in serde_path_to_error's notation (`.` for the
+/// root) and the reason without a position.
 #[derive(Debug)]
 pub struct JsonError {
     pub path: String,
     pub reason: String,
 }
 
-/// Decodes `text` plainly, and tracks the path of a problem only when there is one: every
-/// request decodes the settings, and path tracking is a third of a request's cost.
+/// Decodes `text`, and finds the path of a problem only when there is one: every request
+/// decodes the settings, and a decoder that tracks paths is a second copy of every
+/// deserialiser in the module.
 pub fn decode_json<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
-    if let Ok(decoded) = serde_json::from_str(text) {
-        return Ok(decoded);
-    }
-    let deserializer = &mut serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(deserializer).map_err(|err| JsonError {
-        path: err.path().to_string(),
-        reason: without_position(&err.into_inner()),
+    serde_json::from_str(text).map_err(|err| JsonError {
+        path: path_of(text, &err),
+        reason: without_position(&err),
     })
 }

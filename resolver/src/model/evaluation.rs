@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use crate::model::builtin;
+use crate::model::collect::inserted;
 use crate::model::definition_set::DefinitionSet;
 use crate::model::error::{LookupError, RuleError};
 use crate::model::facts::{Cluster, Instances, Namespace, ReleaseMeta};
@@ -188,12 +189,12 @@ impl<'a> Evaluation<'a> {
                 .filter(|rules| !known.contains_key(&rules.kind))
                 .collect()
         };
-        let mut wanted: Vec<(&str, &str)> = unknown
+        // The empty prefix last, so that it only takes what no other prefix fits.
+        let (mut wanted, empty): (Vec<_>, Vec<_>) = unknown
             .iter()
             .filter_map(|rules| Some((rules.kind.as_str(), rules.release_prefix.as_deref()?)))
-            .collect();
-        // The empty prefix last, so that it only takes what no other prefix fits.
-        wanted.sort_by_key(|(_, prefix)| prefix.is_empty());
+            .partition(|(_, prefix)| !prefix.is_empty());
+        wanted.extend(empty);
         let catch_all = wanted
             .last()
             .filter(|(_, prefix)| prefix.is_empty())
@@ -220,7 +221,7 @@ impl<'a> Evaluation<'a> {
         {
             let own = self.instances_of(kind, Some(""))?;
             let owned: BTreeSet<(&str, &str)> =
-                own.iter().map(|i| (i.namespace, i.release)).collect();
+                inserted(own.iter().map(|i| (i.namespace, i.release)));
             let filed = lists.pop().unwrap_or_default();
             if filed
                 .iter()

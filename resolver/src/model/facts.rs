@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::collect::inserted;
 use crate::model::definition::Definition;
 use crate::model::error::LookupError;
 use crate::model::listing::{Decoded, DefinitionList};
@@ -21,12 +22,12 @@ pub struct Namespace {
 impl Namespace {
     /// This namespace with only the labels in `keep`; `None` when it carries none of them.
     pub fn keeping(&self, keep: &BTreeSet<String>) -> Option<Namespace> {
-        let labels: Labels = self
-            .labels
-            .iter()
-            .filter(|(k, _)| keep.contains(*k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let labels: Labels = inserted(
+            self.labels
+                .iter()
+                .filter(|(k, _)| keep.contains(*k))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         (!labels.is_empty()).then(|| Namespace {
             name: self.name.clone(),
             labels,
@@ -320,8 +321,8 @@ impl Cluster for Snapshot {
             .flat_map(|(ns, name)| [(HELM_RELEASE_NAMESPACE, ns), (HELM_RELEASE_NAME, name)]);
         let owned = |(k, v): (&str, &str)| (k.to_owned(), v.to_owned());
         Ok(Some(ReleaseMeta {
-            labels: labels.into_iter().map(owned).collect(),
-            annotations: annotations.map(owned).collect(),
+            labels: inserted(labels.into_iter().map(owned)),
+            annotations: inserted(annotations.map(owned)),
             values: i.values.clone(),
             terminating: i.terminating,
         }))

@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::model::collect::inserted;
 use crate::model::error::{RuleError, decode_json};
 
 /// Where the dashboard shows a kind, and therefore who may write it.
@@ -489,17 +490,14 @@ impl KindBlocks {
             // An object already (checked when the settings were read).
             let blocks: BTreeMap<String, &serde_json::value::RawValue> =
                 serde_json::from_str(raw).unwrap_or_default();
-            blocks
-                .into_iter()
-                .map(|(kind, raw)| {
-                    let block = KindBlock {
-                        kind: kind.clone(),
-                        raw: Arc::from(raw.get()),
-                        decoded: OnceLock::new(),
-                    };
-                    (kind, block)
-                })
-                .collect()
+            inserted(blocks.into_iter().map(|(kind, raw)| {
+                let block = KindBlock {
+                    kind: kind.clone(),
+                    raw: Arc::from(raw.get()),
+                    decoded: OnceLock::new(),
+                };
+                (kind, block)
+            }))
         })
     }
 

@@ -116,9 +116,14 @@ pub struct Decoded {
 
 impl Decoded {
     pub fn new(definitions: Vec<Definition>) -> Self {
-        // A stable sort: list order within a kind.
+        // By kind, in list order within a kind.
         let mut order: Vec<usize> = (0..definitions.len()).collect();
-        order.sort_by(|&a, &b| definitions[a].kind.cmp(&definitions[b].kind));
+        order.sort_unstable_by(|&a, &b| {
+            definitions[a]
+                .kind
+                .cmp(&definitions[b].kind)
+                .then(a.cmp(&b))
+        });
         let runs = Runs::new(order.len(), |a, b| {
             definitions[order[a]].kind == definitions[order[b]].kind
         });

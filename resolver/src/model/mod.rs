@@ -5,12 +5,14 @@
 
 pub mod builtin;
 pub mod chart;
+pub mod collect;
 pub mod definition;
 pub mod definition_set;
 pub mod error;
 pub(crate) mod evaluation;
 pub mod facts;
 pub mod identity;
+pub(crate) mod json_path;
 pub mod kinds;
 pub mod listing;
 pub mod request;

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::model::collect::inserted;
 use crate::model::error::{RuleError, decode_json};
 use crate::model::kinds::{KindBlocks, RuleFields};
 
@@ -116,17 +117,17 @@ impl Default for Settings {
             tenant_group_prefix: String::new(),
             tenant_service_accounts_are_admins: true,
             attachable_classes: strings(&["gateway"]),
-            tenant_modules: [
-                ("monitoring", "Monitoring"),
-                ("etcd", "Etcd"),
-                ("ingress", "Ingress"),
-                ("seaweedfs", "SeaweedFS"),
-                ("gateway", "Gateway"),
-                ("computeplane", "ComputePlane"),
-            ]
-            .into_iter()
-            .map(|(key, kind)| (key.to_owned(), kind.to_owned()))
-            .collect(),
+            tenant_modules: inserted(
+                [
+                    ("monitoring", "Monitoring"),
+                    ("etcd", "Etcd"),
+                    ("ingress", "Ingress"),
+                    ("seaweedfs", "SeaweedFS"),
+                    ("gateway", "Gateway"),
+                    ("computeplane", "ComputePlane"),
+                ]
+                .map(|(key, kind)| (key.to_owned(), kind.to_owned())),
+            ),
             platform_writers: PlatformWriters::Warn,
             legacy_provider_classes: strings(&[
                 "etcd",
@@ -260,9 +261,9 @@ fn check_kind(path: &str, kind: &str, what: &str) -> Result<(), RuleError> {
     Ok(())
 }
 
-/// serde_path_to_error prints `.` for the root and `?` for a syntax error; say `settings`.
+/// A decoding path is `.` for the whole text; say `settings`.
 fn display_path(path: &str) -> String {
-    if path == "." || path == "?" || path.is_empty() {
+    if path == "." || path.is_empty() {
         "settings".into()
     } else {
         path.to_owned()

@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use thiserror::Error;
 
+use crate::model::collect::inserted;
+
 pub const ROOT: &str = "tenant-root";
 /// The root Tenant's application name: `tenants/root` in tenant-root, whose release is
 /// `tenant-root` (`packages/system/cozystack-basics/templates/tenant-root.yaml`).
@@ -125,11 +127,12 @@ pub fn looks_like_tenant(name: &str) -> bool {
 
 /// The `tenant.cozystack.io/<ancestor>` labels a namespace should carry for `chain`.
 fn expected_ancestor_labels(chain: &[String]) -> BTreeSet<String> {
-    chain
-        .iter()
-        .filter(|t| t.as_str() != ROOT || chain.len() > 1)
-        .cloned()
-        .collect()
+    inserted(
+        chain
+            .iter()
+            .filter(|t| t.as_str() != ROOT || chain.len() > 1)
+            .cloned(),
+    )
 }
 
 /// Places `namespace` in the tenant tree from its labels, cross-checked with the naming rule.

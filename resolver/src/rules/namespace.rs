@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::model::collect::inserted;
 use crate::model::evaluation::Evaluation;
 use crate::model::tenant::{self, ANCESTOR_PREFIX, Labels};
 use crate::model::verdict::{BAD_REQUEST, Violation, list_some};
@@ -23,13 +24,13 @@ pub fn check(eval: &Evaluation) -> Result<(), Violation> {
     let old = request.old_object.as_ref().map_or(&empty, |o| &o.labels);
     let protected =
         |key: &str| key.starts_with(ANCESTOR_PREFIX) || is_provider_key(key, eval.settings);
-    let changed: BTreeSet<&str> = new
-        .labels
-        .keys()
-        .chain(old.keys())
-        .map(String::as_str)
-        .filter(|key| protected(key) && new.labels.get(*key) != old.get(*key))
-        .collect();
+    let changed: BTreeSet<&str> = inserted(
+        new.labels
+            .keys()
+            .chain(old.keys())
+            .map(String::as_str)
+            .filter(|key| protected(key) && new.labels.get(*key) != old.get(*key)),
+    );
     if changed.is_empty() {
         return Ok(());
     }

@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
+use crate::model::collect::inserted;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
 use crate::model::kinds::{Class, Deletion, Edit, KindRules, Share};
@@ -166,17 +167,14 @@ pub fn check_removal(
             && stake.keys.points_to(ns, namespace)
     };
     // Only the namespaces that host an instance at stake decide.
-    let hosts: BTreeSet<&str> = at_stake
-        .iter()
-        .flat_map(|stake| {
-            let consumers = stake.consumers(&is_gone).map(|[namespace, ..]| namespace);
-            let unreadable = stake
-                .unreadable
-                .iter()
-                .flat_map(|(_, _, instances)| instances.iter().map(|i| i.namespace));
-            consumers.chain(unreadable)
-        })
-        .collect();
+    let hosts: BTreeSet<&str> = inserted(at_stake.iter().flat_map(|stake| {
+        let consumers = stake.consumers(&is_gone).map(|[namespace, ..]| namespace);
+        let unreadable = stake
+            .unreadable
+            .iter()
+            .flat_map(|(_, _, instances)| instances.iter().map(|i| i.namespace));
+        consumers.chain(unreadable)
+    }));
     let few = hosts.len() <= POINT_LOOKUPS;
     let looked_up = if few {
         point_lookups(eval, hosts.iter().copied())
@@ -192,11 +190,12 @@ pub fn check_removal(
         Some(facts) => facts,
         None => {
             // Only these labels decide: subtree membership and the provider labels of each class.
-            let keep: BTreeSet<String> = at_stake
-                .iter()
-                .flat_map(|s| s.keys.keys().map(str::to_owned))
-                .chain([subtree_key.clone()])
-                .collect();
+            let keep: BTreeSet<String> = inserted(
+                at_stake
+                    .iter()
+                    .flat_map(|s| s.keys.keys().map(str::to_owned))
+                    .chain([subtree_key.clone()]),
+            );
             let mut listed: Vec<Rc<Namespace>> = eval
                 .namespaces_with(&keep)?
                 .into_iter()
@@ -216,11 +215,12 @@ pub fn check_removal(
     };
     // Per class, the namespaces that resolve it here and are not served by what remains.
     let referencing = |stake: &AtStake| -> BTreeSet<&str> {
-        facts
-            .iter()
-            .filter(|ns| references(stake, ns))
-            .map(|ns| ns.name.as_str())
-            .collect()
+        inserted(
+            facts
+                .iter()
+                .filter(|ns| references(stake, ns))
+                .map(|ns| ns.name.as_str()),
+        )
     };
     // Consumers are gathered borrowed and sorted; only the few shown are formatted.
     let mut consumers: Vec<[&str; 4]> = Vec::new();
