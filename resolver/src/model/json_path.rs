@@ -158,11 +158,35 @@ impl Walk<'_> {
         std::str::from_utf8(raw).map_err(|_| self.found())
     }
 
-    fn object(&mut self) -> Result<(), Found> {
+    /// Steps into a container at its opening byte; `true` when it is empty (and stepped past).
+    fn open(&mut self, close: u8) -> bool {
         self.pos += 1;
         self.skip_whitespace();
-        if self.peek() == Some(b'}') {
+        let empty = self.peek() == Some(close);
+        if empty {
             self.pos += 1;
+        }
+        empty
+    }
+
+    /// After a member: `true` at the container's end (stepped past), `false` after a comma.
+    fn after_member(&mut self, close: u8) -> Result<bool, Found> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(b) if b == close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            _ => Err(self.found()),
+        }
+    }
+
+    fn object(&mut self) -> Result<(), Found> {
+        if self.open(b'}') {
             return Ok(());
         }
         loop {
@@ -176,54 +200,36 @@ impl Walk<'_> {
             // serde_json refuses an unknown key after the space that follows it.
             let key_end = self.pos;
             self.skip_whitespace();
-            if (key_end..=self.pos).contains(&self.at) && !self.key_named {
+            let at_key = (key_end..=self.pos).contains(&self.at);
+            if at_key && !self.key_named {
                 return Err(self.found());
             }
             self.path.push(Segment::Key(key));
-            if (key_end..=self.pos).contains(&self.at) {
-                return Err(self.found());
-            }
-            if self.peek() != Some(b':') {
+            if at_key || self.peek() != Some(b':') {
                 return Err(self.found());
             }
             self.pos += 1;
             self.value()?;
             self.path.pop();
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.found()),
+            if self.after_member(b'}')? {
+                return Ok(());
             }
         }
     }
 
     fn array(&mut self) -> Result<(), Found> {
-        self.pos += 1;
-        self.skip_whitespace();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
+        if self.open(b']') {
             return Ok(());
         }
-        let mut index = 0;
-        loop {
+        for index in 0.. {
             self.path.push(Segment::Index(index));
             self.value()?;
             self.path.pop();
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.found()),
+            if self.after_member(b']')? {
+                break;
             }
-            index += 1;
         }
+        Ok(())
     }
 }
 
