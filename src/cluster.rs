@@ -15,8 +15,6 @@ use cozystack_resolver::{Cluster, DefinitionList, Instances, LookupError, Namesp
 use kubewarden_policy_sdk::host_capabilities::kubernetes::{
     GetResourceRequest, ListAllResourcesRequest,
 };
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
 
 use crate::definitions::{DEFINITION_API, DEFINITION_KIND, DEFINITION_MASKS, ListedDefinitions};
 use crate::host::Host;
@@ -86,10 +84,7 @@ fn release_metadata<'a>(item: &mut scan::Reader<'a>) -> Result<ListedRelease<'a>
         } else if key.is("namespace") {
             meta.namespace = scan::optional_text(r)?;
         } else if key.is("deletionTimestamp") {
-            meta.terminating = !r.null()?;
-            if meta.terminating {
-                r.skip()?;
-            }
+            meta.terminating = scan::present(r)?;
         } else if key.is("labels") {
             meta.app = None;
             // Only the application name; the other labels are skipped unread.
@@ -107,33 +102,52 @@ fn release_metadata<'a>(item: &mut scan::Reader<'a>) -> Result<ListedRelease<'a>
     })
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Meta {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    deletion_timestamp: Option<serde::de::IgnoredAny>,
+/// What a HelmRelease GET answers for the policy: a Tenant's values hold its switches.
+#[derive(Default)]
+struct FetchedRelease<'a> {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    terminating: bool,
+    values: Option<&'a str>,
 }
 
-/// An object with the spec `S` (`IgnoredAny` when only the metadata matters).
-#[derive(Deserialize)]
-struct Object<S> {
-    #[serde(default)]
-    metadata: Meta,
-    #[serde(default)]
-    spec: Option<S>,
-}
-
-/// A HelmRelease's spec as far as the policy reads it: a Tenant's values hold its switches.
-#[derive(Deserialize, Default)]
-struct ReleaseSpec {
-    #[serde(default)]
-    values: serde_json::Value,
+/// Reads a fetched HelmRelease: its metadata and, raw, its `spec.values`. As serde_json reads
+/// an object, of a key given twice the last counts.
+fn fetched_release(text: &str) -> Result<FetchedRelease<'_>, scan::ScanError> {
+    let mut release = FetchedRelease::default();
+    let mut reader = scan::Reader::new(text);
+    reader.object(|r, key| {
+        if key.is("metadata") {
+            release.labels.clear();
+            release.annotations.clear();
+            release.terminating = false;
+            scan::fields(r, |r, key| {
+                if key.is("labels") {
+                    release.labels = scan::string_map(r)?;
+                } else if key.is("annotations") {
+                    release.annotations = scan::string_map(r)?;
+                } else if key.is("deletionTimestamp") {
+                    release.terminating = scan::present(r)?;
+                } else {
+                    return Ok(false);
+                }
+                Ok(true)
+            })
+        } else if key.is("spec") {
+            release.values = None;
+            scan::fields(r, |r, key| {
+                let wanted = key.is("values");
+                if wanted {
+                    release.values = Some(r.raw_value()?);
+                }
+                Ok(wanted)
+            })
+        } else {
+            r.skip()
+        }
+    })?;
+    reader.end()?;
+    Ok(release)
 }
 
 /// What a Namespace list item's metadata holds for the policy.
@@ -162,36 +176,20 @@ impl<'h> HostCluster<'h> {
         HostCluster { host }
     }
 
-    fn call_raw(
+    /// Calls `operation` with `request`: the answer as text, checked to be UTF-8 (every answer
+    /// is JSON, read by the scanner).
+    fn call(
         &self,
         what: &str,
         operation: &str,
         request: &impl serde::Serialize,
-    ) -> Result<Vec<u8>, LookupError> {
+    ) -> Result<String, LookupError> {
         let body =
             serde_json::to_vec(request).map_err(|err| LookupError::new(what, err.to_string()))?;
-        self.host
+        let response = self
+            .host
             .kubernetes(operation, &body)
-            .map_err(|err| LookupError::new(what, err))
-    }
-
-    fn call<T: DeserializeOwned>(
-        &self,
-        what: &str,
-        operation: &str,
-        request: &impl serde::Serialize,
-    ) -> Result<T, LookupError> {
-        let response = self.call_raw(what, operation, request)?;
-        decode(what, &response)
-    }
-
-    /// Lists with `request`: the answer as text, checked to be UTF-8.
-    fn list_text(
-        &self,
-        what: &str,
-        request: &ListAllResourcesRequest,
-    ) -> Result<String, LookupError> {
-        let response = self.call_raw(what, "list_resources_all", request)?;
+            .map_err(|err| LookupError::new(what, err))?;
         scan::text(response).map_err(|err| undecodable(what, err))
     }
 
@@ -202,13 +200,9 @@ impl<'h> HostCluster<'h> {
         request: &ListAllResourcesRequest,
         read: impl FnOnce(&str) -> Result<R, scan::ScanError>,
     ) -> Result<R, LookupError> {
-        let text = self.list_text(what, request)?;
+        let text = self.call(what, "list_resources_all", request)?;
         read(&text).map_err(|err| undecodable(what, err))
     }
-}
-
-fn decode<'a, T: Deserialize<'a>>(what: &str, response: &'a [u8]) -> Result<T, LookupError> {
-    serde_json::from_slice(response).map_err(|err| undecodable(what, err))
 }
 
 fn undecodable(what: &str, err: impl std::fmt::Display) -> LookupError {
@@ -230,18 +224,11 @@ fn list_request(
     }
 }
 
-fn namespace_of(object: Object<serde::de::IgnoredAny>) -> Namespace {
-    Namespace {
-        name: object.metadata.name,
-        labels: object.metadata.labels.unwrap_or_default(),
-    }
-}
-
 impl Cluster for HostCluster<'_> {
     fn definitions(&self) -> Result<Box<dyn DefinitionList>, LookupError> {
         let what = "list ApplicationDefinitions";
         let request = list_request(DEFINITION_API, DEFINITION_KIND, None, DEFINITION_MASKS);
-        let text = self.list_text(what, &request)?;
+        let text = self.call(what, "list_resources_all", &request)?;
         match ListedDefinitions::index(text) {
             Ok(listed) => Ok(Box::new(listed)),
             Err(err) => Err(undecodable(what, err)),
@@ -257,9 +244,22 @@ impl Cluster for HostCluster<'_> {
             disable_cache: false,
             field_masks: masks(NAMESPACE_MASKS),
         };
-        let object: Object<serde::de::IgnoredAny> =
-            self.call(&format!("get Namespace {name}"), "get_resource", &request)?;
-        Ok(namespace_of(object))
+        let what = format!("get Namespace {name}");
+        let text = self.call(&what, "get_resource", &request)?;
+        let mut reader = scan::Reader::new(&text);
+        let namespace = scan::metadata(&mut reader, |ns: &mut Namespace, r, key| {
+            if key.is("name") {
+                ns.name = scan::optional_text(r)?.unwrap_or_default().into_owned();
+            } else if key.is("labels") {
+                ns.labels = scan::string_map(r)?;
+            } else {
+                return Ok(false);
+            }
+            Ok(true)
+        })
+        .and_then(|namespace| reader.end().map(|()| namespace))
+        .map_err(|err| undecodable(&what, err))?;
+        Ok(namespace)
     }
 
     fn namespaces(&self, keep: &BTreeSet<String>) -> Result<Vec<Namespace>, LookupError> {
@@ -317,16 +317,20 @@ impl Cluster for HostCluster<'_> {
         // The evaluator answers a GET of a missing object with this error and no other
         // (`callback_handler/kubernetes/client.rs`); every other failure stays a failure.
         let missing = format!("Cannot find {RELEASE_API}/{RELEASE_KIND} named '{release}' ");
-        let object: Object<ReleaseSpec> = match self.call_raw(&what, "get_resource", &request) {
+        let text = match self.call(&what, "get_resource", &request) {
             Err(err) if err.reason.starts_with(&missing) => return Ok(None),
-            Err(err) => return Err(err),
-            Ok(response) => decode(&what, &response)?,
+            result => result?,
+        };
+        let release = fetched_release(&text).map_err(|err| undecodable(&what, err))?;
+        let values = match release.values {
+            Some(values) => serde_json::from_str(values).map_err(|err| undecodable(&what, err))?,
+            None => serde_json::Value::Null,
         };
         Ok(Some(ReleaseMeta {
-            labels: object.metadata.labels.unwrap_or_default(),
-            annotations: object.metadata.annotations.unwrap_or_default(),
-            values: object.spec.map(|spec| spec.values).unwrap_or_default(),
-            terminating: object.metadata.deletion_timestamp.is_some(),
+            labels: release.labels,
+            annotations: release.annotations,
+            values,
+            terminating: release.terminating,
         }))
     }
 
@@ -391,5 +395,79 @@ impl Cluster for HostCluster<'_> {
             }
             Ok(instances)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers every call with `body`.
+    struct Answer<'a>(&'a str);
+
+    impl Host for Answer<'_> {
+        fn kubernetes(&self, _: &str, _: &[u8]) -> Result<Vec<u8>, String> {
+            Ok(self.0.as_bytes().to_vec())
+        }
+    }
+
+    const RELEASE: &str = r#"{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease","metadata":{"name":"tenant-a","labels":{"k":"old","k":"v\u00e9"},"annotations":{"meta.helm.sh/release-name":"tenant-root"},"deletionTimestamp":"2026-01-01T00:00:00Z"},"spec":{"chart":{"spec":{"chart":"tenant"}},"values":{"monitoring":true,"n":[1,2.5,null]}},"status":{"conditions":[]}}"#;
+
+    #[test]
+    fn a_fetched_release_reads_its_metadata_and_values() {
+        let release = HostCluster::new(&Answer(RELEASE))
+            .release("tenant-root", "tenant-a")
+            .unwrap()
+            .unwrap();
+        assert_eq!(release.labels["k"], "vé", "the last of two equal keys");
+        assert_eq!(
+            release.annotations["meta.helm.sh/release-name"],
+            "tenant-root"
+        );
+        assert!(release.terminating);
+        assert_eq!(
+            release.values,
+            serde_json::json!({"monitoring": true, "n": [1, 2.5, null]})
+        );
+        let bare = HostCluster::new(&Answer(r#"{"metadata":null,"spec":{"values":null}}"#))
+            .release("tenant-root", "tenant-a")
+            .unwrap()
+            .unwrap();
+        assert!(bare.labels.is_empty() && !bare.terminating && bare.values.is_null());
+    }
+
+    #[test]
+    fn a_fetched_namespace_reads_its_name_and_labels() {
+        let body = r#"{"metadata":{"name":"tenant-a","labels":{"namespace.cozystack.io/monitoring":"tenant-root"}},"spec":{"finalizers":["kubernetes"]}}"#;
+        let namespace = HostCluster::new(&Answer(body))
+            .namespace("tenant-a")
+            .unwrap();
+        assert_eq!(namespace.name, "tenant-a");
+        assert_eq!(
+            namespace.labels["namespace.cozystack.io/monitoring"],
+            "tenant-root"
+        );
+    }
+
+    #[test]
+    fn every_truncated_or_mistyped_answer_is_a_failed_lookup() {
+        for cut in 0..RELEASE.len() {
+            let err = HostCluster::new(&Answer(&RELEASE[..cut]))
+                .release("tenant-root", "tenant-a")
+                .unwrap_err();
+            assert!(
+                err.to_string().starts_with(
+                    "lookup failed: get HelmRelease tenant-root/tenant-a: cannot decode the response: "
+                ),
+                "{err}"
+            );
+        }
+        let err = HostCluster::new(&Answer(r#"{"metadata":{"labels":{"k":1}}}"#))
+            .namespace("tenant-a")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "lookup failed: get Namespace tenant-a: cannot decode the response: expected a string at byte 27"
+        );
     }
 }

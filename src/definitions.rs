@@ -6,6 +6,7 @@
 
 use std::ops::Range;
 
+use cozystack_resolver::collect::sorted_by;
 use cozystack_resolver::listing::Runs;
 use cozystack_resolver::{Definition, DefinitionList, RawField};
 
@@ -155,12 +156,11 @@ impl ListedDefinitions {
         };
         text.push_str(&unescaped);
         let at = |range: &Range<usize>| text.get(range.clone()).unwrap_or_default();
-        let mut items: Vec<Item> = listed.into_iter().filter(|i| !i.kind.is_empty()).collect();
-        items.sort_unstable_by(|a, b| {
-            at(&a.kind)
-                .cmp(at(&b.kind))
-                .then(a.position.cmp(&b.position))
-        });
+        // By kind, in list order within a kind.
+        let items = sorted_by(
+            listed.into_iter().filter(|i| !i.kind.is_empty()).collect(),
+            |a: &Item, b: &Item| at(&a.kind).cmp(at(&b.kind)),
+        );
         let runs = Runs::new(items.len(), |a, b| at(&items[a].kind) == at(&items[b].kind));
         Ok(ListedDefinitions { text, items, runs })
     }

@@ -39,7 +39,7 @@ pub fn admission(data: &[u8]) {
                     .map_or(b"null".as_slice(), |s| s.get().as_bytes()),
             )
             .ok()?;
-            crate::admission::decode(p.request, &settings).ok()
+            crate::admission::decode(p.request.get(), &settings).ok()
         });
     if decodes.is_none() {
         assert!(!verdict.allowed, "an undecodable request was allowed");

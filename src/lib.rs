@@ -18,7 +18,7 @@ use kubewarden_policy_sdk::response::ValidationResponse;
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use kubewarden_policy_sdk::wapc_guest as guest;
 
-use crate::admission::Payload;
+use crate::admission::Envelope;
 use crate::cluster::HostCluster;
 use crate::host::{Host, WapcHost};
 
@@ -56,19 +56,16 @@ fn validate_settings(payload: &[u8]) -> guest::CallResult {
 /// Decides one `validate` payload. Anything that cannot be decoded is rejected with 400.
 pub fn evaluate(payload: &[u8], host: &dyn Host) -> Verdict {
     let bad = |message: String| Verdict::deny(cozystack_resolver::verdict::BAD_REQUEST, message);
-    let payload: Payload = match serde_json::from_slice(payload) {
-        Ok(payload) => payload,
-        Err(err) => return bad(format!("cannot decode the validation payload: {err}")),
+    let envelope = match Envelope::read(payload) {
+        Ok(envelope) => envelope,
+        Err(message) => return bad(message),
     };
-    let settings = match settings::parse_for_request(
-        payload
-            .settings
-            .map_or(b"null".as_slice(), |s| s.get().as_bytes()),
-    ) {
+    let settings = match settings::parse_for_request(envelope.settings.unwrap_or("null").as_bytes())
+    {
         Ok(settings) => settings,
         Err(err) => return bad(format!("invalid policy settings: {err}")),
     };
-    let request = match admission::decode(payload.request, &settings) {
+    let request = match envelope.request(&settings) {
         Ok(request) => request,
         Err(err) => return bad(err.to_string()),
     };

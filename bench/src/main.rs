@@ -9,6 +9,7 @@
 //! call. What that mechanism does not reproduce (the policy-server's async runtime, kube-rs's
 //! typed objects) is a residual per call and per byte, fitted once to kwctl's table (docs/benchmarks.md).
 
+mod breakdown;
 mod heap;
 mod model;
 mod peer;
@@ -58,6 +59,8 @@ fn main() {
     report::header();
     // Each workload, its cost in the model, and the verdict.
     let mut rows: Vec<Row> = Vec::new();
+    // The native phases of each request without host calls, printed after the table.
+    let mut phases = Vec::new();
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     for w in workloads(&bundle)
         .into_iter()
@@ -168,6 +171,11 @@ fn main() {
             let [ours, theirs] = measure(budget / 4, [&mut ours_run, &mut floor_run]);
             ours.median().as_secs_f64() / theirs.median().as_secs_f64()
         });
+        if warm_floors.is_some() {
+            let split = breakdown::phases(&w.payload, budget / 4)
+                .unwrap_or_else(|e| panic!("{}: {e}", w.name));
+            phases.push((w.name.clone(), split));
+        }
         let row = Row {
             verdict: probe.response["accepted"].clone(),
             workload: w,
@@ -185,6 +193,7 @@ fn main() {
     }
     if !only.is_empty() {
         // A filtered run (profiling one workload) has no summary to check.
+        report::phases(&phases);
         return;
     }
     let floor = floor.expect("the Namespace workload measures the floor");
@@ -211,6 +220,7 @@ fn main() {
         .expect("the stock deployment's CREATE");
     let peer = peer::measure_peer(&floor_wasm, create, budget);
     report::peer(&peer);
+    report::phases(&phases);
 
     let (targets, keys) =
         targets::targets(&policy, &bundle, &root, &rows, budget, &preflight, &peer);

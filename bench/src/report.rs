@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::breakdown::Phases;
 use crate::model::{Modelled, Stats, micros};
 use crate::targets::Target;
 use crate::workloads::Row;
@@ -9,9 +10,9 @@ use crate::workloads::Row;
 /// The table's head.
 pub fn header() {
     println!(
-        "| workload | host calls | bytes served | largest answer | guest heap peak KiB | guest µs | host µs | modelled median µs | modelled p99 µs | spread | × floor | native µs | kwctl µs | model ÷ kwctl |"
+        "| workload | host calls | bytes served | largest answer | guest heap peak KiB | guest µs | host µs | modelled median µs | modelled p99 µs | spread | × floor | × floor, warm | native µs | kwctl µs | model ÷ kwctl |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
 }
 
 /// One workload's row, with kwctl's figure beside the model's where the workload has one.
@@ -30,8 +31,12 @@ pub fn row(row: &Row) {
             model.total.as_secs_f64() * 1e6 / ((low + high) / 2.0)
         )
     });
+    // kwctl bench's loop, timed for requests without host calls.
+    let warm = row
+        .warm_floors
+        .map_or("–".to_owned(), |ratio| format!("{ratio:.2}"));
     println!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {kwctl} | {ratio} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {warm} | {} | {kwctl} | {ratio} |",
         w.name,
         model.calls,
         model.bytes,
@@ -50,7 +55,7 @@ pub fn row(row: &Row) {
 /// The accept-all floor's row (kwctl measured 28–44 µs; 36 is their middle).
 pub fn floor(floor: &Stats) {
     println!(
-        "| accept-all floor | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | 1.00 | – | 28–44 | {:.2} |",
+        "| accept-all floor | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | 1.00 | 1.00 | – | 28–44 | {:.2} |",
         micros(floor.median()),
         micros(floor.median()),
         micros(floor.p99()),
@@ -62,7 +67,7 @@ pub fn floor(floor: &Stats) {
 /// The context-aware peer's row (`bench/src/peer.rs`).
 pub fn peer(peer: &Modelled) {
     println!(
-        "| context-aware peer (the context-aware test policy's {} lookups, SDK) | {} | {} | – | – | {} | {} | {} | – | – | – | – | – | – |",
+        "| context-aware peer (the context-aware test policy's {} lookups, SDK) | {} | {} | – | – | {} | {} | {} | – | – | – | – | – | – | – |",
         peer.calls,
         peer.calls,
         peer.bytes,
@@ -75,12 +80,23 @@ pub fn peer(peer: &Modelled) {
 /// `validate_settings` on the bundled settings.
 pub fn validate_settings(settings: &Stats) {
     println!(
-        "| validate_settings (bundled) | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | – | – | – | – |",
+        "| validate_settings (bundled) | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | – | – | – | – | – |",
         micros(settings.median()),
         micros(settings.median()),
         micros(settings.p99()),
         settings.spread()
     );
+}
+
+/// Where each request without host calls spends its time, in the native build.
+pub fn phases(phases: &[(String, Phases)]) {
+    if phases.is_empty() {
+        return;
+    }
+    println!("\nRequests without host calls, native phases (medians):");
+    for (name, split) in phases {
+        println!("  {name}: {}", split.line());
+    }
 }
 
 /// Prints the targets and the list keys; the number missed.

@@ -89,7 +89,7 @@ pub fn case(
     else {
         return Ok(None);
     };
-    let Ok(request) = cozystack_capabilities_policy::admission::decode(&raw, &settings) else {
+    let Ok(request) = cozystack_capabilities_policy::admission::decode(raw.get(), &settings) else {
         return Ok(None);
     };
     let host = NativeHost(Mutex::new(policy.host_state(

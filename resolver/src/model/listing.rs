@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use crate::model::collect::sorted_positions;
 use crate::model::definition::Definition;
 
 /// The listed definitions, grouped by kind: kinds are numbered `0..kinds()` in sorted order.
@@ -117,12 +118,8 @@ pub struct Decoded {
 impl Decoded {
     pub fn new(definitions: Vec<Definition>) -> Self {
         // By kind, in list order within a kind.
-        let mut order: Vec<usize> = (0..definitions.len()).collect();
-        order.sort_unstable_by(|&a, &b| {
-            definitions[a]
-                .kind
-                .cmp(&definitions[b].kind)
-                .then(a.cmp(&b))
+        let order = sorted_positions(definitions.len(), &|a, b| {
+            definitions[a].kind.cmp(&definitions[b].kind)
         });
         let runs = Runs::new(order.len(), |a, b| {
             definitions[order[a]].kind == definitions[order[b]].kind

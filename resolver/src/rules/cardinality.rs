@@ -12,6 +12,7 @@
 //! until their finalizers finish, and not counting them would let a replacement overlap.
 
 use crate::model::builtin::OffSlot;
+use crate::model::collect::sorted_by;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::InstanceRef;
 use crate::model::kinds::{Cardinality, KindRules, Scope, Slots};
@@ -73,7 +74,7 @@ pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<
     if (present.len() as u64) < u64::from(max) {
         return Ok(());
     }
-    present.sort_unstable();
+    let present = sorted_by(present, Ord::cmp);
     // A background audit replays an instance that exists already: it is one of the surplus.
     let remedy = if eval.is_audit() {
         format!("keep {max} and delete the others")

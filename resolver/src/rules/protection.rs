@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use crate::model::collect::inserted;
+use crate::model::collect::{front_positions, inserted, sorted_by};
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
 use crate::model::kinds::{Class, Deletion, Edit, KindRules, Share};
@@ -252,15 +252,18 @@ pub fn check_removal(
     if consumers.is_empty() {
         return Ok(());
     }
-    consumers.sort_unstable();
+    let mut consumers = sorted_by(consumers, Ord::cmp);
     consumers.dedup();
     // The first few in the order the text reads, without sorting all of them by text.
-    if consumers.len() > SHOWN {
-        consumers.select_nth_unstable_by(SHOWN, by_text);
-    }
-    let head = SHOWN.min(consumers.len());
-    consumers[..head].sort_unstable_by(by_text);
-    let shown: Vec<String> = consumers[..head].iter().map(shown_text).collect();
+    let mut order: Vec<usize> = (0..consumers.len()).collect();
+    front_positions(&mut order, SHOWN, &|a, b| {
+        by_text(&consumers[a], &consumers[b])
+    });
+    let shown: Vec<String> = order
+        .iter()
+        .take(SHOWN)
+        .map(|&i| shown_text(&consumers[i]))
+        .collect();
     Err(protected(
         rules,
         subject,
@@ -318,20 +321,18 @@ fn sample(
     let [stake] = at_stake else {
         return None;
     };
-    let mut candidates: Vec<[&str; 4]> = stake.consumers(is_gone).collect();
+    let candidates: Vec<[&str; 4]> = stake.consumers(is_gone).collect();
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
     let mut probed: Vec<(&str, bool)> = Vec::new();
     let mut confirmed = 0;
     let mut shown: Vec<String> = Vec::new();
     // In chunks, each brought to the front in reading order without sorting the rest.
     let mut start = 0;
-    while start < candidates.len() {
-        let rest = &mut candidates[start..];
+    while start < order.len() {
+        let rest = &mut order[start..];
         let chunk = PROBES.min(rest.len());
-        if chunk < rest.len() {
-            rest.select_nth_unstable_by(chunk, by_text);
-        }
-        rest[..chunk].sort_unstable_by(by_text);
-        for consumer in &rest[..chunk] {
+        front_positions(rest, chunk, &|a, b| by_text(&candidates[a], &candidates[b]));
+        for consumer in rest[..chunk].iter().map(|&i| &candidates[i]) {
             let referencing = match probed.iter().find(|(ns, _)| *ns == consumer[0]) {
                 Some((_, referencing)) => *referencing,
                 None if probed.len() == PROBES => return None,
