@@ -576,3 +576,57 @@ fn the_payload_is_read_as_serde_read_it() {
         "{decoded} decoded, {refused} refused"
     );
 }
+
+/// Random byte edits of good payloads (a byte replaced by one of JSON's own, deleted, or a span
+/// repeated), from a fixed seed: wherever the edit lands — a number, an escape, a key, the
+/// envelope — the payload is read as serde reads it.
+#[test]
+fn randomly_edited_payloads_are_read_as_serde_read_them() {
+    const ALPHABET: &[u8] = b"{}[],:\"\\ 019-+.eEtrufalsn/u\xff\xc3\xa9";
+    let payloads: Vec<Vec<u8>> = samples()
+        .iter()
+        .map(|request| {
+            format!(r#"{{"request":{request},"settings":{{"auditScannerUsername":"a"}}}}"#)
+                .into_bytes()
+        })
+        .collect();
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move |bound: usize| {
+        // xorshift64*: reproducible without a dependency.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % bound
+    };
+    let (mut decoded, mut refused) = (0, 0);
+    for round in 0..20_000 {
+        let mut payload = payloads[round % payloads.len()].clone();
+        for _ in 0..1 + next(3) {
+            let at = next(payload.len());
+            match next(3) {
+                0 => payload[at] = ALPHABET[next(ALPHABET.len())],
+                1 => drop(payload.remove(at)),
+                _ => {
+                    let end = (at + 1 + next(8)).min(payload.len());
+                    let span = payload[at..end].to_vec();
+                    payload.splice(at..at, span);
+                }
+            }
+        }
+        let ours = our_payload(&payload);
+        assert_eq!(
+            ours,
+            reference_payload(&payload),
+            "{}",
+            String::from_utf8_lossy(&payload)
+        );
+        match ours {
+            Ok(_) => decoded += 1,
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(
+        decoded > 1000 && refused > 5000,
+        "{decoded} decoded, {refused} refused"
+    );
+}
