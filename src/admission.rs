@@ -4,13 +4,15 @@
 //! object on CREATE/UPDATE) and fails with a message naming that field: an admission policy
 //! never accepts what it could not read.
 //!
-//! The request is read with the scanner the host's lists are read with ([`crate::scan`]): one
-//! walk that borrows the fields the decisions read and skips the rest unallocated, instead of a
-//! serde deserialiser per wire type. Its refusals are worded as serde's derived deserialisers
-//! word them (`missing field`, `duplicate field`, `invalid type: …, expected …`), which the
+//! The payload is read with the scanner the host's lists are read with ([`crate::scan`]): one
+//! walk of the payload that reads the request and its objects as it passes them, borrows the
+//! fields the decisions read and skips the rest unallocated, instead of a serde deserialiser per
+//! wire type. Its refusals are worded as serde's derived deserialisers word them (`missing
+//! field`, `duplicate field`, `invalid type: …, expected …`), in serde's order, which the
 //! policy's earlier decoder produced and `tests/admission.rs` checks on every way to break a
 //! request; the one difference is that a struct given as a JSON array is refused, where serde
-//! would read its fields by position.
+//! would read its fields by position. A payload the scanner does not take as well formed is
+//! read by serde ([`Payload`]), whose message names the fault.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -40,7 +42,8 @@ pub enum DecodeError {
     Empty(&'static str),
 }
 
-/// `{"request": <AdmissionRequest>, "settings": <settings>}` as the policy-server sends it.
+/// `{"request": <AdmissionRequest>, "settings": <settings>}` as the policy-server sends it, as
+/// serde reads it: for a payload the scanner refuses, and as the tests' reference.
 #[derive(Deserialize)]
 pub struct Payload<'a> {
     #[serde(borrow)]
