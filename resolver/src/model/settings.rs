@@ -150,7 +150,7 @@ impl Settings {
     pub fn from_json(json: &str) -> Result<Settings, RuleError> {
         let settings = Self::for_request(json)?;
         for (kind, block) in settings.definitions.iter() {
-            check_kind(&format!("definitions.{kind:?}"), kind, "the key")?;
+            check_kind(|| format!("definitions.{kind:?}"), kind, "the key")?;
             block.fields()?;
         }
         Ok(settings)
@@ -227,10 +227,10 @@ impl Settings {
                     reason: "the key must be a Tenant values key that names the module's release, such as monitoring".into(),
                 });
             }
-            check_kind(&format!("tenantModules.{key}"), kind, "the value")?;
+            check_kind(|| format!("tenantModules.{key}"), kind, "the value")?;
         }
         for kind in self.release_prefixes.keys() {
-            check_kind(&format!("releasePrefixes.{kind:?}"), kind, "the key")?;
+            check_kind(|| format!("releasePrefixes.{kind:?}"), kind, "the key")?;
         }
         Ok(())
     }
@@ -250,11 +250,12 @@ impl Settings {
 }
 
 /// Kinds end up in label selectors: a PascalCase identifier, as Kubernetes kinds are.
-fn check_kind(path: &str, kind: &str, what: &str) -> Result<(), RuleError> {
+/// `path` is made only for a refusal: every request checks the settings' tenant modules.
+fn check_kind(path: impl FnOnce() -> String, kind: &str, what: &str) -> Result<(), RuleError> {
     let identifier = kind.len() <= 63 && kind.bytes().all(|b| b.is_ascii_alphanumeric());
     if !identifier || !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
         return Err(RuleError::Invalid {
-            path: path.to_owned(),
+            path: path(),
             reason: format!("{what} must be an application kind such as Monitoring"),
         });
     }
