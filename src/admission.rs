@@ -139,16 +139,16 @@ fn optional_bool(r: &mut Reader) -> Result<Option<bool>, Refusal> {
     }
 }
 
-/// The fields of a struct, as a derived deserialiser reads them: each of `names` (a field
-/// and its alias share the first one's slot) at most once, the others skipped; `field` reads
-/// the value of the field in the slot given. Returns the slots seen, one bit each.
+/// The fields of a struct, as a derived deserialiser reads them: each field of `names` (its
+/// spellings, the first its name and the others aliases) at most once, the other keys skipped;
+/// `field` reads the value of the field at the index given. Returns the fields seen, a bit each.
 ///
 /// `field` is a trait object: the request is read once per evaluation, and a walk compiled for
 /// each struct's closure would be a kilobyte of the module each.
 fn fields<'a>(
     r: &mut Reader<'a>,
     what: &'static str,
-    names: &[(&str, &'static str)],
+    names: &[&[&str]],
     field: &mut dyn FnMut(&mut Reader<'a>, usize) -> Result<(), Refusal>,
 ) -> Result<u32, Refusal> {
     if r.peek() != Some(b'{') {
@@ -156,29 +156,27 @@ fn fields<'a>(
     }
     let mut seen = 0u32;
     r.object(|r, key: Str<'a>| {
-        let Some(index) = names.iter().position(|(name, _)| key.is(name)) else {
+        let Some(index) = names
+            .iter()
+            .position(|spellings| key.which(spellings).is_some())
+        else {
             return Ok(r.skip()?);
         };
-        let primary = names[index].1;
-        let slot = names
-            .iter()
-            .position(|(_, p)| *p == primary)
-            .unwrap_or(index);
-        if seen & (1 << slot) != 0 {
-            return Err(duplicate(primary));
+        if seen & (1 << index) != 0 {
+            return Err(duplicate(names[index][0]));
         }
-        seen |= 1 << slot;
-        field(r, slot)
+        seen |= 1 << index;
+        field(r, index)
     })?;
     Ok(seen)
 }
 
-/// Whether `field` (its first spelling in `names`) was seen.
-fn has(seen: u32, names: &[(&str, &str)], field: &str) -> bool {
-    names
-        .iter()
-        .position(|(name, _)| *name == field)
-        .is_some_and(|slot| seen & (1 << slot) != 0)
+/// The first of `required` (indices in `names`) missing from `seen`, refused by its name.
+fn require(seen: u32, names: &[&[&str]], required: &[usize]) -> Result<(), Refusal> {
+    match required.iter().find(|&&index| seen & (1 << index) == 0) {
+        Some(&index) => Err(missing(names[index][0])),
+        None => Ok(()),
+    }
 }
 
 /// What the request's top level holds, borrowed from it.
@@ -208,97 +206,91 @@ struct WireUser<'a> {
     groups: Option<Vec<String>>,
 }
 
-/// The request's fields by wire name (the SDK's snake_case spellings are aliases), the same
-/// slot for a name and its alias.
-const WIRE_FIELDS: &[(&str, &str)] = &[
-    ("kind", "kind"),
-    ("subResource", "subResource"),
-    ("sub_resource", "subResource"),
-    ("name", "name"),
-    ("namespace", "namespace"),
-    ("operation", "operation"),
-    ("userInfo", "userInfo"),
-    ("user_info", "userInfo"),
-    ("object", "object"),
-    ("oldObject", "oldObject"),
-    ("old_object", "oldObject"),
-    ("dryRun", "dryRun"),
-    ("dry_run", "dryRun"),
+/// The request's fields by wire name; the SDK's snake_case spellings are aliases.
+const WIRE_FIELDS: &[&[&str]] = &[
+    &["kind"],
+    &["subResource", "sub_resource"],
+    &["name"],
+    &["namespace"],
+    &["operation"],
+    &["userInfo", "user_info"],
+    &["object"],
+    &["oldObject", "old_object"],
+    &["dryRun", "dry_run"],
 ];
 
-/// An object or array given as a raw value; null is none.
+/// A value as written; null is none.
 fn raw<'a>(r: &mut Reader<'a>) -> Result<Option<&'a str>, Refusal> {
     Ok(Some(r.raw_value()?).filter(|raw| *raw != "null"))
 }
 
 fn gvk<'a>(r: &mut Reader<'a>) -> Result<Gvk<'a>, Refusal> {
     let mut gvk = Gvk::default();
-    let names = [("group", "group"), ("version", "version"), ("kind", "kind")];
-    let seen = fields(r, "struct Gvk", &names, &mut |r, slot| {
+    let names: &[&[&str]] = &[&["group"], &["version"], &["kind"]];
+    let seen = fields(r, "struct Gvk", names, &mut |r, index| {
         let value = string(r)?;
-        match slot {
+        match index {
             0 => gvk.group = value,
             1 => gvk.version = value,
             _ => gvk.kind = value,
         }
         Ok(())
     })?;
-    if !has(seen, &names, "kind") {
-        return Err(missing("kind"));
-    }
+    require(seen, names, &[2])?;
     Ok(gvk)
 }
 
 fn user<'a>(r: &mut Reader<'a>) -> Result<WireUser<'a>, Refusal> {
     let mut user = WireUser::default();
-    let names = [("username", "username"), ("groups", "groups")];
-    fields(r, "struct WireUser", &names, &mut |r, slot| {
-        if slot == 0 {
-            user.username = string(r)?;
-            return Ok(());
-        }
-        user.groups = match r.peek() {
-            Some(b'n') => {
-                r.null()?;
-                None
+    fields(
+        r,
+        "struct WireUser",
+        &[&["username"], &["groups"]],
+        &mut |r, index| {
+            if index == 0 {
+                user.username = string(r)?;
+                return Ok(());
             }
-            Some(b'[') => {
-                let mut groups = Vec::new();
-                r.array(|r| {
-                    groups.push(string(r)?.into_owned());
-                    Ok::<_, Refusal>(())
-                })?;
-                Some(groups)
-            }
-            _ => return Err(refused(r.raw_value()?, "a sequence")),
-        };
-        Ok(())
-    })?;
+            user.groups = match r.peek() {
+                Some(b'n') => {
+                    r.null()?;
+                    None
+                }
+                Some(b'[') => {
+                    let mut groups = Vec::new();
+                    r.array(|r| {
+                        groups.push(string(r)?.into_owned());
+                        Ok::<_, Refusal>(())
+                    })?;
+                    Some(groups)
+                }
+                _ => return Err(refused(r.raw_value()?, "a sequence")),
+            };
+            Ok(())
+        },
+    )?;
     Ok(user)
 }
 
 fn wire<'a>(r: &mut Reader<'a>) -> Result<Wire<'a>, Refusal> {
     let mut wire = Wire::default();
-    let seen = fields(r, "struct Wire", WIRE_FIELDS, &mut |r, slot| {
-        match WIRE_FIELDS[slot].1 {
-            "kind" => wire.kind = gvk(r)?,
-            "subResource" => wire.sub_resource = optional_string(r)?,
-            "name" => wire.name = optional_string(r)?,
-            "namespace" => wire.namespace = optional_string(r)?,
-            "operation" => wire.operation = string(r)?,
-            "userInfo" => wire.user = user(r)?,
-            "object" => wire.object = object_in(r)?,
-            "oldObject" => wire.old_object = object_in(r)?,
+    // Indices in WIRE_FIELDS.
+    let seen = fields(r, "struct Wire", WIRE_FIELDS, &mut |r, index| {
+        match index {
+            0 => wire.kind = gvk(r)?,
+            1 => wire.sub_resource = optional_string(r)?,
+            2 => wire.name = optional_string(r)?,
+            3 => wire.namespace = optional_string(r)?,
+            4 => wire.operation = string(r)?,
+            5 => wire.user = user(r)?,
+            6 => wire.object = object_in(r)?,
+            7 => wire.old_object = object_in(r)?,
             _ => wire.dry_run = optional_bool(r)?,
         }
         Ok(())
     })?;
-    // The required fields, in the order the earlier decoder declared them.
-    for field in ["kind", "operation", "userInfo"] {
-        if !has(seen, WIRE_FIELDS, field) {
-            return Err(missing(field));
-        }
-    }
+    // kind, operation and userInfo, in the order the earlier decoder declared them.
+    require(seen, WIRE_FIELDS, &[0, 4, 5])?;
     Ok(wire)
 }
 
@@ -314,14 +306,14 @@ struct WireObject<'a> {
 }
 
 fn metadata<'a>(r: &mut Reader<'a>, object: &mut WireObject<'a>) -> Result<(), Refusal> {
-    let names = [
-        ("name", "name"),
-        ("namespace", "namespace"),
-        ("labels", "labels"),
-        ("deletionTimestamp", "deletionTimestamp"),
+    let names: &[&[&str]] = &[
+        &["name"],
+        &["namespace"],
+        &["labels"],
+        &["deletionTimestamp"],
     ];
-    fields(r, "struct WireMeta", &names, &mut |r, slot| {
-        match slot {
+    fields(r, "struct WireMeta", names, &mut |r, index| {
+        match index {
             0 => object.name = optional_string(r)?,
             1 => object.namespace = optional_string(r)?,
             2 => object.labels = labels(r)?,
@@ -387,14 +379,18 @@ fn object_in<'a>(r: &mut Reader<'a>) -> Result<Option<Read<WireObject<'a>>>, Sca
     }
     deferred(r, |r| {
         let mut object = WireObject::default();
-        let names = [("metadata", "metadata"), ("spec", "spec")];
-        fields(r, "struct WireObject", &names, &mut |r, slot| {
-            match slot {
-                0 => metadata(r, &mut object)?,
-                _ => object.spec = raw(r)?,
-            }
-            Ok(())
-        })?;
+        fields(
+            r,
+            "struct WireObject",
+            &[&["metadata"], &["spec"]],
+            &mut |r, index| {
+                match index {
+                    0 => metadata(r, &mut object)?,
+                    _ => object.spec = raw(r)?,
+                }
+                Ok(())
+            },
+        )?;
         Ok(object)
     })
     .map(Some)

@@ -193,14 +193,15 @@ impl<'h> HostCluster<'h> {
         scan::text(response).map_err(|err| undecodable(what, err))
     }
 
-    /// Lists with `request` and reads the answer with `read`, which borrows from it.
-    fn scan_list<R>(
+    /// Calls `operation` with `request` and reads the answer with `read`, which borrows from it.
+    fn scan<R>(
         &self,
         what: &str,
-        request: &ListAllResourcesRequest,
+        operation: &str,
+        request: &impl serde::Serialize,
         read: impl FnOnce(&str) -> Result<R, scan::ScanError>,
     ) -> Result<R, LookupError> {
-        let text = self.call(what, "list_resources_all", request)?;
+        let text = self.call(what, operation, request)?;
         read(&text).map_err(|err| undecodable(what, err))
     }
 }
@@ -245,28 +246,28 @@ impl Cluster for HostCluster<'_> {
             field_masks: masks(NAMESPACE_MASKS),
         };
         let what = format!("get Namespace {name}");
-        let text = self.call(&what, "get_resource", &request)?;
-        let mut reader = scan::Reader::new(&text);
-        let namespace = scan::metadata(&mut reader, |ns: &mut Namespace, r, key| {
-            if key.is("name") {
-                ns.name = scan::optional_text(r)?.unwrap_or_default().into_owned();
-            } else if key.is("labels") {
-                ns.labels = scan::string_map(r)?;
-            } else {
-                return Ok(false);
-            }
-            Ok(true)
+        self.scan(&what, "get_resource", &request, |text| {
+            let mut reader = scan::Reader::new(text);
+            let namespace = scan::metadata(&mut reader, |ns: &mut Namespace, r, key| {
+                if key.is("name") {
+                    ns.name = scan::optional_text(r)?.unwrap_or_default().into_owned();
+                } else if key.is("labels") {
+                    ns.labels = scan::string_map(r)?;
+                } else {
+                    return Ok(false);
+                }
+                Ok(true)
+            })?;
+            reader.end()?;
+            Ok(namespace)
         })
-        .and_then(|namespace| reader.end().map(|()| namespace))
-        .map_err(|err| undecodable(&what, err))?;
-        Ok(namespace)
     }
 
     fn namespaces(&self, keep: &BTreeSet<String>) -> Result<Vec<Namespace>, LookupError> {
         let what = "list Namespaces";
         let request = list_request("v1", "Namespace", None, NAMESPACE_MASKS);
         let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
-        self.scan_list(what, &request, |text| {
+        self.scan(what, "list_resources_all", &request, |text| {
             let items = scan::list_items(text, |item| {
                 scan::metadata(item, |meta: &mut ListedNamespace, r, key| {
                     if key.is("name") {
@@ -346,7 +347,7 @@ impl Cluster for HostCluster<'_> {
             Some(releases_selector(&names)?),
             RELEASE_MASKS,
         );
-        self.scan_list(&what, &request, |text| {
+        self.scan(&what, "list_resources_all", &request, |text| {
             let items = scan::list_items(text, release_metadata)?;
             let mut sorted = ByPrefix::new(kinds);
             for meta in &items {
@@ -375,7 +376,7 @@ impl Cluster for HostCluster<'_> {
                 None => RELEASE_MASKS_WITH_LABELS,
             },
         );
-        self.scan_list(&what, &request, |text| {
+        self.scan(&what, "list_resources_all", &request, |text| {
             let items = scan::list_items(text, release_metadata)?;
             let mut instances = Instances::new(kind);
             for meta in &items {

@@ -268,10 +268,10 @@ impl<'a> Reader<'a> {
     }
 
     /// `read` the next value unless it is `null`.
-    pub fn unless_null<E: From<ScanError>>(
+    pub fn unless_null(
         &mut self,
-        read: impl FnOnce(&mut Self) -> Result<(), E>,
-    ) -> Result<(), E> {
+        read: impl FnOnce(&mut Self) -> Result<(), ScanError>,
+    ) -> Result<(), ScanError> {
         if self.null()? { Ok(()) } else { read(self) }
     }
 
