@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use cozystack_resolver::error::without_position;
-use cozystack_resolver::request::{ObjectState, Operation, Request, Surface};
+use cozystack_resolver::request::{ObjectState, Operation, Request, Surface, is_read_label};
 use cozystack_resolver::{Settings, User};
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, Visitor};
@@ -324,7 +324,8 @@ fn metadata<'a>(r: &mut Reader<'a>, object: &mut WireObject<'a>) -> Result<(), R
     Ok(())
 }
 
-/// `metadata.labels`: a map of strings; of a key given twice the last counts.
+/// `metadata.labels`: a map of strings; of a key given twice the last counts. Only the labels
+/// a rule reads are kept; every value is still checked to be a string.
 fn labels(r: &mut Reader) -> Result<Option<BTreeMap<String, String>>, Refusal> {
     match r.peek() {
         Some(b'n') => {
@@ -334,8 +335,10 @@ fn labels(r: &mut Reader) -> Result<Option<BTreeMap<String, String>>, Refusal> {
         Some(b'{') => {
             let mut labels = BTreeMap::new();
             r.object(|r, key| {
-                let value = string(r)?;
-                labels.insert(key.text()?.into_owned(), value.into_owned());
+                let (key, value) = (key.text()?, string(r)?);
+                if is_read_label(&key) {
+                    labels.insert(key.into_owned(), value.into_owned());
+                }
                 Ok::<_, Refusal>(())
             })?;
             Ok(Some(labels))

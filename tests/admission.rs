@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use cozystack_capabilities_policy::admission::{Envelope, Payload, decode};
 use cozystack_capabilities_policy::settings;
 use cozystack_resolver::error::without_position;
-use cozystack_resolver::request::{ObjectState, Operation, Request, Surface};
+use cozystack_resolver::request::{ObjectState, Operation, Request, Surface, is_read_label};
 use cozystack_resolver::{Settings, User};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -113,7 +113,9 @@ mod reference {
         };
         let meta = wire.metadata;
         let state = ObjectState {
-            labels: meta.labels.unwrap_or_default(),
+            labels: (meta.labels.unwrap_or_default().into_iter())
+                .filter(|(key, _)| is_read_label(key))
+                .collect(),
             terminating: meta.deletion_timestamp.is_some(),
             spec,
         };
@@ -207,7 +209,7 @@ fn samples() -> Vec<Value> {
                          "groups": ["system:serviceaccounts", "system:authenticated"], "extra": {"k": ["v"]}},
             "object": {"apiVersion": "v1", "kind": "Namespace",
                        "metadata": {"name": "tenant-a", "labels": labels, "annotations": {"a": "b"}}},
-            "oldObject": {"metadata": {"name": "tenant-a", "labels": {"k": "v\u{e9}"}}},
+            "oldObject": {"metadata": {"name": "tenant-a", "labels": {"k": "v\u{e9}", "namespace.cozystack.io/etcd": "tenant-\u{e9}"}}},
             "dryRun": false, "options": {"kind": "UpdateOptions"}
         }),
         json!({

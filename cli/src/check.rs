@@ -11,6 +11,7 @@ use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
 use cozystack_resolver::Settings;
 use cozystack_resolver::request::APPS_GROUP;
+use cozystack_resolver::settings::Name;
 use serde_json::{Map, Value, json};
 
 use crate::manifests::Manifest;
@@ -235,7 +236,7 @@ type Applies = Box<dyn Fn(Value) -> Effect>;
 struct Judge<'a> {
     policy: &'a Policy,
     settings: &'a Value,
-    modules: BTreeMap<String, String>,
+    modules: BTreeMap<Name, Name>,
     identity: &'a Identity,
     cluster: State,
     kinds: Kinds,

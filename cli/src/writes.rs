@@ -25,6 +25,7 @@ use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on}
 use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
 use cozystack_resolver::model::builtin;
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
+use cozystack_resolver::settings::Name;
 use cozystack_resolver::tenant::{self, ANCESTOR_PREFIX, ROOT};
 use serde_json::{Map, Value, json};
 
@@ -258,7 +259,7 @@ fn parent_value(cluster: &State, parent: &str, key: &str) -> String {
 /// Renders what Tenant release `release` renders, over what it rendered before, then what its
 /// sub-tenants render under the values it passes down. `modules` are the settings' module
 /// switches (values key → kind).
-pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<String, String>) {
+pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<Name, Name>) {
     let Some(child) = tenant_namespace_of(release) else {
         return;
     };
@@ -270,7 +271,7 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<St
     }
     let switches = modules
         .iter()
-        .map(|(key, kind)| (key.as_str(), kind.as_str(), switched_on(values, key)))
+        .map(|(key, kind)| (key.as_ref(), kind.as_ref(), switched_on(values, key)))
         .chain([("info", "Info", true)]);
     for (key, kind, on) in switches {
         let ours = |hr: &Value| {

@@ -137,7 +137,7 @@ fn catalog_kinds_are_open_to_anyone() {
 fn oidc_group_prefix_and_custom_suffixes() {
     let settings = Settings {
         tenant_group_prefix: "oidc:".into(),
-        tenant_admin_group_suffixes: vec!["-owners".into()],
+        tenant_admin_group_suffixes: vec!["-owners".into()].into(),
         ..Settings::default()
     };
     let c = cluster();

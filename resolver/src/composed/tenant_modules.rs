@@ -56,7 +56,7 @@ pub fn check_switches(
         .iter()
         .filter_map(|(key, kind)| {
             let (was, is) = (switched_on(old, key), switched_on(Some(new), key));
-            (was != is).then_some((key.as_str(), kind.as_str(), is))
+            (was != is).then_some((key.as_ref(), kind.as_ref(), is))
         })
         .collect();
     // The chart uninstalls every module switched off here in one upgrade.
@@ -185,7 +185,7 @@ pub fn check_module_name(
         .settings
         .tenant_modules
         .iter()
-        .find(|(key, module)| key.as_str() == release && module.as_str() != kind)
+        .find(|(key, module)| *key == release && *module != kind)
     else {
         return Ok(());
     };

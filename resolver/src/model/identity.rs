@@ -66,7 +66,7 @@ impl User {
             .iter()
             .any(|p| glob_match(p, &self.username))
             || self.groups.iter().any(|g| {
-                settings.platform_groups.contains(g)
+                settings.platform_groups.iter().any(|p| p == g)
                     || g.strip_prefix(SERVICE_ACCOUNT_GROUP_PREFIX)
                         .is_some_and(platform_namespace)
             })

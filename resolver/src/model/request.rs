@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::identity::User;
-use crate::model::tenant::Labels;
+use crate::model::tenant::{ANCESTOR_PREFIX, LABEL_PREFIX, Labels};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -20,6 +20,15 @@ pub const KIND_LABEL: &str = "apps.cozystack.io/application.kind";
 pub const GROUP_LABEL: &str = "apps.cozystack.io/application.group";
 pub const NAME_LABEL: &str = "apps.cozystack.io/application.name";
 pub const APPS_GROUP: &str = "apps.cozystack.io";
+
+/// Whether a rule reads label `key` of the object under review: a Namespace's tenant ancestor
+/// and provider labels, a HelmRelease's identity labels. An adapter need not decode the rest
+/// (most of a Namespace's labels are Kubernetes', Helm's and Flux's).
+pub fn is_read_label(key: &str) -> bool {
+    key.starts_with(ANCESTOR_PREFIX)
+        || key.starts_with(LABEL_PREFIX)
+        || key.starts_with("apps.cozystack.io/application.")
+}
 
 /// Which application a HelmRelease belongs to, from its identity labels.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 //! Every field has a default that fits a stock Cozystack install, so `{}` is a valid setting.
 //! A listed field replaces its default rather than extending it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -40,21 +41,28 @@ pub enum DefinitionSource {
     Builtin,
 }
 
+/// A name the settings list. The stock defaults are borrowed from the module, so settings
+/// `{}` build nothing on the request path (every request decodes its settings).
+pub type Name = Cow<'static, str>;
+
+/// A list of [`Name`]s; its stock default is a static slice.
+pub type Names = Cow<'static, [Name]>;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Settings {
     /// Usernames of platform identities; `*` matches any run of characters.
-    pub platform_users: Vec<String>,
+    pub platform_users: Names,
     /// Groups whose members are platform identities.
-    pub platform_groups: Vec<String>,
+    pub platform_groups: Names,
     /// Namespaces whose every ServiceAccount is a platform identity (the API server puts
     /// each in `system:serviceaccounts:<ns>`): only cluster administrators can create a
     /// ServiceAccount, a token or a Pod there.
-    pub platform_service_account_namespaces: Vec<String>,
+    pub platform_service_account_namespaces: Names,
     /// Usernames (patterns) whose DELETEs tear a tenant down and are never blocked.
-    pub teardown_users: Vec<String>,
+    pub teardown_users: Names,
     /// Suffixes of tenant administrator groups: `<prefix><tenant-namespace><suffix>`.
-    pub tenant_admin_group_suffixes: Vec<String>,
+    pub tenant_admin_group_suffixes: Names,
     /// Prefix the OIDC provider puts in front of group names (empty in stock Cozystack).
     pub tenant_group_prefix: String,
     /// Whether a tenant's own ServiceAccount (`system:serviceaccount:<ns>:<ns>`) administers
@@ -63,15 +71,15 @@ pub struct Settings {
     pub tenant_service_accounts_are_admins: bool,
     /// Provider classes a platform writer may point a namespace outside the tenant tree at
     /// (the tenant gateway attaches `cozy-*` and `default` to a tenant's gateway).
-    pub attachable_classes: Vec<String>,
+    pub attachable_classes: Names,
     /// The Tenant chart's module switches: a Tenant values key that renders the instance of
     /// a kind, named after the key, in the tenant's namespace.
-    pub tenant_modules: BTreeMap<String, String>,
+    pub tenant_modules: BTreeMap<Name, Name>,
     /// Whether platform identities get a warning (`warn`) or a denial (`deny`) when they would
     /// exceed a cardinality or delete a referenced provider.
     pub platform_writers: PlatformWriters,
     /// Classes that also have a legacy provider label `namespace.cozystack.io/<class>`.
-    pub legacy_provider_classes: Vec<String>,
+    pub legacy_provider_classes: Names,
     /// Rule fields per kind, used where the kind's ApplicationDefinition lacks them.
     #[schemars(with = "BTreeMap<String, RuleFields>")]
     pub definitions: KindBlocks,
@@ -89,34 +97,36 @@ pub struct Settings {
     pub audit_scanner_username: String,
 }
 
-fn strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
+/// A static list of names: no allocation.
+const fn names(items: &'static [Name]) -> Names {
+    Cow::Borrowed(items)
 }
 
 impl Default for Settings {
     fn default() -> Self {
+        use Cow::Borrowed as B;
         Settings {
-            platform_users: Vec::new(),
-            platform_groups: strings(&["cozystack-cluster-admin", "system:masters"]),
+            platform_users: names(&[]),
+            platform_groups: names(&[B("cozystack-cluster-admin"), B("system:masters")]),
             // Every writer of a stock install (cozystack-writers inventory): cozystack-api,
             // cozystack-controller, the migration hook and tenant cleanup jobs; Flux, its shard
             // operator and plunger; the controller-manager; backup and Velero restores.
-            platform_service_account_namespaces: strings(&[
-                "cozy-system",
-                "cozy-fluxcd",
-                "kube-system",
-                "cozy-backup-controller",
-                "cozy-velero",
+            platform_service_account_namespaces: names(&[
+                B("cozy-system"),
+                B("cozy-fluxcd"),
+                B("kube-system"),
+                B("cozy-backup-controller"),
+                B("cozy-velero"),
             ]),
-            teardown_users: strings(&[
-                "system:serviceaccount:kube-system:namespace-controller",
-                "system:serviceaccount:kube-system:generic-garbage-collector",
-                "system:serviceaccount:cozy-system:tenant-*-cleanup",
+            teardown_users: names(&[
+                B("system:serviceaccount:kube-system:namespace-controller"),
+                B("system:serviceaccount:kube-system:generic-garbage-collector"),
+                B("system:serviceaccount:cozy-system:tenant-*-cleanup"),
             ]),
-            tenant_admin_group_suffixes: strings(&["-admin", "-super-admin"]),
+            tenant_admin_group_suffixes: names(&[B("-admin"), B("-super-admin")]),
             tenant_group_prefix: String::new(),
             tenant_service_accounts_are_admins: true,
-            attachable_classes: strings(&["gateway"]),
+            attachable_classes: names(&[B("gateway")]),
             tenant_modules: inserted(
                 [
                     ("monitoring", "Monitoring"),
@@ -126,15 +136,15 @@ impl Default for Settings {
                     ("gateway", "Gateway"),
                     ("computeplane", "ComputePlane"),
                 ]
-                .map(|(key, kind)| (key.to_owned(), kind.to_owned())),
+                .map(|(key, kind)| (B(key), B(kind))),
             ),
             platform_writers: PlatformWriters::Warn,
-            legacy_provider_classes: strings(&[
-                "etcd",
-                "ingress",
-                "gateway",
-                "monitoring",
-                "seaweedfs",
+            legacy_provider_classes: names(&[
+                B("etcd"),
+                B("ingress"),
+                B("gateway"),
+                B("monitoring"),
+                B("seaweedfs"),
             ]),
             definitions: KindBlocks::default(),
             definition_source: DefinitionSource::ApplicationDefinitions,
@@ -180,7 +190,8 @@ impl Settings {
 
     /// Checks what serde cannot: empty names, invalid names of classes and kinds (the keys and
     /// blocks of `definitions` are checked by [`Settings::from_json`], and each block when a
-    /// request first decodes it).
+    /// request first decodes it). What the settings gave is checked; the stock defaults, which
+    /// every request of settings `{}` carries, are checked once by a test.
     pub fn validate(&self) -> Result<(), RuleError> {
         let lists = [
             ("platformUsers", &self.platform_users),
@@ -192,15 +203,14 @@ impl Settings {
             ),
         ];
         for (name, list) in lists {
-            if let Some(index) = list.iter().position(|s| s.trim().is_empty()) {
+            if let Some(index) = given(list).iter().position(|s| s.trim().is_empty()) {
                 return Err(RuleError::Invalid {
                     path: format!("{name}[{index}]"),
                     reason: "must not be empty".into(),
                 });
             }
         }
-        if let Some(index) = self
-            .platform_service_account_namespaces
+        if let Some(index) = given(&self.platform_service_account_namespaces)
             .iter()
             .position(|ns| !crate::model::tenant::is_dns_label(ns))
         {
@@ -213,14 +223,17 @@ impl Settings {
             ("legacyProviderClasses", &self.legacy_provider_classes),
             ("attachableClasses", &self.attachable_classes),
         ] {
-            for (index, class) in classes.iter().enumerate() {
+            for (index, class) in given(classes).iter().enumerate() {
                 crate::model::kinds::Class::parse(class).map_err(|reason| RuleError::Invalid {
                     path: format!("{name}[{index}]"),
                     reason,
                 })?;
             }
         }
-        for (key, kind) in &self.tenant_modules {
+        let given_module = |(key, kind): &(&Name, &Name)| {
+            matches!(key, Cow::Owned(_)) || matches!(kind, Cow::Owned(_))
+        };
+        for (key, kind) in self.tenant_modules.iter().filter(given_module) {
             if !crate::model::tenant::is_dns_label(key) {
                 return Err(RuleError::Invalid {
                     path: format!("tenantModules.{key:?}"),
@@ -239,13 +252,21 @@ impl Settings {
     pub fn tenant_module_key(&self, kind: &str) -> Option<&str> {
         self.tenant_modules
             .iter()
-            .find(|(_, k)| k.as_str() == kind)
-            .map(|(key, _)| key.as_str())
+            .find(|(_, k)| *k == kind)
+            .map(|(key, _)| key.as_ref())
     }
 
     /// The JSON schema of the settings, as committed in `settings.schema.json`.
     pub fn json_schema() -> serde_json::Value {
         serde_json::to_value(schemars::schema_for!(Settings)).unwrap_or_default()
+    }
+}
+
+/// The names the settings gave; none for a stock default, which borrows from the module.
+fn given(names: &Names) -> &[Name] {
+    match names {
+        Cow::Owned(names) => names,
+        Cow::Borrowed(_) => &[],
     }
 }
 
@@ -284,6 +305,21 @@ mod tests {
     #[test]
     fn empty_settings_are_the_cozystack_defaults() {
         assert_eq!(Settings::from_json("{}").unwrap(), Settings::default());
+    }
+
+    /// `validate` skips the stock defaults; given as settings, they pass every check.
+    #[test]
+    fn the_stock_defaults_pass_the_checks_they_skip() {
+        let given = serde_json::to_string(&Settings::default()).unwrap();
+        let settings = Settings::from_json(&given).unwrap();
+        assert!(matches!(settings.platform_groups, Cow::Owned(_)));
+        assert_eq!(settings, Settings::default());
+        // and a given list is checked: the same defaults with one broken name are refused.
+        let broken = given.replace("\"gateway\"]", "\"Gateway\"]");
+        assert_eq!(
+            Settings::from_json(&broken).unwrap_err().to_string(),
+            "attachableClasses[0]: class name \"Gateway\" must be lower-case letters, digits and inner dashes"
+        );
     }
 
     #[test]

@@ -17,6 +17,9 @@ pub const ROOT: &str = "tenant-root";
 /// `tenant-root` (`packages/system/cozystack-basics/templates/tenant-root.yaml`).
 pub const ROOT_TENANT: &str = "root";
 pub const ANCESTOR_PREFIX: &str = "tenant.cozystack.io/";
+/// Provider labels: `namespace.cozystack.io/<class>` (legacy) and the capability key.
+pub const LABEL_PREFIX: &str = "namespace.cozystack.io/";
+pub const CAPABILITY_PREFIX: &str = "namespace.cozystack.io/capability.";
 const TENANT_NS_PREFIX: &str = "tenant-";
 
 pub type Labels = BTreeMap<String, String>;
@@ -125,21 +128,13 @@ pub fn looks_like_tenant(name: &str) -> bool {
     name.starts_with(TENANT_NS_PREFIX)
 }
 
-/// The `tenant.cozystack.io/<ancestor>` labels a namespace should carry for `chain`.
-fn expected_ancestor_labels(chain: &[String]) -> BTreeSet<String> {
-    inserted(
-        chain
-            .iter()
-            .filter(|t| t.as_str() != ROOT || chain.len() > 1)
-            .cloned(),
-    )
-}
-
 /// Places `namespace` in the tenant tree from its labels, cross-checked with the naming rule.
 ///
 /// - a tenant namespace (`tenant-…`) must carry exactly the chain its name implies;
 /// - any other namespace may carry a chain (it then belongs to the deepest tenant in it), or
 ///   none (it belongs to no tenant); the chain must be one the naming rule can produce.
+///
+/// Every Namespace write by the platform is placed: the sets borrow the labels and the chain.
 pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError> {
     let mut claimed = BTreeSet::new();
     for (key, value) in labels {
@@ -151,7 +146,7 @@ pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError>
                     value: value.clone(),
                 });
             }
-            claimed.insert(ancestor.to_owned());
+            claimed.insert(ancestor);
         }
     }
     let chain = if looks_like_tenant(namespace) {
@@ -166,27 +161,31 @@ pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError>
         let deepest = claimed
             .iter()
             .max_by_key(|t| chain_from_name(t).map_or(usize::MAX, |chain| chain.len()))
-            .cloned()
+            .copied()
             .unwrap_or_default();
-        chain_from_name(&deepest).ok_or_else(|| TenantError::InvalidName {
+        chain_from_name(deepest).ok_or_else(|| TenantError::InvalidName {
             namespace: namespace.to_owned(),
-            name: deepest.clone(),
+            name: deepest.to_owned(),
         })?
     };
-    let mut expected = expected_ancestor_labels(&chain);
-    // Unlike tenant-root itself, a namespace owned by tenant-root carries the root label.
+    // The ancestor labels `chain` calls for: tenant-root carries none, while a namespace owned
+    // by tenant-root (not a tenant itself) carries the root label.
+    let mut expected: BTreeSet<&str> = inserted(
+        chain
+            .iter()
+            .map(String::as_str)
+            .filter(|t| *t != ROOT || chain.len() > 1),
+    );
     if !looks_like_tenant(namespace) && !chain.is_empty() {
-        expected.insert(ROOT.to_owned());
+        expected.insert(ROOT);
     }
     if claimed != expected {
-        let missing: Vec<String> = expected
-            .difference(&claimed)
-            .map(|t| format!("{ANCESTOR_PREFIX}{t}"))
-            .collect();
-        let unexpected: Vec<String> = claimed
-            .difference(&expected)
-            .map(|t| format!("{ANCESTOR_PREFIX}{t}"))
-            .collect();
+        let labelled = |set: std::collections::btree_set::Difference<'_, &str>| {
+            set.map(|t| format!("{ANCESTOR_PREFIX}{t}"))
+                .collect::<Vec<_>>()
+        };
+        let missing = labelled(expected.difference(&claimed));
+        let unexpected = labelled(claimed.difference(&expected));
         let mut details = Vec::new();
         if !missing.is_empty() {
             details.push(format!("missing {}", missing.join(", ")));

@@ -8,11 +8,8 @@ use crate::model::evaluation::Evaluation;
 use crate::model::facts::Namespace;
 use crate::model::kinds::{Class, KindRules, Share};
 use crate::model::settings::Settings;
-use crate::model::tenant::ROOT;
+use crate::model::tenant::{CAPABILITY_PREFIX, LABEL_PREFIX, ROOT};
 use crate::model::verdict::{Violation, list_some};
-
-pub const LABEL_PREFIX: &str = "namespace.cozystack.io/";
-pub const CAPABILITY_PREFIX: &str = "namespace.cozystack.io/capability.";
 
 fn capability_key(class: &str) -> String {
     format!("{CAPABILITY_PREFIX}{class}")

@@ -25,7 +25,7 @@ pub fn check_groups(eval: &Evaluation, parent: &str, name: &str) -> Result<(), V
             settings
                 .tenant_admin_group_suffixes
                 .iter()
-                .map(String::as_str),
+                .map(AsRef::as_ref),
         )
         .collect();
     let prefix = &settings.tenant_group_prefix;
