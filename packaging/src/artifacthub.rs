@@ -28,6 +28,7 @@ pub const DOCS: &[(&str, &str)] = &[
     ("host calls", "docs/host-calls.md"),
     ("security model", "docs/security.md"),
     ("operator's tool", "docs/operator-tool.md"),
+    ("rolling it out", "docs/rollout.md"),
     ("benchmarks", "docs/benchmarks.md"),
 ];
 

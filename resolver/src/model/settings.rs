@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::model::collect::inserted;
 use crate::model::error::{RuleError, decode_json};
@@ -52,16 +52,21 @@ pub type Names = Cow<'static, [Name]>;
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Settings {
     /// Usernames of platform identities; `*` matches any run of characters.
+    #[serde(deserialize_with = "given_names")]
     pub platform_users: Names,
     /// Groups whose members are platform identities.
+    #[serde(deserialize_with = "given_names")]
     pub platform_groups: Names,
     /// Namespaces whose every ServiceAccount is a platform identity (the API server puts
     /// each in `system:serviceaccounts:<ns>`): only cluster administrators can create a
     /// ServiceAccount, a token or a Pod there.
+    #[serde(deserialize_with = "given_names")]
     pub platform_service_account_namespaces: Names,
     /// Usernames (patterns) whose DELETEs tear a tenant down and are never blocked.
+    #[serde(deserialize_with = "given_names")]
     pub teardown_users: Names,
     /// Suffixes of tenant administrator groups: `<prefix><tenant-namespace><suffix>`.
+    #[serde(deserialize_with = "given_names")]
     pub tenant_admin_group_suffixes: Names,
     /// Prefix the OIDC provider puts in front of group names (empty in stock Cozystack).
     pub tenant_group_prefix: String,
@@ -71,14 +76,17 @@ pub struct Settings {
     pub tenant_service_accounts_are_admins: bool,
     /// Provider classes a platform writer may point a namespace outside the tenant tree at
     /// (the tenant gateway attaches `cozy-*` and `default` to a tenant's gateway).
+    #[serde(deserialize_with = "given_names")]
     pub attachable_classes: Names,
     /// The Tenant chart's module switches: a Tenant values key that renders the instance of
     /// a kind, named after the key, in the tenant's namespace.
+    #[serde(deserialize_with = "given_modules")]
     pub tenant_modules: BTreeMap<Name, Name>,
     /// Whether platform identities get a warning (`warn`) or a denial (`deny`) when they would
     /// exceed a cardinality or delete a referenced provider.
     pub platform_writers: PlatformWriters,
     /// Classes that also have a legacy provider label `namespace.cozystack.io/<class>`.
+    #[serde(deserialize_with = "given_names")]
     pub legacy_provider_classes: Names,
     /// Rule fields per kind, used where the kind's ApplicationDefinition lacks them.
     #[schemars(with = "BTreeMap<String, RuleFields>")]
@@ -95,6 +103,23 @@ pub struct Settings {
     /// rules that depend on state, not on the writer; the API server never sends such a
     /// request, since every authenticated or anonymous user has a `system:` group.
     pub audit_scanner_username: String,
+}
+
+/// Given names are decoded as strings: the module's deserialiser of a string list serves them,
+/// where a list of `Cow`s would compile one more.
+fn given_names<'de, D: Deserializer<'de>>(names: D) -> Result<Names, D::Error> {
+    let names = Vec::<String>::deserialize(names)?;
+    Ok(Cow::Owned(names.into_iter().map(Cow::Owned).collect()))
+}
+
+/// Given module switches, decoded as a map of strings (as `releasePrefixes` is).
+fn given_modules<'de, D: Deserializer<'de>>(modules: D) -> Result<BTreeMap<Name, Name>, D::Error> {
+    let modules = BTreeMap::<String, String>::deserialize(modules)?;
+    Ok(inserted(
+        modules
+            .into_iter()
+            .map(|(key, kind)| (Cow::Owned(key), Cow::Owned(kind))),
+    ))
 }
 
 /// A static list of names: no allocation.
