@@ -27,7 +27,7 @@ pub const APPS_GROUP: &str = "apps.cozystack.io";
 pub fn is_read_label(key: &str) -> bool {
     key.starts_with(ANCESTOR_PREFIX)
         || key.starts_with(LABEL_PREFIX)
-        || key.starts_with("apps.cozystack.io/application.")
+        || [KIND_LABEL, GROUP_LABEL, NAME_LABEL].contains(&key)
 }
 
 /// Which application a HelmRelease belongs to, from its identity labels.
