@@ -442,14 +442,18 @@ pub struct Envelope<'a> {
 }
 
 impl<'a> Envelope<'a> {
-    /// Reads `payload`. The scanner reads a well-formed payload; whatever it refuses (not UTF-8,
-    /// not JSON, no request, a part given twice) is read by serde, whose message names the fault
-    /// as it always has, and which alone decides what is malformed.
+    /// Reads `payload`. JSON is UTF-8 (RFC 8259), and the policy-server writes it from Rust
+    /// strings: a payload that is not is refused whole, so serde reads text only (one reader
+    /// of its in the module, not two). The scanner reads a well-formed payload; whatever it
+    /// refuses (not JSON, no request, a part given twice) is read by serde, whose message names
+    /// the fault as it always has, and which alone decides what is malformed.
     pub fn read(payload: &'a [u8]) -> Result<Envelope<'a>, String> {
-        if let Some(envelope) = std::str::from_utf8(payload).ok().and_then(scanned) {
+        let text = std::str::from_utf8(payload)
+            .map_err(|err| format!("cannot decode the validation payload: not UTF-8: {err}"))?;
+        if let Some(envelope) = scanned(text) {
             return Ok(envelope);
         }
-        let payload: Payload = serde_json::from_slice(payload)
+        let payload: Payload = serde_json::from_str(text)
             .map_err(|err| format!("cannot decode the validation payload: {err}"))?;
         Ok(Envelope {
             request: read_request(payload.request.get()),

@@ -14,9 +14,9 @@ pub mod scan;
 pub mod settings;
 
 use cozystack_resolver::{DefinitionSource, Verdict};
-use kubewarden_policy_sdk::response::ValidationResponse;
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use kubewarden_policy_sdk::wapc_guest as guest;
+use serde::Serialize;
 
 use crate::admission::Envelope;
 use crate::cluster::HostCluster;
@@ -72,14 +72,71 @@ pub fn evaluate(payload: &[u8], host: &dyn Host) -> Verdict {
     cozystack_resolver::evaluate(&request, &settings, &HostCluster::new(host))
 }
 
+/// The SDK's `ValidationResponse` as the policy-server reads it, field for field and byte for
+/// byte, without what a validating policy never sends: the SDK's type holds the mutated object
+/// as a JSON value and the audit annotations as a hash map, whose serialisers (a float writer
+/// and a hash table among them) would otherwise be compiled into the module.
+#[derive(Debug, Serialize)]
+pub struct Response {
+    pub accepted: bool,
+    pub message: Option<String>,
+    pub code: Option<u16>,
+    /// Always `null`: this policy does not mutate.
+    mutated_object: Option<()>,
+    /// Always `null`.
+    audit_annotations: Option<()>,
+    pub warnings: Option<Vec<String>>,
+}
+
 /// The Kubewarden wire form of a verdict. Warnings travel on accepted responses too.
-pub fn response(verdict: Verdict) -> ValidationResponse {
-    ValidationResponse {
+pub fn response(verdict: Verdict) -> Response {
+    Response {
         accepted: verdict.allowed,
         message: verdict.message,
         code: verdict.code,
         mutated_object: None,
         audit_annotations: None,
         warnings: (!verdict.warnings.is_empty()).then_some(verdict.warnings),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewarden_policy_sdk::response::ValidationResponse;
+
+    /// What the SDK's own type writes for the same verdict.
+    fn sdk(verdict: &Verdict) -> Vec<u8> {
+        serde_json::to_vec(&ValidationResponse {
+            accepted: verdict.allowed,
+            message: verdict.message.clone(),
+            code: verdict.code,
+            mutated_object: None,
+            audit_annotations: None,
+            warnings: (!verdict.warnings.is_empty()).then(|| verdict.warnings.clone()),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_response_is_the_sdks_byte_for_byte() {
+        let mut warned = Verdict::allow();
+        warned.warnings = vec!["a \"quoted\" warning".to_owned(), "é".to_owned()];
+        for verdict in [
+            Verdict::allow(),
+            warned,
+            Verdict::deny(403, "Redis tenant-a/cache is refused: one line".to_owned()),
+            Verdict::deny(400, String::new()),
+        ] {
+            let ours = serde_json::to_vec(&response(verdict.clone())).unwrap();
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                String::from_utf8(sdk(&verdict)).unwrap()
+            );
+        }
+        assert_eq!(
+            serde_json::to_string(&response(Verdict::deny(403, "no".to_owned()))).unwrap(),
+            r#"{"accepted":false,"message":"no","code":403,"mutated_object":null,"audit_annotations":null,"warnings":null}"#
+        );
     }
 }

@@ -330,8 +330,7 @@ impl<'a> Reader<'a> {
             valid = digits(self);
         }
         // serde_json refuses a number it cannot represent (`1e400`); ask it, numbers are rare.
-        if !valid
-            || serde_json::from_slice::<serde_json::Value>(&self.bytes()[start..self.pos]).is_err()
+        if !valid || serde_json::from_str::<serde_json::Value>(&self.text[start..self.pos]).is_err()
         {
             self.pos = start;
             return Err(self.error("invalid number"));

@@ -466,7 +466,10 @@ fn the_scanner_decodes_every_request_as_serde_did() {
 
 /// The payload as the policy read it before: serde's envelope, the settings, serde's request.
 fn reference_payload(payload: &[u8]) -> Result<Request, String> {
-    let envelope: Payload = serde_json::from_slice(payload)
+    // Not UTF-8 is refused before serde reads it (where serde would skip it, too).
+    let text = std::str::from_utf8(payload)
+        .map_err(|err| format!("cannot decode the validation payload: not UTF-8: {err}"))?;
+    let envelope: Payload = serde_json::from_str(text)
         .map_err(|err| format!("cannot decode the validation payload: {err}"))?;
     let text = envelope.settings.map_or("null", RawValue::get);
     let settings = settings::parse_for_request(text.as_bytes())
@@ -496,8 +499,9 @@ fn our_payload(payload: &[u8]) -> Result<Request, String> {
 
 /// Payloads of every shape around requests good and bad: the parts in either order, settings
 /// absent, null, valid and invalid, unknown parts, a part given twice or missing, what is not
-/// an object, invalid UTF-8 where serde reads it and where it only skips it, nesting at serde's
-/// limit, and every truncation; each read the same as serde reads it.
+/// an object, invalid UTF-8 where serde reads it and where it only skips it (both refused
+/// whole since serde reads text), nesting at serde's limit, and every truncation; each read the
+/// same as serde reads it.
 #[test]
 fn the_payload_is_read_as_serde_read_it() {
     let mut requests: Vec<String> = samples().iter().map(Value::to_string).collect();
@@ -566,6 +570,15 @@ fn the_payload_is_read_as_serde_read_it() {
     let at = base.find("tenant-a").unwrap();
     read[at] = 0xff;
     payloads.push(read);
+    for payload in &payloads[payloads.len() - 2..] {
+        let at = payload.iter().position(|&b| b == 0xff).unwrap();
+        assert_eq!(
+            our_payload(payload).unwrap_err(),
+            format!(
+                "cannot decode the validation payload: not UTF-8: invalid utf-8 sequence of 1 bytes from index {at}"
+            )
+        );
+    }
     // Nesting at serde_json's depth limit and one past it.
     for depth in [126, 127, 128, 129] {
         let nested = "[".repeat(depth) + &"]".repeat(depth);

@@ -5,13 +5,13 @@
 //! applied to the in-memory cluster as the platform writes it ([`crate::writes`]) before the next
 //! is judged. A refused write is not applied.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
 use cozystack_resolver::Settings;
 use cozystack_resolver::request::APPS_GROUP;
-use cozystack_resolver::settings::Name;
+use cozystack_resolver::settings::TenantModules;
 use serde_json::{Map, Value, json};
 
 use crate::manifests::Manifest;
@@ -236,7 +236,7 @@ type Applies = Box<dyn Fn(Value) -> Effect>;
 struct Judge<'a> {
     policy: &'a Policy,
     settings: &'a Value,
-    modules: BTreeMap<Name, Name>,
+    modules: TenantModules,
     identity: &'a Identity,
     cluster: State,
     kinds: Kinds,

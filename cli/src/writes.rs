@@ -17,7 +17,7 @@
 //! those writers on those paths (docs/identities.md), and judged the user's write with their
 //! effects already (a Tenant's switches, a provider's consumers).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::state::State;
 use cozystack_resolver::capability::ROOT_VALUE_CLASSES;
@@ -25,7 +25,7 @@ use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on}
 use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
 use cozystack_resolver::model::builtin;
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
-use cozystack_resolver::settings::Name;
+use cozystack_resolver::settings::TenantModules;
 use cozystack_resolver::tenant::{self, ANCESTOR_PREFIX, ROOT};
 use serde_json::{Map, Value, json};
 
@@ -259,7 +259,7 @@ fn parent_value(cluster: &State, parent: &str, key: &str) -> String {
 /// Renders what Tenant release `release` renders, over what it rendered before, then what its
 /// sub-tenants render under the values it passes down. `modules` are the settings' module
 /// switches (values key → kind).
-pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<Name, Name>) {
+pub fn render_tenant(cluster: &mut State, release: &Value, modules: &TenantModules) {
     let Some(child) = tenant_namespace_of(release) else {
         return;
     };
@@ -271,7 +271,7 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &BTreeMap<Na
     }
     let switches = modules
         .iter()
-        .map(|(key, kind)| (key.as_ref(), kind.as_ref(), switched_on(values, key)))
+        .map(|(key, kind)| (key, kind, switched_on(values, key)))
         .chain([("info", "Info", true)]);
     for (key, kind, on) in switches {
         let ours = |hr: &Value| {

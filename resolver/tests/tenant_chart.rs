@@ -472,7 +472,7 @@ fn switches_turned_off_together_are_judged_together() {
     let mut settings = Settings::default();
     settings
         .tenant_modules
-        .insert("metrics".into(), "Metrics".into());
+        .insert("metrics".to_owned(), "Metrics".to_owned());
     let both = json!({"monitoring": true, "metrics": true});
     let verdict = cozystack_resolver::evaluate(
         &tenant("tenant-root", "a", Some(both), json!({})),

@@ -56,7 +56,7 @@ pub fn check_switches(
         .iter()
         .filter_map(|(key, kind)| {
             let (was, is) = (switched_on(old, key), switched_on(Some(new), key));
-            (was != is).then_some((key.as_ref(), kind.as_ref(), is))
+            (was != is).then_some((key, kind, is))
         })
         .collect();
     // The chart uninstalls every module switched off here in one upgrade.

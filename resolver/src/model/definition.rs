@@ -1,7 +1,10 @@
 //! An ApplicationDefinition as the policy reads it: its kind, its release prefix and its four
 //! rule fields kept as JSON text until a request needs the kind.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::model::error::{RuleError, decode_json};
 use crate::model::kinds::{RuleFields, join_path};
@@ -132,12 +135,25 @@ impl Definition {
 impl Definition {
     /// `spec.dashboard` with only the two keys the policy reads; `category`, `icon`, ... are
     /// not ours to judge.
+    /// The two values are kept as written, so no JSON value is built and written back: of a key
+    /// given twice the last counts, as serde_json's maps read it.
     fn dashboard_fields(&self) -> Option<String> {
         let text = self.dashboard.as_ref()?.get();
-        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text) {
-            Ok(mut map) => {
-                map.retain(|key, _| matches!(key.as_str(), "visibility" | "module"));
-                Some(serde_json::Value::Object(map).to_string())
+        match serde_json::from_str::<BTreeMap<String, &RawValue>>(text) {
+            Ok(map) => {
+                let mut kept = String::from("{");
+                for (key, value) in map.iter() {
+                    if matches!(key.as_str(), "visibility" | "module") {
+                        if kept.len() > 1 {
+                            kept.push(',');
+                        }
+                        for part in ["\"", key, "\":", value.get()] {
+                            kept.push_str(part);
+                        }
+                    }
+                }
+                kept.push('}');
+                Some(kept)
             }
             // Not an object: decoded as it is, to fail with the block's own error.
             Err(_) => Some(text.to_owned()),
@@ -152,5 +168,56 @@ impl Definition {
             && self.protection == other.protection
             && self.capability == other.capability
             && self.release_prefix == other.release_prefix
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kinds::Visibility;
+
+    fn with_dashboard(text: &str) -> Definition {
+        let mut definition = Definition::new("redis", "Redis");
+        definition.dashboard = Some(RawField::new(text));
+        definition
+    }
+
+    #[test]
+    fn the_dashboard_keeps_the_two_keys_the_policy_reads_as_written() {
+        // The dashboard's own keys are dropped; of a key given twice the last counts, and an
+        // escaped key is the key it spells.
+        let definition = with_dashboard(
+            r#"{"category": "Storage", "visibility": "hidden", "icon": {"x": [1.5, null]}, "visibilit\u0079" : "module"}"#,
+        );
+        assert_eq!(
+            definition.dashboard_fields().as_deref(),
+            Some(r#"{"visibility":"module"}"#)
+        );
+        let fields = definition.rule_fields().unwrap();
+        assert_eq!(
+            fields.dashboard.and_then(|d| d.visibility),
+            Some(Visibility::Module)
+        );
+        // Agreeing on the kept keys is agreeing on the rules.
+        assert!(definition.same_rules(&with_dashboard(
+            r#"{"visibility":"module","category":"Other"}"#
+        )));
+    }
+
+    #[test]
+    fn a_dashboard_value_that_does_not_decode_names_its_path() {
+        let err = with_dashboard(r#"{"icon": "x", "module": 1.5}"#)
+            .rule_fields()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "ApplicationDefinition redis: spec.dashboard.module: invalid type: floating point `1.5`, expected a boolean"
+        );
+        // Not an object: decoded as written, with the block's own error.
+        let err = with_dashboard(r#""hidden""#).rule_fields().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"ApplicationDefinition redis: spec.dashboard: invalid type: string "hidden", expected struct DashboardSpec"#
+        );
     }
 }

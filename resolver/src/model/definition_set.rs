@@ -20,7 +20,7 @@ pub struct DefinitionSet {
     /// The rules of each listed kind that no entry of `kinds` holds, by its number, once made.
     listed_rules: Vec<OnceCell<Result<Option<KindRules>, RuleError>>>,
     /// The kinds the settings or the defaults state.
-    kinds: BTreeMap<String, Sources>,
+    kinds: StatedKinds,
     /// The release prefixes of kinds that state no rule anywhere (the built-in set's kinds
     /// examined without one), sorted by kind: read only when a prefix is asked of such a kind,
     /// so no request pays for them in `kinds`.
@@ -53,6 +53,38 @@ struct Sources {
     /// A `releasePrefixes` entry: the prefix when no definition is read, over the built-in one.
     prefix: Option<String>,
     rules: OnceCell<Result<Option<KindRules>, RuleError>>,
+}
+
+/// The kinds the settings or the defaults state, sorted by kind: a few dozen, added in the
+/// built-in table's order (already sorted) and searched by halves.
+#[derive(Debug, Default)]
+struct StatedKinds(Vec<(String, Sources)>);
+
+impl StatedKinds {
+    fn get(&self, kind: &str) -> Option<&Sources> {
+        let at = self
+            .0
+            .binary_search_by(|(k, _)| k.as_str().cmp(kind))
+            .ok()?;
+        Some(&self.0[at].1)
+    }
+
+    /// The sources of `kind`, added empty when it has none yet.
+    fn entry(&mut self, kind: &str) -> &mut Sources {
+        let at = match self.0.binary_search_by(|(k, _)| k.as_str().cmp(kind)) {
+            Ok(at) => at,
+            Err(at) => {
+                self.0.insert(at, (kind.to_owned(), Sources::default()));
+                at
+            }
+        };
+        &mut self.0[at].1
+    }
+
+    /// Every kind, in order.
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(kind, _)| kind.as_str())
+    }
 }
 
 /// A kind's one definition out of those listed for it: the first, unless one does not decode or
@@ -127,9 +159,9 @@ impl DefinitionSet {
 
     /// The definitions a cluster listed, decoded a kind at a time, under the settings' blocks.
     pub fn listed(listed: Box<dyn DefinitionList>, settings: &KindBlocks) -> Self {
-        let mut kinds: BTreeMap<String, Sources> = BTreeMap::new();
+        let mut kinds = StatedKinds::default();
         for (kind, block) in settings.iter() {
-            kinds.entry(kind.to_owned()).or_default().settings = Some(block.clone());
+            kinds.entry(kind).settings = Some(block.clone());
         }
         DefinitionSet {
             listed_rules: (0..listed.kinds()).map(|_| OnceCell::new()).collect(),
@@ -155,12 +187,12 @@ impl DefinitionSet {
     ) -> Self {
         let mut set = DefinitionSet::listed(listed, settings);
         for entry in defaults {
-            set.kinds.entry(entry.kind.to_owned()).or_default().defaults = Some(entry);
+            set.kinds.entry(entry.kind).defaults = Some(entry);
         }
         // A kind's prefix names its releases whether or not it has rules (a module's name is
         // checked against every kind's release).
         for (kind, prefix) in prefixes {
-            set.kinds.entry(kind.clone()).or_default().prefix = Some(prefix.clone());
+            set.kinds.entry(kind).prefix = Some(prefix.clone());
         }
         set
     }
@@ -224,7 +256,7 @@ impl DefinitionSet {
         let mut listed = (0..self.listed.kinds())
             .map(|index| self.listed.kind(index))
             .peekable();
-        let mut stated = self.kinds.keys().map(String::as_str).peekable();
+        let mut stated = self.kinds.keys().peekable();
         let kinds = std::iter::from_fn(|| match (listed.peek(), stated.peek()) {
             (Some(a), Some(b)) if a == b => {
                 stated.next();

@@ -2,14 +2,13 @@
 //! the cluster through this, so each lookup happens at most once per request.
 
 use std::cell::{OnceCell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use crate::model::builtin;
-use crate::model::collect::inserted;
+use crate::model::collect::sorted_by;
 use crate::model::definition_set::DefinitionSet;
 use crate::model::error::{LookupError, RuleError};
-use crate::model::facts::{Cluster, Instances, Namespace, ReleaseMeta};
+use crate::model::facts::{Cluster, InstanceRef, Instances, Namespace, ReleaseMeta};
 use crate::model::identity::User;
 use crate::model::kinds::KindRules;
 use crate::model::listing::Unread;
@@ -23,13 +22,40 @@ pub struct Evaluation<'a> {
     pub settings: &'a Settings,
     cluster: &'a dyn Cluster,
     definitions: OnceCell<Rc<DefinitionSet>>,
-    namespace: RefCell<BTreeMap<String, Rc<Namespace>>>,
-    instances: RefCell<BTreeMap<String, Rc<Instances>>>,
-    releases: RefCell<BTreeMap<ReleaseKey, Rc<Option<ReleaseMeta>>>>,
+    namespace: Memo<Namespace>,
+    instances: Memo<Instances>,
+    /// By `<namespace>/<name>`.
+    releases: Memo<Option<ReleaseMeta>>,
 }
 
-/// A HelmRelease by namespace and name.
-type ReleaseKey = (String, String);
+/// What one evaluation has looked up, by name: a handful of entries at most, so a list
+/// searched in order, whose code is a fraction of an ordered map's per value type.
+struct Memo<V>(RefCell<Vec<(String, Rc<V>)>>);
+
+impl<V> Default for Memo<V> {
+    fn default() -> Self {
+        Memo(RefCell::default())
+    }
+}
+
+impl<V> Memo<V> {
+    fn get(&self, key: &str) -> Option<Rc<V>> {
+        let entries = self.0.borrow();
+        entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.0.borrow().iter().any(|(k, _)| k == key)
+    }
+
+    /// Keeps `value` under `key` (a key looked up again replaces nothing: it is found first).
+    fn insert(&self, key: String, value: Rc<V>) {
+        self.0.borrow_mut().push((key, value));
+    }
+}
 
 fn lookup_failed(err: LookupError) -> Violation {
     Violation::failure(
@@ -47,9 +73,9 @@ impl<'a> Evaluation<'a> {
             settings,
             cluster,
             definitions: OnceCell::new(),
-            namespace: RefCell::default(),
-            instances: RefCell::default(),
-            releases: RefCell::default(),
+            namespace: Memo::default(),
+            instances: Memo::default(),
+            releases: Memo::default(),
         }
     }
 
@@ -128,13 +154,11 @@ impl<'a> Evaluation<'a> {
     }
 
     pub fn namespace(&self, name: &str) -> Result<Rc<Namespace>, Violation> {
-        if let Some(ns) = self.namespace.borrow().get(name) {
-            return Ok(ns.clone());
+        if let Some(ns) = self.namespace.get(name) {
+            return Ok(ns);
         }
         let ns = Rc::new(self.cluster.namespace(name).map_err(lookup_failed)?);
-        self.namespace
-            .borrow_mut()
-            .insert(name.to_owned(), ns.clone());
+        self.namespace.insert(name.to_owned(), ns.clone());
         Ok(ns)
     }
 
@@ -157,17 +181,15 @@ impl<'a> Evaluation<'a> {
         kind: &str,
         release_prefix: Option<&str>,
     ) -> Result<Rc<Instances>, Violation> {
-        if let Some(list) = self.instances.borrow().get(kind) {
-            return Ok(list.clone());
+        if let Some(list) = self.instances.get(kind) {
+            return Ok(list);
         }
         let list = Rc::new(
             self.cluster
                 .instances(kind, release_prefix)
                 .map_err(lookup_failed)?,
         );
-        self.instances
-            .borrow_mut()
-            .insert(kind.to_owned(), list.clone());
+        self.instances.insert(kind.to_owned(), list.clone());
         Ok(list)
     }
 
@@ -181,14 +203,11 @@ impl<'a> Evaluation<'a> {
     /// `kubernetes-x` is still its own), and a release it does not hold belongs to no kind of
     /// the list, so they are listed kind by kind.
     pub fn preload_instances(&self, kinds: &[&KindRules]) -> Result<(), Violation> {
-        let unknown: Vec<&KindRules> = {
-            let known = self.instances.borrow();
-            kinds
-                .iter()
-                .copied()
-                .filter(|rules| !known.contains_key(&rules.kind))
-                .collect()
-        };
+        let unknown: Vec<&KindRules> = kinds
+            .iter()
+            .copied()
+            .filter(|rules| !self.instances.contains(&rules.kind))
+            .collect();
         // The empty prefix last, so that it only takes what no other prefix fits.
         let (mut wanted, empty): (Vec<_>, Vec<_>) = unknown
             .iter()
@@ -220,22 +239,22 @@ impl<'a> Evaluation<'a> {
             && lists.iter().any(|list| list.iter().next().is_some())
         {
             let own = self.instances_of(kind, Some(""))?;
-            let owned: BTreeSet<(&str, &str)> =
-                inserted(own.iter().map(|i| (i.namespace, i.release)));
+            // Sorted by position, searched by halves: thousands of releases on both sides.
+            let owned = sorted_by(
+                own.iter().map(|i| (i.namespace, i.release)).collect(),
+                Ord::cmp,
+            );
+            let is_owned = |i: &InstanceRef| owned.binary_search(&(i.namespace, i.release)).is_ok();
             let filed = lists.pop().unwrap_or_default();
-            if filed
-                .iter()
-                .any(|i| !owned.contains(&(i.namespace, i.release)))
-            {
+            if filed.iter().any(|i| !is_owned(&i)) {
                 return Ok(());
             }
             for list in &mut lists {
-                *list = list.filtered(|i| !owned.contains(&(i.namespace, i.release)));
+                *list = list.filtered(|i| !is_owned(i));
             }
         }
-        let mut known = self.instances.borrow_mut();
         for ((kind, _), list) in wanted.iter().zip(lists) {
-            known.insert((*kind).to_owned(), Rc::new(list));
+            self.instances.insert((*kind).to_owned(), Rc::new(list));
         }
         Ok(())
     }
@@ -246,16 +265,16 @@ impl<'a> Evaluation<'a> {
         namespace: &str,
         release: &str,
     ) -> Result<Rc<Option<ReleaseMeta>>, Violation> {
-        let key = (namespace.to_owned(), release.to_owned());
-        if let Some(meta) = self.releases.borrow().get(&key) {
-            return Ok(meta.clone());
+        let key = format!("{namespace}/{release}");
+        if let Some(meta) = self.releases.get(&key) {
+            return Ok(meta);
         }
         let meta = Rc::new(
             self.cluster
                 .release(namespace, release)
                 .map_err(lookup_failed)?,
         );
-        self.releases.borrow_mut().insert(key, meta.clone());
+        self.releases.insert(key, meta.clone());
         Ok(meta)
     }
 

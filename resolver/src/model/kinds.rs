@@ -10,7 +10,6 @@ use std::sync::{Arc, OnceLock};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::collect::inserted;
 use crate::model::error::{RuleError, decode_json};
 
 /// Where the dashboard shows a kind, and therefore who may write it.
@@ -451,7 +450,8 @@ pub(crate) fn join_path(base: &str, rest: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct KindBlocks {
     raw: Option<Arc<str>>,
-    split: OnceLock<BTreeMap<String, KindBlock>>,
+    /// Sorted by kind (the order the map of raw blocks comes in), searched by halves.
+    split: OnceLock<Vec<KindBlock>>,
 }
 
 /// One kind's block: its JSON text, decoded and checked once.
@@ -482,38 +482,43 @@ impl KindBlock {
 }
 
 impl KindBlocks {
-    fn blocks(&self) -> &BTreeMap<String, KindBlock> {
+    fn blocks(&self) -> &[KindBlock] {
         self.split.get_or_init(|| {
             let Some(raw) = &self.raw else {
-                return BTreeMap::new();
+                return Vec::new();
             };
-            // An object already (checked when the settings were read).
+            // An object already (checked when the settings were read); of a kind given twice
+            // the last counts.
             let blocks: BTreeMap<String, &serde_json::value::RawValue> =
                 serde_json::from_str(raw).unwrap_or_default();
-            inserted(blocks.into_iter().map(|(kind, raw)| {
-                let block = KindBlock {
-                    kind: kind.clone(),
+            blocks
+                .into_iter()
+                .map(|(kind, raw)| KindBlock {
+                    kind,
                     raw: Arc::from(raw.get()),
                     decoded: OnceLock::new(),
-                };
-                (kind, block)
-            }))
+                })
+                .collect()
         })
     }
 
     /// The block of `kind`, if the settings have one.
     pub fn get(&self, kind: &str) -> Option<&KindBlock> {
-        self.blocks().get(kind)
+        let blocks = self.blocks();
+        let at = blocks
+            .binary_search_by(|block| block.kind.as_str().cmp(kind))
+            .ok()?;
+        Some(&blocks[at])
     }
 
     pub fn kinds(&self) -> impl Iterator<Item = &str> {
-        self.blocks().keys().map(String::as_str)
+        self.blocks().iter().map(|block| block.kind.as_str())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &KindBlock)> {
         self.blocks()
             .iter()
-            .map(|(kind, block)| (kind.as_str(), block))
+            .map(|block| (block.kind.as_str(), block))
     }
 
     pub fn is_empty(&self) -> bool {

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::model::collect::inserted;
 use crate::model::error::{RuleError, decode_json};
 use crate::model::kinds::{KindBlocks, RuleFields};
 
@@ -80,8 +79,8 @@ pub struct Settings {
     pub attachable_classes: Names,
     /// The Tenant chart's module switches: a Tenant values key that renders the instance of
     /// a kind, named after the key, in the tenant's namespace.
-    #[serde(deserialize_with = "given_modules")]
-    pub tenant_modules: BTreeMap<Name, Name>,
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub tenant_modules: TenantModules,
     /// Whether platform identities get a warning (`warn`) or a denial (`deny`) when they would
     /// exceed a cardinality or delete a referenced provider.
     pub platform_writers: PlatformWriters,
@@ -113,13 +112,55 @@ fn given_names<'de, D: Deserializer<'de>>(names: D) -> Result<Names, D::Error> {
 }
 
 /// Given module switches, decoded as a map of strings (as `releasePrefixes` is).
-fn given_modules<'de, D: Deserializer<'de>>(modules: D) -> Result<BTreeMap<Name, Name>, D::Error> {
-    let modules = BTreeMap::<String, String>::deserialize(modules)?;
-    Ok(inserted(
-        modules
-            .into_iter()
-            .map(|(key, kind)| (Cow::Owned(key), Cow::Owned(kind))),
-    ))
+/// The Tenant chart's module switches, `(values key, kind)` sorted by key. The stock default is
+/// a static slice; a handful of entries read in order need no ordered map of their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantModules(Cow<'static, [(Name, Name)]>);
+
+impl TenantModules {
+    /// Every switch in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0
+            .iter()
+            .map(|(key, kind)| (key.as_ref(), kind.as_ref()))
+    }
+
+    /// Adds or replaces the switch `key`, keeping the order.
+    pub fn insert(&mut self, key: String, kind: String) {
+        let modules = self.0.to_mut();
+        match modules.binary_search_by(|(k, _)| k.as_ref().cmp(key.as_str())) {
+            Ok(at) => modules[at].1 = Cow::Owned(kind),
+            Err(at) => modules.insert(at, (Cow::Owned(key), Cow::Owned(kind))),
+        }
+    }
+
+    /// The switches the settings gave; none for the stock default.
+    fn given(&self) -> &[(Name, Name)] {
+        match &self.0 {
+            Cow::Owned(modules) => modules,
+            Cow::Borrowed(_) => &[],
+        }
+    }
+}
+
+/// A map of key to kind, as the settings write it.
+impl Serialize for TenantModules {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+/// Decoded as a map of strings (of a key given twice the last counts), which comes sorted.
+impl<'de> Deserialize<'de> for TenantModules {
+    fn deserialize<D: Deserializer<'de>>(modules: D) -> Result<Self, D::Error> {
+        let modules = BTreeMap::<String, String>::deserialize(modules)?;
+        Ok(TenantModules(Cow::Owned(
+            modules
+                .into_iter()
+                .map(|(key, kind)| (Cow::Owned(key), Cow::Owned(kind)))
+                .collect(),
+        )))
+    }
 }
 
 /// A static list of names: no allocation.
@@ -152,17 +193,15 @@ impl Default for Settings {
             tenant_group_prefix: String::new(),
             tenant_service_accounts_are_admins: true,
             attachable_classes: names(&[B("gateway")]),
-            tenant_modules: inserted(
-                [
-                    ("monitoring", "Monitoring"),
-                    ("etcd", "Etcd"),
-                    ("ingress", "Ingress"),
-                    ("seaweedfs", "SeaweedFS"),
-                    ("gateway", "Gateway"),
-                    ("computeplane", "ComputePlane"),
-                ]
-                .map(|(key, kind)| (B(key), B(kind))),
-            ),
+            // Sorted by key.
+            tenant_modules: TenantModules(Cow::Borrowed(&[
+                (B("computeplane"), B("ComputePlane")),
+                (B("etcd"), B("Etcd")),
+                (B("gateway"), B("Gateway")),
+                (B("ingress"), B("Ingress")),
+                (B("monitoring"), B("Monitoring")),
+                (B("seaweedfs"), B("SeaweedFS")),
+            ])),
             platform_writers: PlatformWriters::Warn,
             legacy_provider_classes: names(&[
                 B("etcd"),
@@ -255,10 +294,7 @@ impl Settings {
                 })?;
             }
         }
-        let given_module = |(key, kind): &(&Name, &Name)| {
-            matches!(key, Cow::Owned(_)) || matches!(kind, Cow::Owned(_))
-        };
-        for (key, kind) in self.tenant_modules.iter().filter(given_module) {
+        for (key, kind) in self.tenant_modules.given() {
             if !crate::model::tenant::is_dns_label(key) {
                 return Err(RuleError::Invalid {
                     path: format!("tenantModules.{key:?}"),
@@ -278,7 +314,7 @@ impl Settings {
         self.tenant_modules
             .iter()
             .find(|(_, k)| *k == kind)
-            .map(|(key, _)| key.as_ref())
+            .map(|(key, _)| key)
     }
 
     /// The JSON schema of the settings, as committed in `settings.schema.json`.

@@ -6,11 +6,11 @@
 //! carries none. The labels are trusted only because the policy also guards who writes them,
 //! and are cross-checked with the naming rule whenever they are read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use crate::model::collect::inserted;
+use crate::model::collect::StrSet;
 
 pub const ROOT: &str = "tenant-root";
 /// The root Tenant's application name: `tenants/root` in tenant-root, whose release is
@@ -136,7 +136,7 @@ pub fn looks_like_tenant(name: &str) -> bool {
 ///
 /// Every Namespace write by the platform is placed: the sets borrow the labels and the chain.
 pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError> {
-    let mut claimed = BTreeSet::new();
+    let mut claimed = Vec::new();
     for (key, value) in labels {
         if let Some(ancestor) = key.strip_prefix(ANCESTOR_PREFIX) {
             if !value.is_empty() {
@@ -146,9 +146,10 @@ pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError>
                     value: value.clone(),
                 });
             }
-            claimed.insert(ancestor);
+            claimed.push(ancestor);
         }
     }
+    let claimed = StrSet::of(claimed);
     let chain = if looks_like_tenant(namespace) {
         chain_from_name(namespace).ok_or_else(|| TenantError::InvalidName {
             namespace: namespace.to_owned(),
@@ -161,7 +162,6 @@ pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError>
         let deepest = claimed
             .iter()
             .max_by_key(|t| chain_from_name(t).map_or(usize::MAX, |chain| chain.len()))
-            .copied()
             .unwrap_or_default();
         chain_from_name(deepest).ok_or_else(|| TenantError::InvalidName {
             namespace: namespace.to_owned(),
@@ -170,22 +170,21 @@ pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError>
     };
     // The ancestor labels `chain` calls for: tenant-root carries none, while a namespace owned
     // by tenant-root (not a tenant itself) carries the root label.
-    let mut expected: BTreeSet<&str> = inserted(
+    let owned_by_root = !looks_like_tenant(namespace) && !chain.is_empty();
+    let expected = StrSet::of(
         chain
             .iter()
             .map(String::as_str)
-            .filter(|t| *t != ROOT || chain.len() > 1),
+            .filter(|t| *t != ROOT || chain.len() > 1)
+            .chain(owned_by_root.then_some(ROOT)),
     );
-    if !looks_like_tenant(namespace) && !chain.is_empty() {
-        expected.insert(ROOT);
-    }
     if claimed != expected {
-        let labelled = |set: std::collections::btree_set::Difference<'_, &str>| {
+        let labelled = |set: &mut dyn Iterator<Item = &str>| {
             set.map(|t| format!("{ANCESTOR_PREFIX}{t}"))
                 .collect::<Vec<_>>()
         };
-        let missing = labelled(expected.difference(&claimed));
-        let unexpected = labelled(claimed.difference(&expected));
+        let missing = labelled(&mut expected.difference(&claimed));
+        let unexpected = labelled(&mut claimed.difference(&expected));
         let mut details = Vec::new();
         if !missing.is_empty() {
             details.push(format!("missing {}", missing.join(", ")));

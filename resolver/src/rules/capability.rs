@@ -1,8 +1,6 @@
 //! Providers and consumers: which namespace a class resolves to, and the warning for a
 //! consumer created where its class has no provider yet (Cozystack's `awaiting-*` beacon).
 
-use std::collections::BTreeMap;
-
 use crate::model::chart;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::Namespace;
@@ -141,21 +139,28 @@ pub fn check_resolution(
         .map_err(|reason| Violation::rule(format!("Namespace {namespace}: {key}: {reason}")))?;
     let definitions = eval.definitions()?;
     let providers = definitions.kinds_where(|r| r.provides(&class));
-    // The live providers in each tenant of the chain: (label, shares with children).
-    let mut live: BTreeMap<&str, Vec<(String, bool)>> = BTreeMap::new();
+    // The live providers in each tenant of the chain, by its position: (label, shares with
+    // children).
+    let mut live: Vec<Vec<(String, bool)>> = chain.iter().map(|_| Vec::new()).collect();
     for provider in &providers.kinds {
         let shares = provider.capability.share == Share::Children;
         for i in eval.instances(provider)?.iter() {
-            if let Some(tenant) = chain.iter().find(|t| *t == i.namespace)
+            if let Some(at) = chain.iter().position(|t| *t == i.namespace)
                 && !i.terminating
             {
                 let label = format!("{} {}/{}", provider.kind, i.namespace, i.app);
-                live.entry(tenant.as_str())
-                    .or_default()
-                    .push((label, shares));
+                live[at].push((label, shares));
             }
         }
     }
+    // The live providers of a tenant; `None` for one without any, or outside the chain.
+    let live_in = |tenant: &str| {
+        chain
+            .iter()
+            .position(|t| t == tenant)
+            .map(|at| &live[at])
+            .filter(|ps| !ps.is_empty())
+    };
     for (kind, err) in &providers.unreadable {
         let instances = eval.instances_of(kind, None)?;
         if let Some(i) = instances
@@ -169,7 +174,7 @@ pub fn check_resolution(
         }
     }
     let serves = |tenant: &str| {
-        live.get(tenant)
+        live_in(tenant)
             .is_some_and(|ps| tenant == namespace || ps.iter().any(|(_, shares)| *shares))
     };
     let expected = chain.iter().rev().map(String::as_str).find(|t| serves(t));
@@ -177,11 +182,11 @@ pub fn check_resolution(
         return Ok(());
     }
     let names = |tenant: &str| -> Vec<String> {
-        live.get(tenant)
+        live_in(tenant)
             .map(|ps| ps.iter().map(|(label, _)| label.clone()).collect())
             .unwrap_or_default()
     };
-    let reason = match live.get(value) {
+    let reason = match live_in(value) {
         None => format!("{value} has no live {class} provider"),
         Some(_) if !serves(value) => format!(
             "{value}'s {class} provider ({}) serves only its own namespace (share: none)",

@@ -4,9 +4,7 @@
 //! write ancestor labels that match the naming rule, and must point a capability label at the
 //! provider nearest-ancestor resolution gives, because every other rule trusts them.
 
-use std::collections::BTreeSet;
-
-use crate::model::collect::inserted;
+use crate::model::collect::StrSet;
 use crate::model::evaluation::Evaluation;
 use crate::model::tenant::{self, ANCESTOR_PREFIX, Labels};
 use crate::model::verdict::{BAD_REQUEST, Violation, list_some};
@@ -24,7 +22,7 @@ pub fn check(eval: &Evaluation) -> Result<(), Violation> {
     let old = request.old_object.as_ref().map_or(&empty, |o| &o.labels);
     let protected =
         |key: &str| key.starts_with(ANCESTOR_PREFIX) || is_provider_key(key, eval.settings);
-    let changed: BTreeSet<&str> = inserted(
+    let changed = StrSet::of(
         new.labels
             .keys()
             .chain(old.keys())
@@ -50,7 +48,7 @@ pub fn check(eval: &Evaluation) -> Result<(), Violation> {
         ))
     })?;
     for key in changed.iter().filter(|k| !k.starts_with(ANCESTOR_PREFIX)) {
-        let Some(value) = new.labels.get(*key).filter(|v| !v.is_empty()) else {
+        let Some(value) = new.labels.get(key).filter(|v| !v.is_empty()) else {
             continue;
         };
         // `is_provider_key` accepted the key, so it names a class.

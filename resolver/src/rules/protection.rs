@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use crate::model::collect::{front_positions, inserted, sorted_by};
+use crate::model::collect::{StrSet, front_positions, inserted, sorted_by};
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
 use crate::model::kinds::{Class, Deletion, Edit, KindRules, Share};
@@ -167,7 +167,7 @@ pub fn check_removal(
             && stake.keys.points_to(ns, namespace)
     };
     // Only the namespaces that host an instance at stake decide.
-    let hosts: BTreeSet<&str> = inserted(at_stake.iter().flat_map(|stake| {
+    let hosts = StrSet::of(at_stake.iter().flat_map(|stake| {
         let consumers = stake.consumers(&is_gone).map(|[namespace, ..]| namespace);
         let unreadable = stake
             .unreadable
@@ -177,7 +177,7 @@ pub fn check_removal(
     }));
     let few = hosts.len() <= POINT_LOOKUPS;
     let looked_up = if few {
-        point_lookups(eval, hosts.iter().copied())
+        point_lookups(eval, hosts.iter())
     } else if at_stake.iter().all(|s| s.unreadable.is_empty()) {
         if let Some(refusal) = sample(eval, rules, subject, &at_stake, &references, &is_gone) {
             return Err(refusal);
@@ -214,8 +214,8 @@ pub fn check_removal(
         }
     };
     // Per class, the namespaces that resolve it here and are not served by what remains.
-    let referencing = |stake: &AtStake| -> BTreeSet<&str> {
-        inserted(
+    let referencing = |stake: &AtStake| -> StrSet {
+        StrSet::of(
             facts
                 .iter()
                 .filter(|ns| references(stake, ns))
