@@ -55,7 +55,11 @@ pub struct StrSet<'a>(Vec<&'a str>);
 
 impl<'a> StrSet<'a> {
     pub fn of(items: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut names = sorted_by(items.into_iter().collect(), |a: &&str, b: &&str| a.cmp(b));
+        let mut names: Vec<&str> = items.into_iter().collect();
+        // Often sorted already (label keys come from a sorted map): then no sort at all.
+        if !names.is_sorted() {
+            names = sorted_by(names, |a: &&str, b: &&str| a.cmp(b));
+        }
         names.dedup();
         StrSet(names)
     }
