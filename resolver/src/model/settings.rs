@@ -133,14 +133,6 @@ impl TenantModules {
             Err(at) => modules.insert(at, (Cow::Owned(key), Cow::Owned(kind))),
         }
     }
-
-    /// The switches the settings gave; none for the stock default.
-    fn given(&self) -> &[(Name, Name)] {
-        match &self.0 {
-            Cow::Owned(modules) => modules,
-            Cow::Borrowed(_) => &[],
-        }
-    }
 }
 
 /// A map of key to kind, as the settings write it.
@@ -294,7 +286,7 @@ impl Settings {
                 })?;
             }
         }
-        for (key, kind) in self.tenant_modules.given() {
+        for (key, kind) in given(&self.tenant_modules.0) {
             if !crate::model::tenant::is_dns_label(key) {
                 return Err(RuleError::Invalid {
                     path: format!("tenantModules.{key:?}"),
@@ -323,10 +315,15 @@ impl Settings {
     }
 }
 
-/// The names the settings gave; none for a stock default, which borrows from the module.
-fn given(names: &Names) -> &[Name] {
-    match names {
-        Cow::Owned(names) => names,
+/// What the settings gave of a list (names, module switches); none for a stock default, which
+/// borrows from the module.
+#[allow(
+    clippy::ptr_arg,
+    reason = "which variant the list is, is what it reads"
+)]
+fn given<'a, T: Clone>(list: &'a Cow<'static, [T]>) -> &'a [T] {
+    match list {
+        Cow::Owned(items) => items,
         Cow::Borrowed(_) => &[],
     }
 }
