@@ -38,6 +38,12 @@ static ALLOCATOR: heap::Counting = heap::Counting;
 
 fn main() {
     let root = workspace();
+    if let Ok(runs) = std::env::var("BENCH_NATIVE_RUNS") {
+        return native_profile(&root, runs.parse().unwrap_or(1));
+    }
+    if let Some(other) = std::env::var_os("BENCH_AGAINST") {
+        return against(&root, std::path::Path::new(&other));
+    }
     let policy = Policy::load_annotated(&policy_path())
         .unwrap_or_else(|e| panic!("{e}"))
         .with_callback_thread();
@@ -68,18 +74,6 @@ fn main() {
     {
         // The policy-server's reflectors and caches, warm across this workload's requests.
         let cache: Arc<HostCache> = Arc::default();
-        if let Ok(runs) = std::env::var("BENCH_NATIVE_RUNS") {
-            // Profiling aid (e.g. under callgrind): only the native build, a fixed number of runs.
-            for _ in 0..runs.parse::<usize>().unwrap_or(1) {
-                let host = NativeHost(Mutex::new(policy.host_state(
-                    w.cluster.clone(),
-                    vec![],
-                    Some(cache.clone()),
-                )));
-                std::hint::black_box(cozystack_capabilities_policy::evaluate(&w.payload, &host));
-            }
-            continue;
-        }
         let probe = policy
             .validate_with(
                 &w.payload,
@@ -226,5 +220,83 @@ fn main() {
         targets::targets(&policy, &bundle, &root, &rows, budget, &preflight, &peer);
     if report::targets(&targets, &keys) > 0 {
         std::process::exit(1);
+    }
+}
+
+/// The profiling aid (`BENCH_NATIVE_RUNS=<n>`, e.g. under `valgrind --tool=callgrind`): only the
+/// native build of the workloads `BENCH_ONLY` names, `runs` times each, against the same host
+/// state. Nothing is compiled to machine code first, so a profiler counts the policy's work and
+/// not wasmtime's compiler (ten minutes under callgrind).
+fn native_profile(root: &std::path::Path, runs: usize) {
+    let wasm = read_module(&policy_path()).unwrap_or_else(|e| panic!("{e}"));
+    let metadata = Metadata::from_module(&wasm).unwrap_or_else(|e| panic!("{e}"));
+    let bundle = Bundle::load(&root.join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}"));
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    for w in workloads(&bundle)
+        .into_iter()
+        .filter(|w| w.name.contains(&only))
+    {
+        let cache: Arc<HostCache> = Arc::default();
+        for _ in 0..runs {
+            let host = NativeHost(Mutex::new(cozystack_policy_runtime::host::HostState {
+                cluster: w.cluster.clone(),
+                allowed: metadata.context_aware_resources.clone(),
+                cache: Some(cache.clone()),
+                ..Default::default()
+            }));
+            std::hint::black_box(cozystack_capabilities_policy::evaluate(&w.payload, &host));
+        }
+    }
+}
+
+/// `BENCH_AGAINST=<annotated module>`: the module under test and another (an older commit's)
+/// on the workloads `BENCH_ONLY` names, measured in turns in one process, so that a change of a
+/// few microseconds shows through a shared machine's drift between runs. Prints each one's
+/// median guest time (the evaluation less the time blocked in host calls) and their ratio.
+fn against(root: &std::path::Path, other: &std::path::Path) {
+    let load = |path: &std::path::Path| {
+        Policy::load_annotated(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .with_callback_thread()
+    };
+    let (ours, theirs) = (load(&policy_path()), load(other));
+    let bundle = Bundle::load(&root.join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}"));
+    let budget = Duration::from_millis(
+        std::env::var("BENCH_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000),
+    );
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    println!(
+        "| workload | guest µs | guest µs, {} | ratio |",
+        other.display()
+    );
+    println!("|---|---|---|---|");
+    for w in workloads(&bundle)
+        .into_iter()
+        .filter(|w| w.name.contains(&only))
+    {
+        let guest = |policy: &Policy, cache: &Arc<HostCache>| {
+            let state = policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()));
+            let instance = policy.instantiate(state).expect("instantiate");
+            let t = Instant::now();
+            let evaluation = instance.validate(&w.payload).expect("validate");
+            t.elapsed().saturating_sub(evaluation.host_time)
+        };
+        let (our_cache, their_cache): (Arc<HostCache>, Arc<HostCache>) = Default::default();
+        let [a, b] = measure(
+            budget,
+            [&mut || guest(&ours, &our_cache), &mut || {
+                guest(&theirs, &their_cache)
+            }],
+        );
+        println!(
+            "| {} | {} | {} | {:.3} |",
+            w.name,
+            crate::model::micros(a.median()),
+            crate::model::micros(b.median()),
+            a.median().as_secs_f64() / b.median().as_secs_f64()
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use crate::model::definition_set::{Defaults, DefinitionSet};
 use crate::model::kinds::{
     CapabilitySpec, CardinalitySpec, DashboardSpec, Deletion, Edit, KindBlocks, ProtectionSpec,
-    RuleFields, Scope, Share, Visibility,
+    Role, RuleFields, Scope, Share, Visibility,
 };
 use crate::model::listing::DefinitionList;
 
@@ -82,7 +82,7 @@ pub fn definitions(
             .map(BuiltinKind::fields)
             .unwrap_or_default()
     };
-    DefinitionSet::with_defaults(read, defaults(fields), settings, prefixes)
+    DefinitionSet::with_defaults(read, defaults(fields, classes), settings, prefixes)
         .with_prefixes_only(UNRULED)
 }
 
@@ -95,7 +95,7 @@ pub fn listed_definitions(
     settings: &KindBlocks,
     prefixes: &BTreeMap<String, String>,
 ) -> DefinitionSet {
-    let unlisted: Vec<Defaults> = defaults(|_| RuleFields::default())
+    let unlisted: Vec<Defaults> = defaults(|_| RuleFields::default(), |_, _| &[])
         .filter(|d| read.find(d.kind).is_none())
         .collect();
     DefinitionSet::with_defaults(read, unlisted, settings, prefixes).with_prefixes_only(UNRULED)
@@ -103,12 +103,24 @@ pub fn listed_definitions(
 
 /// The table's kinds as defaults, each index its row (the kinds examined without a rule are
 /// [`UNRULED`], named by their prefixes alone).
-fn defaults(fields: fn(usize) -> RuleFields) -> impl Iterator<Item = Defaults> {
+fn defaults(
+    fields: fn(usize) -> RuleFields,
+    classes: fn(usize, Role) -> &'static [&'static str],
+) -> impl Iterator<Item = Defaults> {
     KINDS.iter().enumerate().map(move |(index, kind)| Defaults {
         kind: kind.kind,
         release_prefix: kind.release_prefix,
         index,
         fields,
+        classes,
+    })
+}
+
+/// The classes a table row provides or consumes, as [`BuiltinKind::fields`] states them.
+fn classes(index: usize, role: Role) -> &'static [&'static str] {
+    KINDS.get(index).map_or(&[], |kind| match role {
+        Role::Provides => kind.provides,
+        Role::Consumes => kind.consumes,
     })
 }
 
@@ -208,5 +220,67 @@ impl std::fmt::Display for BuiltinKind {
             write!(f, "; consumes {}", self.consumes.join(", "))?;
         }
         write!(f, "; release prefix {:?}", self.release_prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kinds::Class;
+    use crate::model::listing::Unread;
+    use std::collections::BTreeSet;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// The kinds whose made rules provide (or consume) `class`: what `kinds_where` must answer
+    /// without making the rules of a kind its default says plays no part.
+    fn by_rules(set: &DefinitionSet, kinds: &[&str], role: Role, class: &Class) -> Vec<String> {
+        let mut named: Vec<String> = kinds
+            .iter()
+            .filter(|kind| set.get(kind).unwrap().is_some_and(|r| r.plays(role, class)))
+            .map(|kind| kind.to_string())
+            .collect();
+        named.sort();
+        named
+    }
+
+    #[test]
+    fn the_defaults_classes_name_the_kinds_their_rules_would() {
+        // Postgres is given a class by its settings block, Monitoring has its own taken away.
+        let blocks: KindBlocks = serde_json::from_str(
+            r#"{"Postgres": {"capability": {"provides": ["monitoring"]}},
+                "Monitoring": {"capability": {"provides": [], "consumes": ["ingress"]}}}"#,
+        )
+        .unwrap();
+        let mut kinds: Vec<&str> = KINDS.iter().map(|k| k.kind).collect();
+        kinds.push("Postgres");
+        let classes: BTreeSet<&str> = KINDS
+            .iter()
+            .flat_map(|k| k.provides.iter().chain(k.consumes))
+            .copied()
+            .collect();
+        assert!(classes.len() >= 3, "{classes:?}");
+        for blocks in [KindBlocks::default(), blocks] {
+            let set = definitions(Box::new(Unread), &blocks, &BTreeMap::new());
+            for class in &classes {
+                let class = Class::parse(class).unwrap();
+                for role in [Role::Provides, Role::Consumes] {
+                    let matching = set.kinds_where(role, &class);
+                    let named: Vec<String> =
+                        matching.kinds.iter().map(|r| r.kind.clone()).collect();
+                    assert_eq!(
+                        named,
+                        by_rules(&set, &kinds, role, &class),
+                        "{role:?} {class}"
+                    );
+                    assert!(matching.unreadable.is_empty());
+                }
+            }
+        }
+        let set = definitions(Box::new(Unread), &KindBlocks::default(), &BTreeMap::new());
+        let monitoring = Class::parse("monitoring").unwrap();
+        let providers = set.kinds_where(Role::Provides, &monitoring);
+        assert_eq!(providers.kinds.len(), 1);
+        assert_eq!(providers.kinds[0].kind, "Monitoring");
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::model::definition::Definition;
 use crate::model::error::RuleError;
-use crate::model::kinds::{KindBlock, KindBlocks, KindRules, RuleFields};
+use crate::model::kinds::{Class, KindBlock, KindBlocks, KindRules, Role, RuleFields};
 use crate::model::listing::{Decoded, DefinitionList, Unread};
 
 /// Every kind's effective rules, from the ApplicationDefinitions and the settings. A kind's
@@ -42,6 +42,9 @@ pub struct Defaults {
     pub release_prefix: &'static str,
     pub index: usize,
     pub fields: fn(usize) -> RuleFields,
+    /// The classes `fields(index)` provides or consumes, read without making the fields: which
+    /// kinds provide a class is asked of every kind, and most kinds play no part in it.
+    pub classes: fn(usize, Role) -> &'static [&'static str],
 }
 
 /// What stands under a kind's definition.
@@ -186,6 +189,10 @@ impl DefinitionSet {
         prefixes: &BTreeMap<String, String>,
     ) -> Self {
         let mut set = DefinitionSet::listed(listed, settings);
+        // Room for every default at once: a kind's sources are a few hundred bytes, and growing
+        // the list one doubling at a time was most of what making the set cost.
+        let defaults = defaults.into_iter();
+        set.kinds.0.reserve(defaults.size_hint().0);
         for entry in defaults {
             set.kinds.entry(entry.kind).defaults = Some(entry);
         }
@@ -247,10 +254,11 @@ impl DefinitionSet {
         }
     }
 
-    /// Every kind whose rules satisfy `pred`, and the kinds whose rules cannot be read (an
-    /// invalid or ambiguous definition) with their errors: those might have matched, and the
-    /// caller decides whether any of their instances is at stake.
-    pub fn kinds_where(&self, pred: impl Fn(&KindRules) -> bool) -> Matching<'_> {
+    /// Every kind that provides (or consumes) `class`, and the kinds whose rules cannot be read
+    /// (an invalid or ambiguous definition) with their errors: those might have matched, and the
+    /// caller decides whether any of their instances is at stake. A kind whose only source is
+    /// its default plays the part its default's classes say: its rules are made only if it does.
+    pub fn kinds_where(&self, role: Role, class: &Class) -> Matching<'_> {
         // The listed kinds and those of the settings and defaults, both sorted: merged in order,
         // each once.
         let mut listed = (0..self.listed.kinds())
@@ -268,8 +276,19 @@ impl DefinitionSet {
         });
         let mut matching = Matching::default();
         for kind in kinds {
+            let default_only = self.kinds.get(kind).and_then(|sources| match sources {
+                Sources {
+                    defaults: Some(defaults),
+                    settings: None,
+                    ..
+                } if self.listed.find(kind).is_none() => Some(defaults),
+                _ => None,
+            });
+            if default_only.is_some_and(|d| !(d.classes)(d.index, role).contains(&class.as_str())) {
+                continue;
+            }
             match self.get(kind) {
-                Ok(Some(rules)) if pred(rules) => matching.kinds.push(rules),
+                Ok(Some(rules)) if rules.plays(role, class) => matching.kinds.push(rules),
                 Ok(_) => {}
                 Err(err) => matching.unreadable.push((kind, err)),
             }
@@ -361,8 +380,8 @@ mod tests {
             set.get("Etcd").unwrap_err().to_string(),
             "ApplicationDefinition etcd: spec.capability.provides: invalid type: string \"not a list\", expected a sequence"
         );
-        let class = crate::model::kinds::Class::parse("monitoring").unwrap();
-        let matching = set.kinds_where(|rules| rules.provides(&class));
+        let class = Class::parse("monitoring").unwrap();
+        let matching = set.kinds_where(Role::Provides, &class);
         let kinds: Vec<&str> = matching.kinds.iter().map(|r| r.kind.as_str()).collect();
         let unreadable: Vec<&str> = matching.unreadable.iter().map(|(k, _)| *k).collect();
         assert_eq!(

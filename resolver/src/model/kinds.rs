@@ -343,6 +343,13 @@ pub struct Slots {
     pub cluster_namespace: Option<String>,
 }
 
+/// What a kind does with a capability class: the two lists of `capability`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Provides,
+    Consumes,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Capability {
     pub provides: Vec<Class>,
@@ -424,12 +431,12 @@ impl KindRules {
         })
     }
 
-    pub fn provides(&self, class: &Class) -> bool {
-        self.capability.provides.contains(class)
-    }
-
-    pub fn consumes(&self, class: &Class) -> bool {
-        self.capability.consumes.contains(class)
+    /// Whether this kind provides (or consumes) `class`.
+    pub fn plays(&self, role: Role, class: &Class) -> bool {
+        match role {
+            Role::Provides => self.capability.provides.contains(class),
+            Role::Consumes => self.capability.consumes.contains(class),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::model::chart;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::Namespace;
-use crate::model::kinds::{Class, KindRules, Share};
+use crate::model::kinds::{Class, KindRules, Role, Share};
 use crate::model::settings::Settings;
 use crate::model::tenant::{CAPABILITY_PREFIX, LABEL_PREFIX, ROOT};
 use crate::model::verdict::{Violation, list_some};
@@ -138,7 +138,7 @@ pub fn check_resolution(
     let class = Class::parse(class)
         .map_err(|reason| Violation::rule(format!("Namespace {namespace}: {key}: {reason}")))?;
     let definitions = eval.definitions()?;
-    let providers = definitions.kinds_where(|r| r.provides(&class));
+    let providers = definitions.kinds_where(Role::Provides, &class);
     // The live providers in each tenant of the chain, by its position: (label, shares with
     // children).
     let mut live: Vec<Vec<(String, bool)>> = chain.iter().map(|_| Vec::new()).collect();
@@ -261,8 +261,6 @@ fn serves(
     if keys.capability(ns).is_some() {
         return Ok(true);
     }
-    let definitions = eval.definitions()?;
-    let providers = definitions.kinds_where(|r| r.provides(class));
     if provider != ROOT {
         let own = if provider == ns.name {
             keys.legacy(ns) == Some(provider)
@@ -272,7 +270,10 @@ fn serves(
         if own {
             return Ok(true);
         }
-    } else if root_switch_on(eval, &providers.kinds)? {
+    }
+    let definitions = eval.definitions()?;
+    let providers = definitions.kinds_where(Role::Provides, class);
+    if provider == ROOT && root_switch_on(eval, &providers.kinds)? {
         return Ok(true);
     }
     for kind in &providers.kinds {

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use crate::model::collect::{StrSet, front_positions, inserted, sorted_by};
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
-use crate::model::kinds::{Class, Deletion, Edit, KindRules, Share};
+use crate::model::kinds::{Class, Deletion, Edit, KindRules, Role, Share};
 use crate::model::request::Operation;
 use crate::model::settings::DefinitionSource;
 use crate::model::tenant::{self, ANCESTOR_PREFIX};
@@ -99,7 +99,7 @@ pub fn check_removal(
     for class in &rules.capability.provides {
         // The consumers first, in one list when their prefixes allow: without one, whether
         // another provider serves the class does not matter.
-        let consumers = definitions.kinds_where(|r| r.consumes(class));
+        let consumers = definitions.kinds_where(Role::Consumes, class);
         eval.preload_instances(&consumers.kinds)?;
         let mut consuming = Vec::new();
         for consumer in consumers.kinds {
@@ -120,7 +120,7 @@ pub fn check_removal(
         if consuming.is_empty() && unreadable.is_empty() {
             continue;
         }
-        let providers = definitions.kinds_where(|r| r.provides(class));
+        let providers = definitions.kinds_where(Role::Provides, class);
         let (mut serves_namespace, mut serves_children) = (false, false);
         let (mut self_listed, mut kin_serves) = (false, false);
         for provider in &providers.kinds {
