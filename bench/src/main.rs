@@ -52,12 +52,7 @@ fn main() {
     let floor_policy =
         Policy::load(&floor_wasm, Metadata::default()).unwrap_or_else(|e| panic!("{e}"));
     let bundle = Bundle::load(&root.join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}"));
-    let budget = Duration::from_millis(
-        std::env::var("BENCH_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2000),
-    );
+    let budget = budget();
 
     // The floor as kwctl measures accept-all: on the Namespace request, no host calls, in
     // turns with the same request to this policy (kwctl's table comes from one run too).
@@ -261,12 +256,7 @@ fn against(root: &std::path::Path, other: &std::path::Path) {
     };
     let (ours, theirs) = (load(&policy_path()), load(other));
     let bundle = Bundle::load(&root.join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}"));
-    let budget = Duration::from_millis(
-        std::env::var("BENCH_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2000),
-    );
+    let budget = budget();
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     println!(
         "| workload | guest µs | guest µs, {} | ratio |",
@@ -299,4 +289,14 @@ fn against(root: &std::path::Path, other: &std::path::Path) {
             a.median().as_secs_f64() / b.median().as_secs_f64()
         );
     }
+}
+
+/// Each workload's measuring time: `BENCH_MS`, 2 s by default.
+fn budget() -> Duration {
+    Duration::from_millis(
+        std::env::var("BENCH_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000),
+    )
 }
