@@ -233,12 +233,11 @@ fn native_profile(root: &std::path::Path, runs: usize) {
     {
         let cache: Arc<HostCache> = Arc::default();
         for _ in 0..runs {
-            let host = NativeHost(Mutex::new(cozystack_policy_runtime::host::HostState {
-                cluster: w.cluster.clone(),
-                allowed: metadata.context_aware_resources.clone(),
-                cache: Some(cache.clone()),
-                ..Default::default()
-            }));
+            let host = NativeHost(Mutex::new(metadata.host_state(
+                w.cluster.clone(),
+                vec![],
+                Some(cache.clone()),
+            )));
             std::hint::black_box(cozystack_capabilities_policy::evaluate(&w.payload, &host));
         }
     }

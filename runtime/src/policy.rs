@@ -24,6 +24,23 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// The host side of one evaluation of a module with this metadata: its context-aware
+    /// resources are what the host lets it read; `cache` shares answers across evaluations.
+    pub fn host_state(
+        &self,
+        cluster: Arc<ClusterObjects>,
+        failures: Vec<Failure>,
+        cache: Option<Arc<crate::host::HostCache>>,
+    ) -> HostState {
+        HostState {
+            cluster,
+            allowed: self.context_aware_resources.clone(),
+            failures,
+            cache,
+            ..HostState::default()
+        }
+    }
+
     /// The metadata embedded in an annotated module, as the policy-server reads it.
     pub fn from_module(wasm: &[u8]) -> Result<Metadata, String> {
         let value = cozystack_packaging::section::read_metadata(wasm)
@@ -303,13 +320,7 @@ impl Policy {
         failures: Vec<Failure>,
         cache: Option<Arc<crate::host::HostCache>>,
     ) -> HostState {
-        HostState {
-            cluster,
-            allowed: self.metadata.context_aware_resources.clone(),
-            failures,
-            cache,
-            ..HostState::default()
-        }
+        self.metadata.host_state(cluster, failures, cache)
     }
 
     /// `validate` against a prepared host state.
