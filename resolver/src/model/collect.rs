@@ -48,6 +48,56 @@ pub fn sorted_by<T>(items: Vec<T>, cmp: impl Fn(&T, &T) -> Ordering) -> Vec<T> {
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
+/// `a.concat()` against `b.concat()`, without joining either: a slice at a time, as far as
+/// both have bytes left in their current pieces.
+pub fn cmp_joined(a: &[&str], b: &[&str]) -> Ordering {
+    let (mut a, mut b) = (Pieces::new(a), Pieces::new(b));
+    loop {
+        match (a.rest(), b.rest()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) => {
+                let n = x.len().min(y.len());
+                match x[..n].cmp(&y[..n]) {
+                    Ordering::Equal => {
+                        a.advance(n);
+                        b.advance(n);
+                    }
+                    unequal => return unequal,
+                }
+            }
+        }
+    }
+}
+
+/// A read position in the concatenation of `pieces`.
+struct Pieces<'p, 's> {
+    pieces: &'p [&'s str],
+    offset: usize,
+}
+
+impl<'p, 's> Pieces<'p, 's> {
+    fn new(pieces: &'p [&'s str]) -> Self {
+        Pieces { pieces, offset: 0 }
+    }
+
+    /// What is left of the current piece, skipping empty ones; `None` at the end.
+    fn rest(&mut self) -> Option<&'s [u8]> {
+        while let Some((first, others)) = self.pieces.split_first() {
+            if self.offset < first.len() {
+                return Some(&first.as_bytes()[self.offset..]);
+            }
+            (self.pieces, self.offset) = (others, 0);
+        }
+        None
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.offset += n;
+    }
+}
+
 /// A set of borrowed names, sorted and without repeats: what a `BTreeSet<&str>` would hold,
 /// sorted by position (one sort in the module for every caller) and searched by halves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +112,21 @@ impl<'a> StrSet<'a> {
         }
         names.dedup();
         StrSet(names)
+    }
+
+    /// The distinct `items`, or `None` as soon as there are more than `n` of them: deciding
+    /// that a long list is long costs no sort of it.
+    pub fn at_most(items: impl IntoIterator<Item = &'a str>, n: usize) -> Option<Self> {
+        let mut names: Vec<&str> = Vec::new();
+        for item in items {
+            if !names.contains(&item) {
+                if names.len() == n {
+                    return None;
+                }
+                names.push(item);
+            }
+        }
+        Some(StrSet::of(names))
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -114,6 +179,30 @@ mod tests {
     }
 
     #[test]
+    fn joined_pieces_compare_as_their_concatenation() {
+        let pieces: [&[&str]; 9] = [
+            &[],
+            &[""],
+            &["tenant-a", "/", "db"],
+            &["tenant-a-b", "/", "db"],
+            &["tenant-a", "/db"],
+            &["tenant-", "a", "", "/", "db", " (Postgres)"],
+            &["tenant-a/db (Postgres)", ""],
+            &["tenant-a/d"],
+            &["z"],
+        ];
+        for a in pieces {
+            for b in pieces {
+                assert_eq!(
+                    cmp_joined(a, b),
+                    a.concat().cmp(&b.concat()),
+                    "{a:?} against {b:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_name_set_is_sorted_without_repeats() {
         let set = StrSet::of(["tenant-b", "tenant-a", "tenant-b", "tenant-root"]);
         assert_eq!(
@@ -128,6 +217,14 @@ mod tests {
             ["tenant-a", "tenant-b"]
         );
         assert_eq!(StrSet::of(["b", "a"]), StrSet::of(["a", "b", "a"]));
+        let repeated = ["tenant-b", "tenant-a", "tenant-b", "tenant-a", "tenant-c"];
+        assert_eq!(StrSet::at_most(repeated, 3), Some(StrSet::of(repeated)));
+        assert_eq!(StrSet::at_most(repeated, 2), None);
+        assert_eq!(
+            StrSet::at_most(repeated[..4].iter().copied(), 2),
+            Some(StrSet::of(["tenant-a", "tenant-b"]))
+        );
+        assert_eq!(StrSet::at_most([], 0), Some(StrSet::default()));
         assert!(StrSet::of([]).is_empty());
     }
 }

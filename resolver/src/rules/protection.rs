@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use crate::model::collect::{StrSet, front_positions, inserted, sorted_by};
+use crate::model::collect::{StrSet, cmp_joined, front_positions, inserted, sorted_by};
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
 use crate::model::kinds::{Class, Deletion, Edit, KindRules, Role, Share};
@@ -166,17 +166,19 @@ pub fn check_removal(
         ((own && !stake.namespace_still_served) || descendant)
             && stake.keys.points_to(ns, namespace)
     };
-    // Only the namespaces that host an instance at stake decide.
-    let hosts = StrSet::of(at_stake.iter().flat_map(|stake| {
-        let consumers = stake.consumers(&is_gone).map(|[namespace, ..]| namespace);
-        let unreadable = stake
-            .unreadable
-            .iter()
-            .flat_map(|(_, _, instances)| instances.iter().map(|i| i.namespace));
-        consumers.chain(unreadable)
-    }));
-    let few = hosts.len() <= POINT_LOOKUPS;
-    let looked_up = if few {
+    // Only the namespaces that host an instance at stake decide; a few are looked up one by one.
+    let hosts = StrSet::at_most(
+        at_stake.iter().flat_map(|stake| {
+            let consumers = stake.consumers(&is_gone).map(|[namespace, ..]| namespace);
+            let unreadable = stake
+                .unreadable
+                .iter()
+                .flat_map(|(_, _, instances)| instances.iter().map(|i| i.namespace));
+            consumers.chain(unreadable)
+        }),
+        POINT_LOOKUPS,
+    );
+    let looked_up = if let Some(hosts) = hosts {
         point_lookups(eval, hosts.iter())
     } else if at_stake.iter().all(|s| s.unreadable.is_empty()) {
         if let Some(refusal) = sample(eval, rules, subject, &at_stake, &references, &is_gone) {
@@ -360,19 +362,17 @@ fn sample(
 
 /// Orders consumers as their text reads.
 fn by_text(a: &[&str; 4], b: &[&str; 4]) -> std::cmp::Ordering {
-    text(a).cmp(text(b))
+    cmp_joined(&text(a), &text(b))
 }
 
 fn shown_text(consumer: &[&str; 4]) -> String {
-    String::from_utf8_lossy(&text(consumer).collect::<Vec<u8>>()).into_owned()
+    text(consumer).concat()
 }
 
-/// A consumer as shown, `namespace/app (Kind)[ terminating]`, byte by byte: sorting by it
-/// orders the list as the text reads without formatting every consumer.
-fn text<'a>([ns, app, kind, mark]: &[&'a str; 4]) -> impl Iterator<Item = u8> + 'a {
+/// A consumer as shown, `namespace/app (Kind)[ terminating]`, in pieces: sorting by it orders
+/// the list as the text reads without formatting every consumer.
+fn text<'a>([ns, app, kind, mark]: &[&'a str; 4]) -> [&'a str; 7] {
     [*ns, "/", *app, " (", *kind, ")", *mark]
-        .into_iter()
-        .flat_map(str::bytes)
 }
 
 /// Denies every write of an `adminOnly` kind by anyone but the platform: creating, deleting,
