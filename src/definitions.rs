@@ -28,6 +28,8 @@ pub const DEFINITION_MASKS: &[&str] = &[
 
 /// The four rule fields, in `Item::fields` order, by their keys under `spec`.
 const RULE_FIELDS: [&str; 4] = ["dashboard", "cardinality", "protection", "capability"];
+/// Where `capability` is among them.
+const CAPABILITY: usize = 3;
 
 /// One listed item: where its strings and its rule fields' JSON texts lie in the text.
 #[derive(Default)]
@@ -186,7 +188,7 @@ impl ListedDefinitions {
             dashboard: field(0),
             cardinality: field(1),
             protection: field(2),
-            capability: field(3),
+            capability: field(CAPABILITY),
             release_prefix: item.prefix.as_ref().map(|p| self.at(p).to_owned()),
             plural: None,
         }
@@ -229,6 +231,13 @@ impl DefinitionList for ListedDefinitions {
             .into_iter()
             .flatten()
             .map(|item| self.decode(item))
+            .collect()
+    }
+
+    fn capabilities(&self, index: usize) -> Vec<Option<&str>> {
+        self.run(index)
+            .iter()
+            .map(|item| item.fields[CAPABILITY].as_ref().map(|span| self.at(span)))
             .collect()
     }
 }
@@ -305,6 +314,11 @@ mod tests {
                 Some("[1,2]".to_owned()),
                 Some(r#"{"provides": "not a list"}"#.to_owned())
             )
+        );
+        // The same text, borrowed, without making a definition.
+        assert_eq!(
+            list.capabilities(0),
+            [Some(r#"{"provides": "not a list"}"#)]
         );
     }
 

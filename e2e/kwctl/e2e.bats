@@ -334,6 +334,10 @@ check_invalid_settings() {
   check protection-ambiguous-kind-at-stake-fails-closed
 }
 
+@test "protection-ambiguous-kind-without-the-class-plays-no-part" {
+  check protection-ambiguous-kind-without-the-class-plays-no-part
+}
+
 @test "protection-agreeing-duplicate-definitions-are-no-conflict" {
   check protection-agreeing-duplicate-definitions-are-no-conflict
 }

@@ -102,7 +102,10 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
     c.definitions[0] = definition(
         "monitoring",
         "Monitoring",
-        json!({"cardinality": {"scope": "tenant", "max": "one"}}),
+        json!({
+            "cardinality": {"scope": "tenant", "max": "one"},
+            "capability": {"provides": ["monitoring"], "consumes": ["etcd"]},
+        }),
     );
     let verdict = decide(
         &app(Create, "Monitoring", "tenant-c", "m", user(FLUX, &[])),
@@ -117,8 +120,8 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
         &decide(&app(Create, "Redis", "tenant-c", "r", user("u", &[])), &c),
         &[],
     );
-    // Protection must know every consumer kind: a broken definition blocks the removal when
-    // one of its instances sits where the provider's class resolves to it.
+    // Protection must know every consumer kind: a broken definition whose capability names the
+    // class blocks the removal when one of its instances sits where the class resolves to it.
     let verdict = decide(
         &app(
             Delete,
@@ -133,6 +136,28 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
         &verdict,
         403,
         "ApplicationDefinition monitoring: spec.cardinality.max: invalid type: string \"one\", expected u32; the rules of kind Monitoring cannot be read, so the policy cannot tell whether tenant-root/monitoring consumes the etcd that Etcd tenant-root/etcd provides — fix the ApplicationDefinition",
+    );
+    // A broken definition whose capability cannot name the class plays no part, however its
+    // other fields read: the removal is judged by the real consumers.
+    let mut unrelated = c.clone();
+    unrelated.definitions[0] = definition(
+        "monitoring",
+        "Monitoring",
+        json!({"cardinality": {"scope": "tenant", "max": "one"}, "capability": {"provides": ["monitoring"]}}),
+    );
+    assert_denied(
+        &decide(
+            &app(
+                Delete,
+                "Etcd",
+                "tenant-root",
+                "etcd",
+                user("root", &["tenant-root-admin"]),
+            ),
+            &unrelated,
+        ),
+        403,
+        "Etcd tenant-root/etcd is protected while it provides etcd to consumers: tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect)",
     );
     // ... and not when none of its instances is at stake (with the root's etcd switch off,
     // so that the chart does not hold the Etcd either).

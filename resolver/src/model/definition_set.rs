@@ -274,17 +274,23 @@ impl DefinitionSet {
             (Some(_), _) => listed.next(),
             (None, _) => stated.next(),
         });
+        let quoted = format!("\"{}\"", class.as_str());
         let mut matching = Matching::default();
         for kind in kinds {
-            let default_only = self.kinds.get(kind).and_then(|sources| match sources {
+            let sources = self.kinds.get(kind);
+            let listed = self.listed.find(kind);
+            let default_only = sources.and_then(|sources| match sources {
                 Sources {
                     defaults: Some(defaults),
                     settings: None,
                     ..
-                } if self.listed.find(kind).is_none() => Some(defaults),
+                } if listed.is_none() => Some(defaults),
                 _ => None,
             });
             if default_only.is_some_and(|d| !(d.classes)(d.index, role).contains(&class.as_str())) {
+                continue;
+            }
+            if listed.is_some_and(|index| self.listed_without(index, sources, &quoted)) {
                 continue;
             }
             match self.get(kind) {
@@ -294,6 +300,24 @@ impl DefinitionSet {
             }
         }
         matching
+    }
+
+    /// Whether no definition listed for the kind numbered `index` can name the class `quoted`
+    /// names (`"<class>"`): each states a capability block whose text (JSON the scanner has
+    /// checked) holds neither an escape nor that string, or states none while nothing else
+    /// (`sources`: the settings, the defaults) gives the kind rules. A stated block wins over
+    /// the settings' and the default's, so the kind plays no part for the class however its
+    /// other blocks read, and its rules need not be made: a deletion asks this of every kind.
+    fn listed_without(&self, index: usize, sources: Option<&Sources>, quoted: &str) -> bool {
+        let unruled = sources.is_none_or(|s| s.settings.is_none() && s.defaults.is_none());
+        let texts = self.listed.capabilities(index);
+        !texts.is_empty()
+            && texts.iter().all(|text| match text.map(str::trim) {
+                None | Some("null") => unruled,
+                Some(text) => {
+                    text.starts_with('{') && !text.contains('\\') && !text.contains(quoted)
+                }
+            })
     }
 }
 
@@ -332,6 +356,9 @@ mod tests {
         fn all(&self) -> Vec<Definition> {
             self.inner.all()
         }
+        fn capabilities(&self, index: usize) -> Vec<Option<&str>> {
+            self.inner.capabilities(index)
+        }
     }
 
     fn definition(name: &str, kind: &str, capability: &str) -> Definition {
@@ -349,6 +376,14 @@ mod tests {
                 definition("redis", "Redis", r#"{"consumes":["monitoring"]}"#),
                 definition("redis-again", "Redis", r#"{"consumes":["other"]}"#),
                 definition("etcd", "Etcd", r#"{"provides":"not a list"}"#),
+                definition("ingress", "Ingress", r#"{"provides":"monitoring"}"#),
+                definition(
+                    "seaweedfs",
+                    "SeaweedFS",
+                    r#"{"provides":["m\u006fnitoring"]}"#,
+                ),
+                definition("bucket", "Bucket", r#"{"consumes":["ingress"]}"#),
+                definition("kafka", "Kafka", "null"),
             ]),
             decoded: Rc::clone(&decoded),
         };
@@ -380,13 +415,26 @@ mod tests {
             set.get("Etcd").unwrap_err().to_string(),
             "ApplicationDefinition etcd: spec.capability.provides: invalid type: string \"not a list\", expected a sequence"
         );
+    }
+
+    #[test]
+    fn the_kinds_of_a_class_are_those_whose_capability_may_name_it() {
+        let (set, decoded) = listed();
         let class = Class::parse("monitoring").unwrap();
         let matching = set.kinds_where(Role::Provides, &class);
         let kinds: Vec<&str> = matching.kinds.iter().map(|r| r.kind.as_str()).collect();
         let unreadable: Vec<&str> = matching.unreadable.iter().map(|(k, _)| *k).collect();
+        // Etcd's broken block and Bucket's name no "monitoring", Kafka states none and has no
+        // other source: none plays a part, and none is made. Ingress's names it in a block that does not decode, Redis's in one
+        // of two disagreeing definitions: either might have provided it. SeaweedFS's escape
+        // is decoded to tell.
         assert_eq!(
             (kinds, unreadable),
-            (vec!["Monitoring"], vec!["Etcd", "Redis"])
+            (vec!["Monitoring", "SeaweedFS"], vec!["Ingress", "Redis"])
+        );
+        assert_eq!(
+            *decoded.borrow(),
+            ["Ingress", "Monitoring", "Redis", "SeaweedFS"]
         );
     }
 }

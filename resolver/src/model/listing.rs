@@ -8,7 +8,7 @@
 use std::fmt;
 
 use crate::model::collect::sorted_positions;
-use crate::model::definition::Definition;
+use crate::model::definition::{Definition, RawField};
 
 /// The listed definitions, grouped by kind: kinds are numbered `0..kinds()` in sorted order.
 pub trait DefinitionList {
@@ -21,6 +21,10 @@ pub trait DefinitionList {
     fn definitions(&self, index: usize) -> Vec<Definition>;
     /// Every definition in list order: what a snapshot holds.
     fn all(&self) -> Vec<Definition>;
+    /// The `spec.capability` text of each definition of the kind numbered `index`, in list
+    /// order (`None` where one states none), borrowed: enough to tell that the kind plays no
+    /// part for a class without making a definition.
+    fn capabilities(&self, index: usize) -> Vec<Option<&str>>;
 }
 
 /// The kinds listed: a `Debug` of each implementation would be kept alive by the vtable in the
@@ -103,6 +107,10 @@ impl DefinitionList for Unread {
     fn all(&self) -> Vec<Definition> {
         Vec::new()
     }
+
+    fn capabilities(&self, _: usize) -> Vec<Option<&str>> {
+        Vec::new()
+    }
 }
 
 /// Definitions already decoded, as a snapshot, a pre-flight or a test holds them.
@@ -155,6 +163,12 @@ impl DefinitionList for Decoded {
 
     fn all(&self) -> Vec<Definition> {
         self.definitions.clone()
+    }
+
+    fn capabilities(&self, index: usize) -> Vec<Option<&str>> {
+        self.run(index)
+            .map(|d| d.capability.as_ref().map(RawField::get))
+            .collect()
     }
 }
 
