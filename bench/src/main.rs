@@ -31,7 +31,7 @@ use serde_json::Value;
 use crate::model::{Modelled, measure, timed};
 use crate::preflight::preflight_run;
 use crate::workloads::Row;
-use crate::workloads::workloads;
+use crate::workloads::{ZERO_CALL_EMPTY_SETTINGS, workloads};
 
 #[global_allocator]
 static ALLOCATOR: heap::Counting = heap::Counting;
@@ -63,10 +63,13 @@ fn main() {
     // The native phases of each request without host calls, printed after the table.
     let mut phases = Vec::new();
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    for w in workloads(&bundle)
-        .into_iter()
-        .filter(|w| w.name.contains(&only))
-    {
+    let all = workloads(&bundle);
+    let empty_payload = all
+        .iter()
+        .find(|w| w.name == ZERO_CALL_EMPTY_SETTINGS)
+        .map(|w| w.payload.clone())
+        .expect("the zero-call workload with settings {}");
+    for w in all.into_iter().filter(|w| w.name.contains(&only)) {
         // The policy-server's reflectors and caches, warm across this workload's requests.
         let cache: Arc<HostCache> = Arc::default();
         let probe = policy
@@ -143,6 +146,22 @@ fn main() {
         if w.name.starts_with("Namespace") {
             floor = Some(accept_all);
         }
+        // Against the floor on the payload with settings {}, in turns.
+        let empty_floor = probe.exchanges.is_empty().then(|| {
+            let mut ours_run = || {
+                let state = policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()));
+                let instance = policy.instantiate(state).expect("instantiate");
+                timed(|| drop(instance.validate(&w.payload).expect("validate")))
+            };
+            let mut floor_run = || {
+                let instance = floor_policy
+                    .instantiate(floor_policy.host_state(Arc::default(), vec![], None))
+                    .expect("instantiate");
+                timed(|| drop(instance.validate(&empty_payload).expect("floor")))
+            };
+            let [ours, theirs] = measure(budget / 4, [&mut ours_run, &mut floor_run]);
+            (ours.median(), theirs.median())
+        });
         // kwctl bench's loop: one instance, evaluated again and again (both warmed by a call).
         let warm_floors = probe.exchanges.is_empty().then(|| {
             let ours = policy
@@ -176,6 +195,7 @@ fn main() {
             spread: wasm.spread(),
             native: native.median(),
             warm_floors,
+            empty_floor,
         };
         report::row(&row);
         rows.push(row);

@@ -18,7 +18,7 @@ use crate::preflight::PreflightRun;
 use crate::workloads::Row;
 use crate::workloads::{
     DEFINITIONS_READ, NO_SLOTS, SETTINGS_ONLY, STOCK_DEPLOYMENT_CONSUMER, STOCK_DEPLOYMENT_CREATE,
-    STOCK_DEPLOYMENT_DELETE, STOCK_DEPLOYMENT_ZERO_CALL,
+    STOCK_DEPLOYMENT_DELETE, STOCK_DEPLOYMENT_ZERO_CALL, ZERO_CALL_EMPTY_SETTINGS,
 };
 
 /// The module before #26 compiled the stock rule set in (the parent of commit 2de2a5a), and
@@ -151,12 +151,16 @@ pub fn targets(
     let [with_slots, without] = measure(budget, [&mut slotted_run, &mut unslotted_run]);
     let slot_cost = with_slots.median().as_secs_f64() - without.median().as_secs_f64();
     let stock_zero = find("Namespace label UPDATE, stock rule set");
-    let empty_zero = find("Namespace label UPDATE, settings {}");
+    let empty_zero = find(ZERO_CALL_EMPTY_SETTINGS);
     let deployed_zero = find(STOCK_DEPLOYMENT_ZERO_CALL);
     let deployed_create = find(STOCK_DEPLOYMENT_CREATE);
     // The accept-all floor on the payload with settings {}.
-    let empty_floor = empty_zero.model.total.div_f64(empty_zero.floors);
-    let deployed_floors = deployed_zero.model.total.as_secs_f64() / empty_floor.as_secs_f64();
+    // The stock deployment's zero-call request against the floor on the payload with
+    // settings {}, timed in turns.
+    let (deployed_fresh, empty_floor) = deployed_zero
+        .empty_floor
+        .expect("a zero-call row is timed against the floor with settings {}");
+    let deployed_floors = deployed_fresh.as_secs_f64() / empty_floor.as_secs_f64();
     let deployed_warm = deployed_zero.warm_floors.unwrap_or(f64::INFINITY);
     let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
     // Every CREATE under the stock deployment, against the context-aware peer.
@@ -258,8 +262,8 @@ pub fn targets(
         ),
         (
             format!(
-                "a request without host calls under the stock deployment (built-in rules) at most 1.5× the accept-all floor with settings {{}}: {deployed_floors:.2}× on a fresh instance, as the policy-server runs every request ({} µs against {} µs), {deployed_warm:.2}× on a warm one, as kwctl bench loops; a module CREATE there makes {} host call(s) in {} µs",
-                micros(deployed_zero.model.total),
+                "a request without host calls under the stock deployment (built-in rules) at most 1.5× the accept-all floor with settings {{}}: {deployed_floors:.2}× on a fresh instance, as the policy-server runs every request ({} µs against {} µs, medians timed in turns), {deployed_warm:.2}× on a warm one, as kwctl bench loops; a module CREATE there makes {} host call(s) in {} µs",
+                micros(deployed_fresh),
                 micros(empty_floor),
                 deployed_create.model.calls,
                 micros(deployed_create.model.total),

@@ -161,6 +161,10 @@ pub fn builtin_settings() -> Value {
     json!({"platformWriters": "warn", "definitionSource": "builtin"})
 }
 
+/// The zero-call request with settings `{}`: the accept-all floor on its payload is the one the
+/// zero-call targets divide by.
+pub const ZERO_CALL_EMPTY_SETTINGS: &str = "Namespace label UPDATE, settings {}";
+
 /// The zero-call request and a module CREATE under the stock deployment's settings.
 pub const STOCK_DEPLOYMENT_ZERO_CALL: &str =
     "Namespace label UPDATE, stock deployment (built-in rules)";
@@ -423,7 +427,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     // moving and decoding the settings costs.
     let builtin = builtin_settings();
     for (name, with) in [
-        ("Namespace label UPDATE, settings {}", &json!({})),
+        (ZERO_CALL_EMPTY_SETTINGS, &json!({})),
         (
             "Namespace label UPDATE, stock rule set, settings only",
             only_settings,
@@ -547,4 +551,8 @@ pub struct Row {
     /// A request without host calls timed as `kwctl bench` times it, on a warm instance: its
     /// cost over the accept-all floor's, timed the same way.
     pub warm_floors: Option<f64>,
+    /// A request without host calls on a fresh instance and the accept-all floor on the
+    /// payload with settings `{}`, medians of the two timed in turns: a ratio of two rows
+    /// measured minutes apart would carry the machine's drift between them.
+    pub empty_floor: Option<(Duration, Duration)>,
 }
