@@ -122,16 +122,14 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
     );
     // Protection must know every consumer kind: a broken definition whose capability names the
     // class blocks the removal when one of its instances sits where the class resolves to it.
-    let verdict = decide(
-        &app(
-            Delete,
-            "Etcd",
-            "tenant-root",
-            "etcd",
-            user("root", &["tenant-root-admin"]),
-        ),
-        &c,
+    let delete_etcd = app(
+        Delete,
+        "Etcd",
+        "tenant-root",
+        "etcd",
+        user("root", &["tenant-root-admin"]),
     );
+    let verdict = decide(&delete_etcd, &c);
     assert_denied(
         &verdict,
         403,
@@ -146,16 +144,7 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
         json!({"cardinality": {"scope": "tenant", "max": "one"}, "capability": {"provides": ["monitoring"]}}),
     );
     assert_denied(
-        &decide(
-            &app(
-                Delete,
-                "Etcd",
-                "tenant-root",
-                "etcd",
-                user("root", &["tenant-root-admin"]),
-            ),
-            &unrelated,
-        ),
+        &decide(&delete_etcd, &unrelated),
         403,
         "Etcd tenant-root/etcd is protected while it provides etcd to consumers: tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect)",
     );
@@ -164,19 +153,7 @@ fn a_malformed_definition_rejects_only_requests_that_need_it() {
     c.instances.retain(|i| i.kind != "Monitoring");
     c.instances.retain(|i| i.kind != "Kubernetes");
     root_values(&mut c)["etcd"] = json!(false);
-    assert_allowed(
-        &decide(
-            &app(
-                Delete,
-                "Etcd",
-                "tenant-root",
-                "etcd",
-                user("root", &["tenant-root-admin"]),
-            ),
-            &c,
-        ),
-        &[],
-    );
+    assert_allowed(&decide(&delete_etcd, &c), &[]);
 }
 
 #[test]
