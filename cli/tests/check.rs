@@ -294,7 +294,7 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
             "Tenant tenant-root/root: turning ingress off removes Ingress tenant-root/ingress: Ingress tenant-root/ingress is protected while it provides ingress to consumers: {consumers}; delete or move those consumers first, or give their tenants another ingress provider (protection.deletion: protect){admitted}"
         )
     };
-    let awaiting = "Bucket consumes ingress, and namespace tenant-acme resolves it to tenant-root (namespace.cozystack.io/ingress), but tenant-root runs no live ingress provider that serves tenant-acme: the app will not come up until tenant-root provides ingress or this tenant gets its own";
+    let awaiting = "Bucket consumes ingress, and namespace tenant-acme resolves it to tenant-root (namespace.cozystack.io/ingress), but tenant-root runs no live ingress provider that serves tenant-acme: the app gets no ingress until tenant-root provides ingress or this tenant gets its own";
     let flux_admits = " (admitted because system:serviceaccount:cozy-fluxcd:flux is a platform writer and platformWriters is warn)";
 
     // Switched off first (Flux, a platform writer: admitted with the warning): the Tenant chart

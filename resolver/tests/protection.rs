@@ -233,7 +233,7 @@ fn consumers_without_a_provider_are_admitted_with_a_warning() {
     assert_allowed(
         &verdict,
         &[
-            "Kubernetes consumes etcd, and namespace tenant-c resolves it to tenant-root (namespace.cozystack.io/etcd), but tenant-root runs no live etcd provider that serves tenant-c: the app will not come up until tenant-root provides etcd or this tenant gets its own",
+            "Kubernetes consumes etcd, and namespace tenant-c resolves it to tenant-root (namespace.cozystack.io/etcd), but tenant-root runs no live etcd provider that serves tenant-c: the app gets no etcd until tenant-root provides etcd or this tenant gets its own",
         ],
     );
     // tenant-root itself resolves through its values.
@@ -244,7 +244,7 @@ fn consumers_without_a_provider_are_admitted_with_a_warning() {
     assert_allowed(
         &verdict,
         &[
-            "Kubernetes consumes etcd, and namespace tenant-root resolves it to tenant-root (_namespace.etcd of its cozystack-values), but tenant-root runs no live etcd provider that serves tenant-root: the app will not come up until tenant-root provides etcd or this tenant gets its own",
+            "Kubernetes consumes etcd, and namespace tenant-root resolves it to tenant-root (_namespace.etcd of its cozystack-values), but tenant-root runs no live etcd provider that serves tenant-root: the app gets no etcd until tenant-root provides etcd or this tenant gets its own",
         ],
     );
     // With the root's Etcd there, and tenant-a's own Monitoring, nothing to say.

@@ -233,7 +233,7 @@ pub fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<Str
                 key = keys.written(),
             )),
             Some(provider) if !serves(eval, class, &keys, &ns, provider)? => warnings.push(format!(
-                "{kind} consumes {class}, and namespace {namespace} resolves it to {provider} ({source}), but {provider} runs no live {class} provider that serves {namespace}: the app will not come up until {provider} provides {class} or this tenant gets its own",
+                "{kind} consumes {class}, and namespace {namespace} resolves it to {provider} ({source}), but {provider} runs no live {class} provider that serves {namespace}: the app gets no {class} until {provider} provides {class} or this tenant gets its own",
                 source = keys.source(&ns),
             )),
             Some(_) => {}
