@@ -27,7 +27,7 @@ const BEFORE_BUILTIN: u64 = 582_429;
 const BUILTIN_TABLE: u64 = 5_054;
 
 /// Why the 40,000-tenant pre-flight misses (docs/benchmarks.md, round #35).
-const LARGE_PREFLIGHT_CAUSE: &str = "the replay is quadratic in the tenants: each tenant's Info release is counted against every Info release (one watch per kind, cluster-wide), so each of the 40,000 replays has the guest read a 40,000-item list (~37 ms: 1,470 of the run's 1,513 CPU seconds, 20 minutes on two cores; 4 ms each at 4,000 tenants), and a narrower list needs a watch per namespace; without the Info releases the other 80,000 objects take 22 s and 978 MiB (8.4 s reading 246 MB of YAML with managed fields, ~700 MB the objects as JSON values)";
+const LARGE_PREFLIGHT_CAUSE: &str = "the replay is quadratic in the tenants: each tenant's Info release is counted against every Info release (one watch per kind, cluster-wide), so each of the 40,000 replays has the guest read a 40,000-item list (~27 ms each, against 4 ms at 4,000 tenants: ~1,100 of the run's CPU seconds; measured 2026-12-03, 529 s on two cores), and a narrower list needs a watch per namespace; the peak is the dump's objects kept as JSON values for the host's lists and GETs (~700 MB for the 80,000 objects besides the Info releases) while the YAML is read";
 
 /// What the module's bytes are when the annotated module is over 450 KB (docs/benchmarks.md,
 /// round #35, "the module under 450 KB"): `twiggy top` of an unstripped build.
