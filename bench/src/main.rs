@@ -100,26 +100,30 @@ fn main() {
             }) + w.payload.len()
         };
         let mut host_samples = Vec::new();
+        // A fresh instance per request, as the policy-server runs each: this policy on the
+        // workload's payload, and the accept-all floor on a payload given.
+        let mut ours_fresh = || {
+            let state = policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()));
+            let instance = policy.instantiate(state).expect("instantiate");
+            let t = Instant::now();
+            let evaluation = instance.validate(&w.payload).expect("validate");
+            let elapsed = t.elapsed();
+            host_samples.push(evaluation.host_time);
+            elapsed
+        };
+        let floor_fresh = |payload: &[u8]| {
+            let instance = floor_policy
+                .instantiate(floor_policy.host_state(Arc::default(), vec![], None))
+                .expect("instantiate");
+            timed(|| {
+                instance.validate(payload).expect("floor");
+            })
+        };
         let [wasm, accept_all, native] = measure(
             budget,
             [
-                &mut || {
-                    let state = policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()));
-                    let instance = policy.instantiate(state).expect("instantiate");
-                    let t = Instant::now();
-                    let evaluation = instance.validate(&w.payload).expect("validate");
-                    let elapsed = t.elapsed();
-                    host_samples.push(evaluation.host_time);
-                    elapsed
-                },
-                &mut || {
-                    let instance = floor_policy
-                        .instantiate(floor_policy.host_state(Arc::default(), vec![], None))
-                        .expect("instantiate");
-                    timed(|| {
-                        instance.validate(&w.payload).expect("floor");
-                    })
-                },
+                &mut ours_fresh,
+                &mut || floor_fresh(&w.payload),
                 &mut || {
                     let host = NativeHost(Mutex::new(policy.host_state(
                         w.cluster.clone(),
@@ -134,6 +138,15 @@ fn main() {
                 },
             ],
         );
+        // A request without host calls against the floor on the payload with settings {}, in
+        // turns (its host time, which these runs add to the samples, is nil).
+        let empty_floor = probe.exchanges.is_empty().then(|| {
+            let [ours, theirs] = measure(
+                budget / 4,
+                [&mut ours_fresh, &mut || floor_fresh(&empty_payload)],
+            );
+            (ours.median(), theirs.median())
+        });
         host_samples.sort();
         let host_median = host_samples[host_samples.len() / 2];
         let model = Modelled::new(
@@ -146,22 +159,6 @@ fn main() {
         if w.name.starts_with("Namespace") {
             floor = Some(accept_all);
         }
-        // Against the floor on the payload with settings {}, in turns.
-        let empty_floor = probe.exchanges.is_empty().then(|| {
-            let mut ours_run = || {
-                let state = policy.host_state(w.cluster.clone(), vec![], Some(cache.clone()));
-                let instance = policy.instantiate(state).expect("instantiate");
-                timed(|| drop(instance.validate(&w.payload).expect("validate")))
-            };
-            let mut floor_run = || {
-                let instance = floor_policy
-                    .instantiate(floor_policy.host_state(Arc::default(), vec![], None))
-                    .expect("instantiate");
-                timed(|| drop(instance.validate(&empty_payload).expect("floor")))
-            };
-            let [ours, theirs] = measure(budget / 4, [&mut ours_run, &mut floor_run]);
-            (ours.median(), theirs.median())
-        });
         // kwctl bench's loop: one instance, evaluated again and again (both warmed by a call).
         let warm_floors = probe.exchanges.is_empty().then(|| {
             let ours = policy

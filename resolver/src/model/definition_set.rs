@@ -425,9 +425,9 @@ mod tests {
         let kinds: Vec<&str> = matching.kinds.iter().map(|r| r.kind.as_str()).collect();
         let unreadable: Vec<&str> = matching.unreadable.iter().map(|(k, _)| *k).collect();
         // Etcd's broken block and Bucket's name no "monitoring", Kafka states none and has no
-        // other source: none plays a part, and none is made. Ingress's names it in a block that does not decode, Redis's in one
-        // of two disagreeing definitions: either might have provided it. SeaweedFS's escape
-        // is decoded to tell.
+        // other source: none plays a part, and none is made. Ingress's names it in a block
+        // that does not decode, Redis's in one of two disagreeing definitions: either might
+        // have provided it. SeaweedFS's escape is decoded to tell.
         assert_eq!(
             (kinds, unreadable),
             (vec!["Monitoring", "SeaweedFS"], vec!["Ingress", "Redis"])
