@@ -46,16 +46,14 @@ pub fn measure_peer(floor_wasm: &[u8], like: &Row, budget: Duration) -> Modelled
     // What the test policy's fixture holds: the API's Deployments and its auth Service.
     let mut objects = (*like.workload.cluster).clone();
     for component in ["database", "frontend"] {
-        objects.objects.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        objects.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": component, "namespace": namespace,
                 "labels": {"app.kubernetes.io/component": component, "customer-id": "1234"}},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": component}},
                 "template": {"metadata": {"labels": {"app": component}},
                     "spec": {"containers": [{"name": component, "image": format!("registry.example.org/{component}:1.0")}]}}}}));
     }
-    objects
-        .objects
-        .push(json!({"apiVersion": "v1", "kind": "Service",
+    objects.push(json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "api-auth-service", "namespace": namespace,
             "labels": {"app.kubernetes.io/part-of": "api"}},
         "spec": {"selector": {"app": "auth"}, "ports": [{"port": 80, "targetPort": 8080}]}}));

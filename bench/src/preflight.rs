@@ -113,10 +113,9 @@ pub fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
         objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"));
     });
     let items: Vec<Value> = cluster
-        .objects
-        .iter()
+        .values()
         .enumerate()
-        .map(|(i, o)| as_served(o, i))
+        .map(|(i, o)| as_served(&o, i))
         .collect();
     let dump = serde_yaml::to_string(&json!({"apiVersion": "v1", "kind": "List",
         "metadata": {"resourceVersion": ""}, "items": items}))
@@ -124,7 +123,7 @@ pub fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
     let started = Instant::now();
     let read = ClusterObjects::from_yaml(&dump).expect("dump");
     let read_time = started.elapsed();
-    let objects = read.objects.len();
+    let objects = read.len();
     let started = Instant::now();
     let findings =
         cozystack_policy::preflight::run(policy, Arc::new(read), &bundle.settings, &|_, _| {})
@@ -274,7 +273,7 @@ pub fn large_preflight(bundle: &Bundle, tenants: usize) -> LargeRun {
     let dir = workspace().join("target/tmp/bench-preflight");
     let failed = |summary: String| LargeRun {
         tenants,
-        objects: cluster.objects.len(),
+        objects: cluster.len(),
         megabytes: 0.0,
         wall: Duration::ZERO,
         peak_mib: u64::MAX,
@@ -287,9 +286,9 @@ pub fn large_preflight(bundle: &Bundle, tenants: usize) -> LargeRun {
         std::fs::write(dir.join("settings.json"), bundle.settings.to_string())?;
         let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("dump.yaml"))?);
         out.write_all(b"apiVersion: v1\nitems:\n")?;
-        for (i, object) in cluster.objects.iter().enumerate() {
+        for (i, object) in cluster.values().enumerate() {
             let text =
-                serde_yaml::to_string(&as_served(object, i)).map_err(std::io::Error::other)?;
+                serde_yaml::to_string(&as_served(&object, i)).map_err(std::io::Error::other)?;
             for (n, line) in text.lines().enumerate() {
                 out.write_all(if n == 0 { b"- " } else { b"  " })?;
                 out.write_all(line.as_bytes())?;
@@ -360,7 +359,7 @@ pub fn live_preflight(policy: &Policy, bundle: &Bundle, items: Vec<Value>) -> Li
             };
         }
     };
-    let objects = snapshot.cluster.objects.len();
+    let objects = snapshot.cluster.len();
     let started = Instant::now();
     let findings = cozystack_policy::preflight::run(
         policy,

@@ -64,14 +64,13 @@ pub fn targets(
     let keys = list_keys(policy, bundle);
     let kinds = bundle
         .cluster
-        .objects
-        .iter()
-        .filter(|o| o["kind"] == "ApplicationDefinition")
+        .keys()
+        .filter(|(_, kind, _, _)| kind == "ApplicationDefinition")
         .count()
         + bundle.settings["definitions"].as_object().map_or(0, |d| {
             d.keys()
                 .filter(|k| {
-                    !bundle.cluster.objects.iter().any(|o| {
+                    !bundle.cluster.values().any(|o| {
                         o.pointer("/spec/application/kind").and_then(Value::as_str) == Some(k)
                     })
                 })

@@ -50,47 +50,39 @@ pub fn tree(
     tenants: usize,
     each: impl Fn(&str, &mut Vec<Value>),
 ) -> ClusterObjects {
-    let mut cluster = ClusterObjects {
-        objects: bundle
-            .cluster
-            .objects
-            .iter()
-            .filter(|o| o["kind"] == "ApplicationDefinition")
-            .cloned()
-            .collect(),
-    };
+    let mut objects: Vec<Value> = bundle
+        .cluster
+        .values()
+        .filter(|o| o["kind"] == "ApplicationDefinition")
+        .collect();
     // cozystack-basics writes no provider label on tenant-root; its values resolve every class
     // to it, and its Tenant's switches (set through `tenants/root`) render its modules.
-    cluster.objects.push(namespace(
+    objects.push(namespace(
         "tenant-root",
         json!({"kubernetes.io/metadata.name": "tenant-root", "platform.cozystack.io/no-delete": "true",
             "namespace.cozystack.io/host": "example.org"}),
     ));
     let mut root = release("tenant-root", "tenant-root", "Tenant", "root");
     root["spec"]["values"] = json!({"host": "example.org", "monitoring": true, "etcd": true, "ingress": true, "seaweedfs": true});
-    cluster.objects.push(root);
+    objects.push(root);
     for (name, kind) in [
         ("monitoring", "Monitoring"),
         ("etcd", "Etcd"),
         ("ingress", "Ingress"),
         ("seaweedfs", "SeaweedFS"),
     ] {
-        cluster
-            .objects
-            .push(release("tenant-root", name, kind, name));
+        objects.push(release("tenant-root", name, kind, name));
     }
     for i in 0..tenants {
         let name = format!("tenant-t{i}");
-        cluster
-            .objects
-            .push(namespace(&name, tenant_labels(&name, "tenant-root")));
-        each(&name, &mut cluster.objects);
+        objects.push(namespace(&name, tenant_labels(&name, "tenant-root")));
+        each(&name, &mut objects);
     }
-    cluster.objects.push(namespace(
+    objects.push(namespace(
         "tenant-new",
         tenant_labels("tenant-new", "tenant-root"),
     ));
-    cluster
+    objects.into_iter().collect()
 }
 
 pub fn workload(
@@ -125,8 +117,7 @@ pub fn settings_only(bundle: &Bundle) -> Value {
     // Each definition's release prefix, as an operator copies them from `kubectl get`.
     let prefixes: serde_json::Map<String, Value> = bundle
         .cluster
-        .objects
-        .iter()
+        .values()
         .filter_map(|d| {
             let kind = d.pointer("/spec/application/kind")?.as_str()?;
             Some((kind.to_owned(), d.pointer("/spec/release/prefix")?.clone()))
@@ -496,13 +487,11 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     for copies in [0usize, 9] {
         let mut cluster = module_tree();
         let stock: Vec<Value> = cluster
-            .objects
-            .iter()
+            .values()
             .filter(|o| o["kind"] == "ApplicationDefinition")
-            .cloned()
             .collect();
         for copy in 1..=copies {
-            cluster.objects.extend(stock.iter().map(|definition| {
+            cluster.extend(stock.iter().map(|definition| {
                 let mut definition = definition.clone();
                 let name = definition["metadata"]["name"]
                     .as_str()

@@ -276,7 +276,7 @@ impl Judge<'_> {
                     self.cluster.put(object);
                 }
                 if definition {
-                    self.kinds = Kinds::read(self.cluster.objects());
+                    self.kinds = Kinds::read(self.cluster.cluster());
                 }
             }
             Effect::RemoveRelease(release) => writes::remove_release(&mut self.cluster, &release),
@@ -330,7 +330,7 @@ impl Judge<'_> {
         let (resource, live, removed, effect_of): (String, Option<Value>, Option<Effect>, Applies) =
             match surface {
                 Surface::Namespace => {
-                    let live = cluster.get("v1", "Namespace", name, None).cloned();
+                    let live = cluster.get("v1", "Namespace", name, None);
                     // The webhook rules send no Namespace DELETE (deploy/policy-protect.yaml).
                     if delete {
                         return Err(match live {
@@ -345,17 +345,13 @@ impl Judge<'_> {
                     ("namespaces".into(), live, None, Box::new(Effect::Put))
                 }
                 Surface::Release => {
-                    let live = cluster
-                        .get(RELEASE_API, "HelmRelease", name, namespace)
-                        .cloned();
+                    let live = cluster.get(RELEASE_API, "HelmRelease", name, namespace);
                     let removed = live.clone().map(Effect::RemoveRelease);
                     ("helmreleases".into(), live, removed, Box::new(Effect::Put))
                 }
                 Surface::Application => {
                     let served = self.served(manifest)?;
-                    let release = served
-                        .release(cluster, namespace.unwrap_or_default(), name)
-                        .cloned();
+                    let release = served.release(cluster, namespace.unwrap_or_default(), name);
                     let live = release
                         .as_ref()
                         .map(|hr| served.application_of(hr, manifest.api_version()));
@@ -472,7 +468,7 @@ pub fn run<'a>(
     let modules = Settings::for_request(&settings.to_string())
         .map(|s| s.tenant_modules)
         .map_err(|e| format!("settings: {e}"))?;
-    let kinds = Kinds::read(&cluster.objects);
+    let kinds = Kinds::read(&cluster);
     let mut judge = Judge {
         policy,
         settings,

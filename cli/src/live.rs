@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::cluster::{ClusterObjects, strip_store_fields};
 use cozystack_policy_runtime::host::ContextAwareResource;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -271,9 +271,10 @@ async fn list_all(
     context: &str,
     api: &ApiResource,
     all: &str,
-) -> Result<(Vec<Value>, usize), LiveError> {
+    into: &mut ClusterObjects,
+) -> Result<(usize, usize), LiveError> {
     let objects: Api<DynamicObject> = Api::all_with(client.clone(), api);
-    let (mut items, mut pages, mut token) = (Vec::new(), 0, None::<String>);
+    let (mut items, mut pages, mut token) = (0, 0, None::<String>);
     loop {
         let mut params = ListParams::default().limit(PAGE);
         if let Some(token) = &token {
@@ -309,7 +310,11 @@ async fn list_all(
             };
             object.insert("apiVersion".into(), json!(api.api_version));
             object.insert("kind".into(), json!(api.kind));
-            items.push(value);
+            // Kept as a dump's objects are: stripped, and as text, so that a page is dropped
+            // once it is read.
+            strip_store_fields(&mut value);
+            into.push(value);
+            items += 1;
         }
         token = page.metadata.continue_.filter(|t| !t.is_empty());
         if token.is_none() {
@@ -332,14 +337,13 @@ pub fn read(
         let apis: Vec<ApiResource> = resources.iter().map(api_resource).collect();
         let all = apis.iter().map(resource_name).collect::<Vec<_>>().join(",");
         for api in &apis {
-            let (items, pages) = list_all(&client, &context, api, &all).await?;
+            let (items, pages) =
+                list_all(&client, &context, api, &all, &mut snapshot.cluster).await?;
             snapshot.listed.push(format!(
-                "{} {} ({pages} page{})",
-                items.len(),
+                "{items} {} ({pages} page{})",
                 resource_name(api),
                 if pages == 1 { "" } else { "s" }
             ));
-            snapshot.cluster.objects.extend(items);
         }
         Ok(snapshot)
     })

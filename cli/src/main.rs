@@ -309,7 +309,7 @@ fn cluster(args: &ClusterArgs, policy: &Policy) -> Result<ClusterObjects, String
         let cluster = ClusterObjects::read_dump(&args.dump)?;
         eprintln!(
             "read {} objects from the dump in {:.1} s",
-            cluster.objects.len(),
+            cluster.len(),
             started.elapsed().as_secs_f64()
         );
         return Ok(cluster);
@@ -407,8 +407,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
             std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
         };
         write(format!("{n:04}.request.json"), json(&review)?)?;
-        let list =
-            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.objects});
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.values().collect::<Vec<_>>()});
         write(
             format!("{n:04}.cluster.yaml"),
             serde_yaml::to_string(&list).map_err(|e| e.to_string())?,

@@ -9,16 +9,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 
 use cozystack_policy_runtime::audit::replay_request;
-use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey};
 use cozystack_policy_runtime::host::HostCache;
 use cozystack_policy_runtime::policy::{Policy, payload};
 
-/// What the policy's rules match among the objects of a dump (ApplicationDefinitions are
-/// context only; apps.cozystack.io Applications are the HelmReleases seen through cozystack-api).
-fn audited(object: &Value) -> bool {
+/// What the policy's rules match among the objects of a dump, by identity (ApplicationDefinitions
+/// are context only; apps.cozystack.io Applications are the HelmReleases seen through
+/// cozystack-api).
+fn audited((api_version, kind, _, _): &ObjectKey) -> bool {
     matches!(
-        (object["apiVersion"].as_str(), object["kind"].as_str()),
-        (Some("v1"), Some("Namespace")) | (Some("helm.toolkit.fluxcd.io/v2"), Some("HelmRelease"))
+        (api_version.as_str(), kind.as_str()),
+        ("v1", "Namespace") | ("helm.toolkit.fluxcd.io/v2", "HelmRelease")
     )
 }
 
@@ -124,7 +125,11 @@ pub fn run(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Report, String> {
     crate::settings::check(policy, settings)?;
-    let objects: Vec<&Value> = cluster.objects.iter().filter(|o| audited(o)).collect();
+    // Positions: each object is read from the snapshot's text by the worker that replays it.
+    let objects: Vec<usize> = (cluster.keys().enumerate())
+        .filter(|(_, key)| audited(key))
+        .map(|(at, _)| at)
+        .collect();
     // The answers of a dump never change: computed once, shared by every replay and thread.
     let cache = Arc::new(HostCache::memoised());
     // Workers take the next object as they free up: the objects' order (a dump's, or one kind
@@ -134,20 +139,21 @@ pub fn run(
     let total = objects.len();
     let instance =
         || policy.instantiate(policy.host_state(cluster.clone(), vec![], Some(cache.clone())));
-    type Verdicts = Result<Vec<(usize, Option<Finding>)>, String>;
+    type Verdicts = Result<Vec<(usize, Subject, Option<Finding>)>, String>;
     let parts: Vec<Verdicts> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers.min(total.max(1)))
             .map(|_| {
-                let (next, done, objects, instance) = (&next, &done, &objects, &instance);
+                let (next, done, objects, instance, cluster) =
+                    (&next, &done, &objects, &instance, &cluster);
                 scope.spawn(move || -> Verdicts {
                     let mut verdicts = Vec::new();
                     let current = instance()?;
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(object) = objects.get(i) else {
+                        let Some(object) = objects.get(i).and_then(|&at| cluster.value(at)) else {
                             return Ok(verdicts);
                         };
-                        let payload = payload(&replay_request(object)?, settings)?;
+                        let payload = payload(&replay_request(&object)?, settings)?;
                         let response = current.validate_warm(&payload).and_then(|out| {
                             serde_json::from_slice::<Value>(&out)
                                 .map_err(|e| format!("undecodable response: {e}"))
@@ -156,7 +162,7 @@ pub fn run(
                         if n % 100 == 0 || n == total {
                             progress(n, total);
                         }
-                        verdicts.push((i, finding(&response)));
+                        verdicts.push((i, Subject::of(&object), finding(&response)));
                     }
                 })
             })
@@ -169,20 +175,14 @@ pub fn run(
             })
             .collect()
     });
-    let mut findings = vec![None; total];
+    let mut judged: Vec<Judged> = Vec::with_capacity(total);
     for part in parts {
-        for (i, finding) in part? {
-            findings[i] = finding;
-        }
+        judged.extend(
+            part?
+                .into_iter()
+                .map(|(_, subject, finding)| Judged { subject, finding }),
+        );
     }
-    let mut judged: Vec<Judged> = objects
-        .into_iter()
-        .zip(findings)
-        .map(|(object, finding)| Judged {
-            subject: Subject::of(object),
-            finding,
-        })
-        .collect();
     judged.extend(unread_definitions(&cluster, settings)?);
     judged.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     Ok(Report { judged })
@@ -208,11 +208,11 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
     };
     let text = |o: &Value, path: &str| o.pointer(path).and_then(Value::as_str).map(str::to_owned);
     let mut judged = Vec::new();
-    for object in cluster
-        .objects
-        .iter()
-        .filter(|o| o["kind"] == "ApplicationDefinition")
-    {
+    let definitions = (cluster.keys().enumerate())
+        .filter(|(_, (_, kind, _, _))| kind == "ApplicationDefinition")
+        .filter_map(|(at, _)| cluster.value(at));
+    for object in definitions {
+        let object = &object;
         let definition = Definition {
             name: text(object, "/metadata/name").unwrap_or_default(),
             kind: text(object, "/spec/application/kind").unwrap_or_default(),

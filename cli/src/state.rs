@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectIndex, index_key};
+use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectIndex, ObjectKey, index_key};
 use cozystack_policy_runtime::host::HostCache;
 use serde_json::Value;
 
@@ -25,11 +25,8 @@ pub struct State {
 
 fn by_namespace(cluster: &ClusterObjects) -> HashMap<String, BTreeSet<usize>> {
     let mut namespaces: HashMap<String, BTreeSet<usize>> = HashMap::new();
-    for (at, object) in cluster.objects.iter().enumerate() {
-        namespaces
-            .entry(meta(object, "namespace").to_owned())
-            .or_default()
-            .insert(at);
+    for (at, (_, _, namespace, _)) in cluster.keys().enumerate() {
+        namespaces.entry(namespace.clone()).or_default().insert(at);
     }
     namespaces
 }
@@ -54,12 +51,9 @@ impl State {
     /// Hands a write to the host caches, as a watch event reaches the reflectors: the object
     /// as it was (if it exists) and as it is now (`None` when removed).
     fn written(&mut self, object: &Value, removed: bool) {
-        let old = self.position(object).map(|at| &self.cluster.objects[at]);
-        self.cache.written(old, (!removed).then_some(object));
-    }
-
-    pub fn objects(&self) -> &[Value] {
-        &self.cluster.objects
+        let old = self.position(object).and_then(|at| self.cluster.value(at));
+        self.cache
+            .written(old.as_ref(), (!removed).then_some(object));
     }
 
     pub fn cluster(&self) -> &ClusterObjects {
@@ -73,7 +67,7 @@ impl State {
         kind: &str,
         name: &str,
         namespace: Option<&str>,
-    ) -> Option<&Value> {
+    ) -> Option<Value> {
         self.cluster
             .get_indexed(self.index(), api_version, kind, name, namespace)
     }
@@ -83,12 +77,12 @@ impl State {
     }
 
     /// The objects of one namespace (a Tenant's sub-tenants are re-rendered when it changes).
-    pub fn in_namespace(&self, namespace: &str) -> Vec<&Value> {
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Value> {
         self.namespaces
             .get(namespace)
             .into_iter()
             .flatten()
-            .map(|&at| &self.cluster.objects[at])
+            .filter_map(|&at| self.cluster.value(at))
             .collect()
     }
 
@@ -96,9 +90,9 @@ impl State {
     pub fn put(&mut self, object: Value) {
         self.written(&object, false);
         match self.position(&object) {
-            Some(at) => Arc::make_mut(&mut self.cluster).objects[at] = object,
+            Some(at) => Arc::make_mut(&mut self.cluster).set(at, &object),
             None => {
-                let objects = &mut Arc::make_mut(&mut self.cluster).objects;
+                let objects = Arc::make_mut(&mut self.cluster);
                 let at = objects.len();
                 let key = index_key(&object);
                 self.namespaces
@@ -117,13 +111,12 @@ impl State {
             return;
         };
         self.written(object, true);
-        let objects = &mut Arc::make_mut(&mut self.cluster).objects;
+        let objects = Arc::make_mut(&mut self.cluster);
         let last = objects.len() - 1;
-        let moved = index_key(&objects[last]);
-        let (gone, moved_namespace) = (
-            meta(&objects[at], "namespace").to_owned(),
-            meta(&objects[last], "namespace").to_owned(),
-        );
+        let (Some(moved), Some(gone)) = (objects.key(last).cloned(), objects.key(at)) else {
+            return;
+        };
+        let (gone, moved_namespace) = (gone.2.clone(), moved.2.clone());
         objects.swap_remove(at);
         if let Some(positions) = self.namespaces.get_mut(&gone) {
             positions.remove(&at);
@@ -147,11 +140,11 @@ impl State {
         }
     }
 
-    /// Keeps the objects `keep` accepts (a namespace torn down: rare, so the caches start
-    /// afresh).
-    pub fn retain(&mut self, keep: impl FnMut(&Value) -> bool) {
+    /// Keeps the objects whose identity (apiVersion, kind, namespace, name) `keep` accepts (a
+    /// namespace torn down: rare, so the caches start afresh).
+    pub fn retain(&mut self, keep: impl FnMut(&ObjectKey) -> bool) {
         let cluster = Arc::make_mut(&mut self.cluster);
-        cluster.objects.retain(keep);
+        cluster.retain(keep);
         self.cache = HostCache::indexed(cluster.index());
         self.namespaces = by_namespace(cluster);
     }

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 
 use crate::state::State;
+use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_resolver::capability::ROOT_VALUE_CLASSES;
 use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
 use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
@@ -31,6 +32,7 @@ use serde_json::{Map, Value, json};
 
 pub const RELEASE_API: &str = "helm.toolkit.fluxcd.io/v2";
 const DEFINITION_API: &str = "cozystack.io/v1alpha1";
+const DEFINITION_KIND: &str = "ApplicationDefinition";
 /// cozystack-api's prefix for user labels and annotations carried onto the release.
 const USER_PREFIX: &str = "apps.cozystack.io-";
 const SHARD_LABEL: &str = "sharding.fluxcd.io/key";
@@ -56,12 +58,14 @@ pub struct Kinds {
 }
 
 impl Kinds {
-    pub fn read(objects: &[Value]) -> Kinds {
+    pub fn read(cluster: &ClusterObjects) -> Kinds {
         let mut by_kind = HashMap::new();
-        for definition in objects
-            .iter()
-            .filter(|o| o["apiVersion"] == DEFINITION_API && o["kind"] == "ApplicationDefinition")
-        {
+        let definitions = cluster
+            .keys()
+            .enumerate()
+            .filter(|(_, (api, kind, _, _))| api == DEFINITION_API && kind == DEFINITION_KIND)
+            .filter_map(|(at, _)| cluster.value(at));
+        for definition in definitions {
             let spec = &definition["spec"];
             let Some(kind) = spec["application"]["kind"].as_str() else {
                 continue;
@@ -141,12 +145,7 @@ fn unprefixed(m: &Value) -> Map<String, Value> {
 impl Served {
     /// The release of application `name` in `namespace`, if the cluster has it: cozystack-api
     /// finds it by name and requires its kind and group labels.
-    pub fn release<'c>(
-        &self,
-        cluster: &'c State,
-        namespace: &str,
-        name: &str,
-    ) -> Option<&'c Value> {
+    pub fn release(&self, cluster: &State, namespace: &str, name: &str) -> Option<Value> {
         let release = format!("{}{name}", self.prefix);
         cluster
             .get(RELEASE_API, "HelmRelease", &release, Some(namespace))
@@ -240,8 +239,11 @@ fn tenant_namespace_of(release: &Value) -> Option<String> {
     tenant::tenant_namespace(parent, name)
 }
 
-fn label<'c>(cluster: &'c State, namespace: &str, key: &str) -> Option<&'c str> {
-    cluster.get("v1", "Namespace", namespace, None)?["metadata"]["labels"][key].as_str()
+fn label(cluster: &State, namespace: &str, key: &str) -> Option<String> {
+    let namespace = cluster.get("v1", "Namespace", namespace, None)?;
+    namespace["metadata"]["labels"][key]
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// `_namespace.<key>` of `parent`'s `cozystack-values`, which a child's chart reads: what the
@@ -251,9 +253,7 @@ fn parent_value(cluster: &State, parent: &str, key: &str) -> String {
     if parent == ROOT && ROOT_VALUE_CLASSES.contains(&key) {
         return ROOT.to_owned();
     }
-    label(cluster, parent, &format!("namespace.cozystack.io/{key}"))
-        .unwrap_or_default()
-        .to_owned()
+    label(cluster, parent, &format!("namespace.cozystack.io/{key}")).unwrap_or_default()
 }
 
 /// Renders what Tenant release `release` renders, over what it rendered before, then what its
@@ -278,9 +278,7 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &TenantModul
             metadata_entry(hr, "annotations", HELM_RELEASE_NAME) == owner
                 && metadata_entry(hr, "annotations", HELM_RELEASE_NAMESPACE) == parent
         };
-        let existing = cluster
-            .get(RELEASE_API, "HelmRelease", key, Some(&child))
-            .cloned();
+        let existing = cluster.get(RELEASE_API, "HelmRelease", key, Some(&child));
         match (on, existing) {
             // helm-controller v1.5.0 adopts what holds the name (TakeOwnership).
             (true, existing) => {
@@ -295,8 +293,7 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &TenantModul
     let subtenants: Vec<Value> = cluster
         .in_namespace(&child)
         .into_iter()
-        .filter(|o| is_tenant_release(o))
-        .cloned()
+        .filter(is_tenant_release)
         .collect();
     for sub in subtenants {
         if tenant_namespace_of(&sub).is_some_and(|ns| ns != child) {
@@ -316,7 +313,7 @@ fn render_namespace(
     owner: &str,
     values: Option<&Value>,
 ) {
-    let live = cluster.get("v1", "Namespace", child, None).cloned();
+    let live = cluster.get("v1", "Namespace", child, None);
     let mut labels: Map<String, Value> = live
         .as_ref()
         .and_then(|ns| ns["metadata"]["labels"].as_object().cloned())
@@ -345,9 +342,8 @@ fn render_namespace(
         },
     };
     labels.insert("namespace.cozystack.io/host".into(), json!(host));
-    let scheduling = label(cluster, parent, "scheduler.cozystack.io/scheduling-class")
-        .map(str::to_owned)
-        .or_else(|| {
+    let scheduling =
+        label(cluster, parent, "scheduler.cozystack.io/scheduling-class").or_else(|| {
             values
                 .and_then(|v| v["schedulingClass"].as_str())
                 .filter(|s| !s.is_empty())
@@ -432,12 +428,11 @@ pub fn remove_namespace(cluster: &mut State, namespace: &str) {
             || tenant::chain_from_name(name)
                 .is_some_and(|chain| chain.iter().any(|t| t == namespace))
     };
-    cluster.retain(|o| {
-        let ns = str_of(o, "/metadata/namespace");
+    cluster.retain(|(api_version, kind, ns, name)| {
         if !ns.is_empty() {
             return !below(ns);
         }
-        !(o["apiVersion"] == "v1" && o["kind"] == "Namespace" && below(str_of(o, "/metadata/name")))
+        !(api_version == "v1" && kind == "Namespace" && below(name))
     });
 }
 

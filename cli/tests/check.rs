@@ -237,7 +237,8 @@ fn a_change_set_is_judged_in_order_as_admission_would() {
     // Live: the same verdicts, and who applies is asked of the API server.
     let objects = ClusterObjects::read_dump(&[workspace().join("e2e/cluster")])
         .unwrap_or_else(|e| panic!("{e}"))
-        .objects;
+        .values()
+        .collect();
     let api = loopback::serve_as(
         objects,
         None,

@@ -109,7 +109,7 @@ fn preflight_reports_exactly_the_known_problems() {
     // states a different block is reported, since the policy would not read it.
     let mut dump =
         ClusterObjects::read_dump(&[dir().join("clean.yaml")]).unwrap_or_else(|e| panic!("{e}"));
-    dump.objects.push(serde_json::json!({
+    dump.push(serde_json::json!({
         "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
         "metadata": {"name": "redis"},
         "spec": {"application": {"kind": "Redis"}, "cardinality": {"scope": "cluster", "max": 1}}
@@ -127,7 +127,7 @@ fn preflight_reports_exactly_the_known_problems() {
     // prefix `prefix`, in the dump.
     let with_definition = |name: &str, kind: &str, prefix: &str| {
         let mut dump = (*dump).clone();
-        dump.objects.push(serde_json::json!({
+        dump.push(serde_json::json!({
             "apiVersion": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition",
             "metadata": {"name": name},
             "spec": {"application": {"kind": kind}, "release": {"prefix": prefix}}
@@ -250,7 +250,8 @@ fn preflight_reports_exactly_the_known_problems() {
     // byte, in text and as PolicyReports.
     let objects = ClusterObjects::read_dump(std::slice::from_ref(&problems_yaml))
         .unwrap_or_else(|e| panic!("{e}"))
-        .objects;
+        .values()
+        .collect::<Vec<_>>();
     let scratch = workspace().join("target/tmp/preflight-live");
     let api = loopback::serve(objects.clone(), None, 4, &scratch);
     let live = cli(

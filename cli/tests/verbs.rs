@@ -185,14 +185,15 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         "{}",
         from_dump.stdout
     );
-    let mut objects = ClusterObjects::load_dir(&workspace().join("e2e/cluster"))
+    let mut objects: Vec<_> = ClusterObjects::load_dir(&workspace().join("e2e/cluster"))
         .unwrap_or_else(|e| panic!("{e}"))
-        .objects;
+        .values()
+        .collect();
     // The deployed ClusterAdmissionPolicy, for --from-policy.
     objects.extend(
         ClusterObjects::read_dump(&[workspace().join("deploy/policy-protect.yaml")])
             .unwrap_or_else(|e| panic!("{e}"))
-            .objects,
+            .values(),
     );
     let api = loopback::serve(objects, None, 500, &scratch("live"));
     let live = ran(cli()

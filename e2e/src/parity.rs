@@ -19,15 +19,14 @@ fn namespaces(
     cluster: &cozystack_policy_runtime::cluster::ClusterObjects,
 ) -> Vec<cozystack_resolver::Namespace> {
     cluster
-        .objects
-        .iter()
+        .values()
         .filter(|o| o["apiVersion"] == "v1" && o["kind"] == "Namespace")
         .map(|o| cozystack_resolver::Namespace {
             name: o["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned(),
-            labels: cozystack_policy_runtime::cluster::labels_of(o),
+            labels: cozystack_policy_runtime::cluster::labels_of(&o),
         })
         .collect()
 }
@@ -45,6 +44,7 @@ fn instance(
     );
     let annotation = |key: &str| {
         release
+            .as_ref()
             .and_then(|r| r.pointer("/metadata/annotations"))
             .and_then(|a| a.get(key))
             .and_then(Value::as_str)
@@ -55,6 +55,7 @@ fn instance(
     // A Tenant's values hold its module switches: the policy reads them to tell what its chart renders.
     let values = match listed.kind {
         "Tenant" => release
+            .as_ref()
             .and_then(|r| r.pointer("/spec/values"))
             .cloned()
             .unwrap_or_default(),
@@ -159,12 +160,13 @@ pub fn example_cluster(policy: &Policy, bundle: &Bundle) -> Result<Value, String
     for d in &mut definitions {
         d.plural = bundle
             .cluster
-            .objects
-            .iter()
+            .values()
             .find(|o| o.pointer("/spec/application/kind").and_then(Value::as_str) == Some(&d.kind))
-            .and_then(|o| o.pointer("/spec/application/plural"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+            .and_then(|o| {
+                o.pointer("/spec/application/plural")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            });
     }
     let mut instances = Vec::new();
     for d in &definitions {

@@ -154,8 +154,7 @@ fn merge(target: &mut Value, patch: &Value) {
 
 fn plural_of(cluster: &ClusterObjects, kind: &str) -> String {
     cluster
-        .objects
-        .iter()
+        .values()
         .find(|o| {
             o["kind"] == "ApplicationDefinition"
                 && o.pointer("/spec/application/kind").and_then(Value::as_str) == Some(kind)
@@ -163,8 +162,8 @@ fn plural_of(cluster: &ClusterObjects, kind: &str) -> String {
         .and_then(|o| {
             o.pointer("/spec/application/plural")
                 .and_then(Value::as_str)
+                .map(str::to_owned)
         })
-        .map(str::to_owned)
         .unwrap_or_else(|| format!("{}s", kind.to_lowercase()))
 }
 
@@ -233,8 +232,8 @@ impl ShortRequest {
         };
         let namespace = (self.kind != "Namespace").then_some(self.namespace.as_str());
         let existing = match self.kind.as_str() {
-            "Namespace" => cluster.get("v1", "Namespace", &self.name, None).cloned(),
-            "HelmRelease" => cluster.get(&api_version, "HelmRelease", &self.name, namespace).cloned(),
+            "Namespace" => cluster.get("v1", "Namespace", &self.name, None),
+            "HelmRelease" => cluster.get(&api_version, "HelmRelease", &self.name, namespace),
             // An Application's old object is converted from its HelmRelease.
             kind => cluster
                 .list("helm.toolkit.fluxcd.io/v2", "HelmRelease", namespace, &cozystack_policy_runtime::selector::Selector::parse(&format!(
@@ -395,7 +394,7 @@ impl Bundle {
             (None, Some(full), None) => Some(full.clone()),
             (None, None, Some(reference)) => {
                 let object = cluster.find(reference)?;
-                Some(cozystack_policy_runtime::audit::replay_request(object)?)
+                Some(cozystack_policy_runtime::audit::replay_request(&object)?)
             }
             (None, None, None) => None,
             _ => {

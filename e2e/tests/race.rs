@@ -65,13 +65,14 @@ impl Race {
     fn prefix(&self) -> String {
         self.bundle
             .cluster
-            .objects
-            .iter()
+            .values()
             .find(|o| o.pointer("/spec/application/kind") == Some(&json!("Monitoring")))
-            .and_then(|d| d.pointer("/spec/release/prefix"))
-            .and_then(Value::as_str)
+            .and_then(|d| {
+                d.pointer("/spec/release/prefix")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
             .expect("Monitoring's definition states its prefix")
-            .to_owned()
     }
 
     /// Judges every racer against one snapshot, then writes the admitted ones in order; returns

@@ -24,12 +24,72 @@ pub fn index_key(object: &Value) -> ObjectKey {
     )
 }
 
+/// One object as the snapshot keeps it: its identity, and the object as JSON text. A tree of
+/// `serde_json` maps takes about seven times its text (each map a B-tree node of eleven
+/// slots), and a 40,000-tenant dump held as trees took 1.5 GiB; every answer is built from
+/// the text when it is asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stored {
+    key: ObjectKey,
+    text: Box<str>,
+}
+
+impl Stored {
+    fn new(object: &Value) -> Stored {
+        Stored {
+            key: index_key(object),
+            // A `Value` always serialises (its map keys are strings).
+            text: serde_json::to_string(object)
+                .unwrap_or_default()
+                .into_boxed_str(),
+        }
+    }
+
+    /// The object again: the text is serde_json's own output of a `Value`, which reads back
+    /// whole (`float_roundtrip` keeps every float exact).
+    fn value(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+
+    fn is(&self, api_version: &str, kind: &str) -> bool {
+        self.key.0 == api_version && self.key.1 == kind
+    }
+}
+
+/// Runs `read` over `items` on all cores, one contiguous run of items per core, keeping their
+/// order; `None` if any item gives `None`.
+fn on_all_cores<T: Sync>(
+    items: &[T],
+    read: impl Fn(&T) -> Option<Stored> + Sync,
+) -> Option<Vec<Stored>> {
+    if items.is_empty() {
+        return Some(Vec::new());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runs: Vec<Option<Vec<Stored>>> = std::thread::scope(|scope| {
+        let read = &read;
+        let handles: Vec<_> = items
+            .chunks(items.len().div_ceil(cores))
+            .map(|run| scope.spawn(move || run.iter().map(read).collect()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let mut stored = Vec::with_capacity(items.len());
+    for run in runs {
+        stored.extend(run?);
+    }
+    Some(stored)
+}
+
 /// `kubectl get -o yaml`'s one `List` document read item by item: serde_yaml keeps every event
 /// of a document before it builds a value, so a List of thousands of objects would be held
 /// twice over (its events, then its values). kubectl lays a List out with each item starting
 /// `- ` at the margin and its lines indented by two; any other layout, or an item that does not
 /// read alone (an alias of another item's anchor), gives `None`, and the text is read whole.
-fn list_items(text: &str) -> Option<Vec<Value>> {
+fn list_items(text: &str) -> Option<Vec<Stored>> {
     let mut skeleton = String::new();
     let mut items: Vec<(usize, usize)> = Vec::new();
     let (mut in_items, mut offset) = (false, 0);
@@ -50,43 +110,81 @@ fn list_items(text: &str) -> Option<Vec<Value>> {
     if list.get("kind").and_then(Value::as_str) != Some("List") || items.is_empty() {
         return None;
     }
-    // Items read alone, so the cores share them: one contiguous run of items per core.
-    let read = |items: &[(usize, usize)]| -> Option<Vec<Value>> {
-        let mut objects = Vec::with_capacity(items.len());
-        let mut item = String::new();
-        for &(start, end) in items {
-            item.clear();
-            for line in text[start..end].split_inclusive('\n') {
-                item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
-            }
-            let mut object: Value = serde_yaml::from_str(&item).ok()?;
-            strip_store_fields(&mut object);
-            objects.push(object);
+    on_all_cores(&items, |&(start, end)| {
+        let mut item = String::with_capacity(end - start);
+        for line in text[start..end].split_inclusive('\n') {
+            item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
         }
-        Some(objects)
-    };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runs: Vec<Option<Vec<Value>>> = std::thread::scope(|scope| {
-        let read = &read;
-        let handles: Vec<_> = items
-            .chunks(items.len().div_ceil(cores))
-            .map(|run| scope.spawn(move || read(run)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().ok().flatten())
-            .collect()
-    });
-    let mut objects = Vec::with_capacity(items.len());
-    for run in runs {
-        objects.extend(run?);
-    }
-    Some(objects)
+        let mut object: Value = serde_yaml::from_str(&item).ok()?;
+        strip_store_fields(&mut object);
+        Some(Stored::new(&object))
+    })
 }
 
+/// `kubectl get -o json`'s documents, each `List` read item by item from the text (the items
+/// borrowed as raw JSON): only one item at a time is ever a tree.
+fn json_documents(text: &str) -> Result<Vec<Stored>, String> {
+    #[derive(serde::Deserialize)]
+    struct Document<'t> {
+        #[serde(borrow)]
+        kind: Option<std::borrow::Cow<'t, str>>,
+        #[serde(borrow)]
+        items: Option<Vec<&'t serde_json::value::RawValue>>,
+    }
+    let read = |raw: &str| -> Result<Stored, String> {
+        let mut object: Value = serde_json::from_str(raw).map_err(|e| e.to_string())?;
+        strip_store_fields(&mut object);
+        Ok(Stored::new(&object))
+    };
+    let mut stored = Vec::new();
+    for document in
+        serde_json::Deserializer::from_str(text).into_iter::<&serde_json::value::RawValue>()
+    {
+        let document = document.map_err(|e| e.to_string())?;
+        let list = serde_json::from_str::<Document>(document.get())
+            .ok()
+            .filter(|d| d.kind.as_deref() == Some("List"));
+        match list {
+            Some(Document {
+                items: Some(items), ..
+            }) => {
+                match on_all_cores(&items, |raw| read(raw.get()).ok()) {
+                    Some(items) => stored.extend(items),
+                    // Read one by one for the first item's error.
+                    None => {
+                        for raw in items {
+                            stored.push(read(raw.get())?);
+                        }
+                    }
+                }
+            }
+            Some(Document { items: None, .. }) => {}
+            None if document.get() == "null" => {}
+            None => stored.push(read(document.get())?),
+        }
+    }
+    Ok(stored)
+}
+
+/// A snapshot of a cluster's objects, in the order they were read or added.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
-    pub objects: Vec<Value>,
+    stored: Vec<Stored>,
+}
+
+impl FromIterator<Value> for ClusterObjects {
+    fn from_iter<I: IntoIterator<Item = Value>>(objects: I) -> ClusterObjects {
+        ClusterObjects {
+            stored: objects.into_iter().map(|o| Stored::new(&o)).collect(),
+        }
+    }
+}
+
+impl Extend<Value> for ClusterObjects {
+    fn extend<I: IntoIterator<Item = Value>>(&mut self, objects: I) {
+        self.stored
+            .extend(objects.into_iter().map(|o| Stored::new(&o)));
+    }
 }
 
 fn str_at<'v>(object: &'v Value, path: &[&str]) -> &'v str {
@@ -138,39 +236,33 @@ impl ClusterObjects {
     pub fn from_yaml(text: &str) -> Result<ClusterObjects, String> {
         // `kubectl get -o json` (JSON is YAML) read by the JSON parser: a third of the time,
         // and no event buffer of the whole document in memory.
-        let json = text.trim_start().starts_with('{');
-        if let Some(objects) = (!json).then(|| list_items(text)).flatten() {
-            return Ok(ClusterObjects { objects });
+        if text.trim_start().starts_with('{') {
+            return json_documents(text).map(|stored| ClusterObjects { stored });
         }
-        let mut objects = Vec::new();
-        let documents: Box<dyn Iterator<Item = Result<Value, String>>> = if json {
-            Box::new(
-                serde_json::Deserializer::from_str(text)
-                    .into_iter::<Value>()
-                    .map(|v| v.map_err(|e| e.to_string())),
-            )
-        } else {
-            Box::new(
-                serde_yaml::Deserializer::from_str(text)
-                    .map(|d| Value::deserialize(d).map_err(|e| e.to_string())),
-            )
-        };
-        for value in documents {
-            let value = value?;
-            match value {
+        if let Some(stored) = list_items(text) {
+            return Ok(ClusterObjects { stored });
+        }
+        let mut cluster = ClusterObjects::default();
+        for document in serde_yaml::Deserializer::from_str(text) {
+            match Value::deserialize(document).map_err(|e| e.to_string())? {
                 Value::Null => {}
                 Value::Object(mut list)
                     if list.get("kind").and_then(Value::as_str) == Some("List") =>
                 {
                     if let Some(Value::Array(items)) = list.remove("items") {
-                        objects.extend(items);
+                        cluster.extend(items.into_iter().map(|mut item| {
+                            strip_store_fields(&mut item);
+                            item
+                        }));
                     }
                 }
-                v => objects.push(v),
+                mut object => {
+                    strip_store_fields(&mut object);
+                    cluster.push(object);
+                }
             }
         }
-        objects.iter_mut().for_each(strip_store_fields);
-        Ok(ClusterObjects { objects })
+        Ok(cluster)
     }
 
     /// Loads every `*.yaml` of a directory, in name order.
@@ -186,7 +278,7 @@ impl ClusterObjects {
                 std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
             let part =
                 ClusterObjects::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            cluster.objects.extend(part.objects);
+            cluster.stored.extend(part.stored);
         }
         Ok(cluster)
     }
@@ -203,13 +295,62 @@ impl ClusterObjects {
                     .map_err(|e| format!("{}: {e}", path.display()))?;
                 Self::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?
             };
-            cluster.objects.extend(part.objects);
+            cluster.stored.extend(part.stored);
         }
         Ok(cluster)
     }
 
-    fn is(object: &Value, api_version: &str, kind: &str) -> bool {
-        str_at(object, &["apiVersion"]) == api_version && str_at(object, &["kind"]) == kind
+    pub fn len(&self) -> usize {
+        self.stored.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stored.is_empty()
+    }
+
+    /// Adds an object as it is (not stripped).
+    pub fn push(&mut self, object: Value) {
+        self.stored.push(Stored::new(&object));
+    }
+
+    /// Every object, read from its text one at a time.
+    pub fn values(&self) -> impl Iterator<Item = Value> + '_ {
+        self.stored.iter().map(Stored::value)
+    }
+
+    /// The object at a position (of [`ClusterObjects::index`]).
+    pub fn value(&self, at: usize) -> Option<Value> {
+        self.stored.get(at).map(Stored::value)
+    }
+
+    /// Every object's identity, in order: what filtering by kind or namespace needs, without
+    /// reading an object.
+    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> + '_ {
+        self.stored.iter().map(|s| &s.key)
+    }
+
+    /// Replaces the object at a position.
+    pub fn set(&mut self, at: usize, object: &Value) {
+        if let Some(stored) = self.stored.get_mut(at) {
+            *stored = Stored::new(object);
+        }
+    }
+
+    /// Removes the object at a position, the last one taking its place.
+    pub fn swap_remove(&mut self, at: usize) {
+        if at < self.stored.len() {
+            self.stored.swap_remove(at);
+        }
+    }
+
+    /// The identity of the object at a position.
+    pub fn key(&self, at: usize) -> Option<&ObjectKey> {
+        self.stored.get(at).map(|s| &s.key)
+    }
+
+    /// Keeps the objects whose identity `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&ObjectKey) -> bool) {
+        self.stored.retain(|s| keep(&s.key));
     }
 
     pub fn get(
@@ -218,46 +359,45 @@ impl ClusterObjects {
         kind: &str,
         name: &str,
         namespace: Option<&str>,
-    ) -> Option<&Value> {
-        self.objects
+    ) -> Option<Value> {
+        let key = (api_version, kind, namespace.unwrap_or_default(), name);
+        self.stored
             .iter()
-            .find(|o| Self::is(o, api_version, kind) && Self::named(o, name, namespace))
+            .find(|s| {
+                let k = &s.key;
+                (k.0.as_str(), k.1.as_str(), k.2.as_str(), k.3.as_str()) == key
+            })
+            .map(Stored::value)
     }
 
     /// `get` through an index of the objects by identity (build it with
     /// [`ClusterObjects::index`]): a dump of thousands of objects is looked up thousands of
     /// times, and thousands of tenants hold a release of the same name. Without a namespace,
     /// only a cluster-scoped object is found, as the API server answers.
-    pub fn get_indexed<'c>(
-        &'c self,
+    pub fn get_indexed(
+        &self,
         index: &ObjectIndex,
         api_version: &str,
         kind: &str,
         name: &str,
         namespace: Option<&str>,
-    ) -> Option<&'c Value> {
+    ) -> Option<Value> {
         let key = (
             api_version.to_owned(),
             kind.to_owned(),
             namespace.unwrap_or_default().to_owned(),
             name.to_owned(),
         );
-        index.get(&key)?.first().map(|&at| &self.objects[at])
+        index.get(&key)?.first().and_then(|&at| self.value(at))
     }
 
     /// The positions of the objects by identity.
     pub fn index(&self) -> ObjectIndex {
         let mut index = ObjectIndex::new();
-        for (at, o) in self.objects.iter().enumerate() {
-            index.entry(index_key(o)).or_default().push(at);
+        for (at, s) in self.stored.iter().enumerate() {
+            index.entry(s.key.clone()).or_default().push(at);
         }
         index
-    }
-
-    /// Without a namespace, only a cluster-scoped object.
-    fn named(object: &Value, name: &str, namespace: Option<&str>) -> bool {
-        str_at(object, &["metadata", "name"]) == name
-            && str_at(object, &["metadata", "namespace"]) == namespace.unwrap_or_default()
     }
 
     pub fn list(
@@ -266,30 +406,24 @@ impl ClusterObjects {
         kind: &str,
         namespace: Option<&str>,
         selector: &Selector,
-    ) -> Vec<&Value> {
-        self.objects
+    ) -> Vec<Value> {
+        self.stored
             .iter()
-            .filter(|o| Self::is(o, api_version, kind) && listed_by(o, namespace, selector))
+            .filter(|s| s.is(api_version, kind) && namespace.is_none_or(|ns| s.key.2 == ns))
+            .map(Stored::value)
+            .filter(|o| listed_by(o, namespace, selector))
             .collect()
     }
 
     /// Replaces an object with the same apiVersion, kind, namespace and name, or adds it.
     pub fn apply(&mut self, object: Value) {
-        let same = |o: &Value| {
-            Self::is(
-                o,
-                str_at(&object, &["apiVersion"]),
-                str_at(&object, &["kind"]),
-            ) && str_at(o, &["metadata", "name"]) == str_at(&object, &["metadata", "name"])
-                && str_at(o, &["metadata", "namespace"])
-                    == str_at(&object, &["metadata", "namespace"])
-        };
-        self.objects.retain(|o| !same(o));
-        self.objects.push(object);
+        let stored = Stored::new(&object);
+        self.stored.retain(|s| s.key != stored.key);
+        self.stored.push(stored);
     }
 
-    /// Does `object` answer to `Kind/name` or `Kind/namespace/name`?
-    fn matcher(reference: &str) -> Result<impl Fn(&Value) -> bool + '_, String> {
+    /// Does an object's identity answer to `Kind/name` or `Kind/namespace/name`?
+    fn matcher(reference: &str) -> Result<impl Fn(&ObjectKey) -> bool + '_, String> {
         let parts: Vec<&str> = reference.split('/').collect();
         let (kind, namespace, name) = match parts.as_slice() {
             [kind, name] => (*kind, None, *name),
@@ -300,28 +434,27 @@ impl ClusterObjects {
                 ));
             }
         };
-        Ok(move |o: &Value| {
-            str_at(o, &["kind"]) == kind
-                && str_at(o, &["metadata", "name"]) == name
-                && namespace.is_none_or(|ns| str_at(o, &["metadata", "namespace"]) == ns)
+        Ok(move |key: &ObjectKey| {
+            key.1 == kind && key.3 == name && namespace.is_none_or(|ns| key.2 == ns)
         })
     }
 
     /// The object named `Kind/name` or `Kind/namespace/name`.
-    pub fn find(&self, reference: &str) -> Result<&Value, String> {
+    pub fn find(&self, reference: &str) -> Result<Value, String> {
         let is = Self::matcher(reference)?;
-        self.objects
+        self.stored
             .iter()
-            .find(|o| is(o))
+            .find(|s| is(&s.key))
+            .map(Stored::value)
             .ok_or_else(|| format!("no object {reference}"))
     }
 
     /// Removes objects by `Kind/name` or `Kind/namespace/name`.
     pub fn remove(&mut self, reference: &str) -> Result<(), String> {
         let is = Self::matcher(reference).map_err(|e| format!("remove: {e}"))?;
-        let before = self.objects.len();
-        self.objects.retain(|o| !is(o));
-        if self.objects.len() == before {
+        let before = self.stored.len();
+        self.stored.retain(|s| !is(&s.key));
+        if self.stored.len() == before {
             return Err(format!("remove: no object {reference}"));
         }
         Ok(())
@@ -375,7 +508,11 @@ metadata:
 
     #[test]
     fn a_kubectl_list_is_read_item_by_item_as_it_reads_whole() {
-        let items = list_items(LIST).expect("kubectl's layout");
+        let items: Vec<Value> = list_items(LIST)
+            .expect("kubectl's layout")
+            .iter()
+            .map(Stored::value)
+            .collect();
         assert_eq!(items, whole(LIST));
         assert_eq!(items.len(), 2);
         assert_eq!(
@@ -384,7 +521,10 @@ metadata:
         );
         assert!(items[0]["metadata"].get("managedFields").is_none());
         assert_eq!(
-            ClusterObjects::from_yaml(LIST).expect("read").objects,
+            ClusterObjects::from_yaml(LIST)
+                .expect("read")
+                .values()
+                .collect::<Vec<_>>(),
             items
         );
     }
@@ -405,26 +545,91 @@ metadata:
             two_documents.as_str(),
             "items: []\nkind: List\n",
         ] {
-            assert_eq!(list_items(text), None, "{text}");
+            assert!(list_items(text).is_none(), "{text}");
         }
         // Read whole, the same objects come out.
         assert_eq!(
-            ClusterObjects::from_yaml(&indented).expect("read").objects,
+            ClusterObjects::from_yaml(&indented)
+                .expect("read")
+                .values()
+                .collect::<Vec<_>>(),
             whole(LIST)
         );
-        assert_eq!(
-            ClusterObjects::from_yaml(aliased)
-                .expect("read")
-                .objects
-                .len(),
-            2
-        );
+        assert_eq!(ClusterObjects::from_yaml(aliased).expect("read").len(), 2);
         assert_eq!(
             ClusterObjects::from_yaml(&two_documents)
                 .expect("read")
-                .objects
                 .len(),
             3
         );
+    }
+
+    #[test]
+    fn a_json_dump_reads_as_the_yaml_one_item_by_item() {
+        let list = whole(LIST);
+        let json = serde_json::to_string(&serde_json::json!({
+            "apiVersion": "v1", "kind": "List", "metadata": {}, "items": serde_yaml::from_str::<Value>(LIST).expect("yaml")["items"]
+        }))
+        .expect("json");
+        let read = |text: &str| -> Vec<Value> {
+            ClusterObjects::from_yaml(text)
+                .expect("read")
+                .values()
+                .collect()
+        };
+        assert_eq!(read(&json), list);
+        // Several documents: a List, a lone object, `null`; an empty List adds nothing.
+        let lone =
+            r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"b","managedFields":[]}}"#;
+        let empty = r#"{"apiVersion":"v1","kind":"List","items":[]}"#;
+        let stream = format!("{json}\n{lone}\nnull\n{empty}\n");
+        let objects = read(&stream);
+        assert_eq!(objects.len(), 3);
+        assert_eq!(
+            objects[2],
+            serde_json::json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"b"}})
+        );
+        let broken = format!("{json}\n{{\"kind\": ");
+        assert!(ClusterObjects::from_yaml(&broken).is_err());
+    }
+
+    #[test]
+    fn an_object_reads_back_as_it_was_stored() {
+        // Floats that serde_json without `float_roundtrip` reads one unit off.
+        let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "tenant-a", "labels": {"x": "1"}},
+            "data": {"f": [1.33, 1.0715660391465826e-75, -1.81996730402717e-179, 9007199254740993u64],
+                "s": "line\n\"quoted\" \u{e9}"}});
+        let mut cluster: ClusterObjects = [object.clone()].into_iter().collect();
+        assert_eq!(cluster.value(0), Some(object.clone()));
+        assert_eq!(
+            cluster.get("v1", "ConfigMap", "a", Some("tenant-a")),
+            Some(object.clone())
+        );
+        assert_eq!(cluster.get("v1", "ConfigMap", "a", None), None);
+        let selector = Selector::parse("x=1").expect("selector");
+        assert_eq!(
+            cluster.list("v1", "ConfigMap", Some("tenant-a"), &selector),
+            vec![object.clone()]
+        );
+        assert!(
+            cluster
+                .list("v1", "ConfigMap", Some("tenant-b"), &selector)
+                .is_empty()
+        );
+        let index = cluster.index();
+        assert_eq!(
+            cluster.get_indexed(&index, "v1", "ConfigMap", "a", Some("tenant-a")),
+            Some(object.clone())
+        );
+        let mut changed = object;
+        changed["data"]["s"] = "other".into();
+        cluster.apply(changed.clone());
+        assert_eq!(
+            (cluster.len(), cluster.find("ConfigMap/tenant-a/a")),
+            (1, Ok(changed))
+        );
+        cluster.remove("ConfigMap/a").expect("removed");
+        assert!(cluster.is_empty());
     }
 }

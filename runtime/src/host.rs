@@ -499,7 +499,10 @@ impl HostState {
                     let index = cache.index.get_or_init(|| self.cluster.index());
                     self.cluster
                         .get_indexed(index, api_version, kind, name, namespace.as_deref())
-                        .map(|o| Arc::new(strip_store_fields(o)))
+                        .map(|mut o| {
+                            crate::cluster::strip_store_fields(&mut o);
+                            Arc::new(o)
+                        })
                 };
                 let stored = if cache.answers.is_some() {
                     // Each answer is serialised once and kept: a second copy of every object
@@ -546,7 +549,11 @@ impl HostState {
                         Some(items) => items.clone(),
                         None => {
                             let items = Arc::new(self.listed(request)?);
-                            reflectors.insert(key, items.clone());
+                            // A memoised answer is never built again: its items kept as well
+                            // would be a second copy of every listed object.
+                            if cache.answers.is_none() {
+                                reflectors.insert(key, items.clone());
+                            }
                             items
                         }
                     }
@@ -604,7 +611,10 @@ impl HostState {
             .cluster
             .list(api_version, kind, list.namespace, &selector)
             .into_iter()
-            .map(|o| masks::apply(&strip_store_fields(o), list.field_masks))
+            .map(|mut o| {
+                crate::cluster::strip_store_fields(&mut o);
+                masks::apply(&o, list.field_masks)
+            })
             .collect())
     }
 }
@@ -679,7 +689,7 @@ mod tests {
             field_masks: None,
         };
         let on = |objects: Vec<Value>| HostState {
-            cluster: Arc::new(ClusterObjects { objects }),
+            cluster: Arc::new(objects.into_iter().collect::<ClusterObjects>()),
             ..HostState::default()
         };
         let names = |answer: String| {
