@@ -239,7 +239,7 @@ impl ShortRequest {
                 .list("helm.toolkit.fluxcd.io/v2", "HelmRelease", namespace, &cozystack_policy_runtime::selector::Selector::parse(&format!(
                     "apps.cozystack.io/application.kind={kind},apps.cozystack.io/application.name={}", self.name
                 )).unwrap_or_default())
-                .first()
+                .next()
                 .map(|hr| {
                     let mut meta = json!({"name": self.name, "namespace": self.namespace});
                     if let Some(ts) = hr.pointer("/metadata/deletionTimestamp") {

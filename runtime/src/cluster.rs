@@ -1,6 +1,7 @@
 //! A fixture cluster: ordinary Kubernetes manifests, as `kubectl get -o yaml` prints them.
 
 use std::collections::BTreeMap;
+use std::io::BufRead;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -84,41 +85,88 @@ fn on_all_cores<T: Sync>(
     Some(stored)
 }
 
-/// `kubectl get -o yaml`'s one `List` document read item by item: serde_yaml keeps every event
-/// of a document before it builds a value, so a List of thousands of objects would be held
-/// twice over (its events, then its values). kubectl lays a List out with each item starting
-/// `- ` at the margin and its lines indented by two; any other layout, or an item that does not
-/// read alone (an alias of another item's anchor), gives `None`, and the text is read whole.
-fn list_items(text: &str) -> Option<Vec<Stored>> {
-    let mut skeleton = String::new();
-    let mut items: Vec<(usize, usize)> = Vec::new();
-    let (mut in_items, mut offset) = (false, 0);
-    for line in text.split_inclusive('\n') {
-        let start = offset;
-        offset += line.len();
+/// Items parsed on all cores at a time while a dump is streamed: a few megabytes of text.
+const BATCH: usize = 2048;
+
+/// `kubectl get -o yaml`'s one `List` document read item by item as the lines arrive:
+/// serde_yaml keeps every event of a document before it builds a value, so a List of thousands
+/// of objects would be held twice over (its events, then its values), and a file read whole is
+/// held beside its objects. kubectl lays a List out with each item starting `- ` at the margin
+/// and its lines indented by two; any other layout, or an item that does not read alone (an
+/// alias of another item's anchor), gives `None`, and the text is read whole.
+fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
+    let (mut skeleton, mut line) = (String::new(), String::new());
+    let (mut stored, mut batch) = (Vec::new(), Vec::<String>::new());
+    let parse = |batch: &mut Vec<String>, stored: &mut Vec<Stored>| -> Option<()> {
+        stored.extend(on_all_cores(batch, |item| {
+            let mut object: Value = serde_yaml::from_str(item).ok()?;
+            strip_store_fields(&mut object);
+            Some(Stored::new(&object))
+        })?);
+        batch.clear();
+        Some(())
+    };
+    let mut in_items = false;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            break;
+        }
         let bare = line.trim_end_matches(['\n', '\r']);
+        let item_line = in_items && (bare.starts_with("  ") || bare.is_empty());
         if in_items && bare.starts_with("- ") {
-            items.push((start, offset));
-        } else if in_items && (bare.starts_with("  ") || bare.is_empty()) {
-            items.last_mut()?.1 = offset;
-        } else {
+            if batch.len() == BATCH && parse(&mut batch, &mut stored).is_none() {
+                return Ok(None);
+            }
+            batch.push(String::new());
+        } else if !item_line {
             in_items = bare == "items:";
-            skeleton.push_str(if in_items { "items: []\n" } else { line });
+            skeleton.push_str(if in_items { "items: []\n" } else { &line });
+            continue;
+        }
+        let Some(item) = batch.last_mut() else {
+            return Ok(None);
+        };
+        item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
+    }
+    if parse(&mut batch, &mut stored).is_none() {
+        return Ok(None);
+    }
+    let list: Option<Value> = serde_yaml::from_str(&skeleton).ok();
+    let is_list = list.is_some_and(|l| l.get("kind").and_then(Value::as_str) == Some("List"));
+    Ok((is_list && !stored.is_empty()).then_some(stored))
+}
+
+/// Whether a dump is JSON (`kubectl get -o json`): its first character that is not white space.
+fn is_json(head: &[u8]) -> bool {
+    head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// A dump's objects from its whole text, in any layout: JSON documents, or YAML documents
+/// (`List`s flattened).
+fn whole(text: &str) -> Result<Vec<Stored>, String> {
+    if is_json(text.as_bytes()) {
+        return json_documents(text);
+    }
+    let mut cluster = ClusterObjects::default();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        match Value::deserialize(document).map_err(|e| e.to_string())? {
+            Value::Null => {}
+            Value::Object(mut list) if list.get("kind").and_then(Value::as_str) == Some("List") => {
+                if let Some(Value::Array(items)) = list.remove("items") {
+                    cluster.extend(items.into_iter().map(|mut item| {
+                        strip_store_fields(&mut item);
+                        item
+                    }));
+                }
+            }
+            mut object => {
+                strip_store_fields(&mut object);
+                cluster.push(object);
+            }
         }
     }
-    let list: Value = serde_yaml::from_str(&skeleton).ok()?;
-    if list.get("kind").and_then(Value::as_str) != Some("List") || items.is_empty() {
-        return None;
-    }
-    on_all_cores(&items, |&(start, end)| {
-        let mut item = String::with_capacity(end - start);
-        for line in text[start..end].split_inclusive('\n') {
-            item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
-        }
-        let mut object: Value = serde_yaml::from_str(&item).ok()?;
-        strip_store_fields(&mut object);
-        Some(Stored::new(&object))
-    })
+    Ok(cluster.stored)
 }
 
 /// `kubectl get -o json`'s documents, each `List` read item by item from the text (the items
@@ -236,33 +284,35 @@ impl ClusterObjects {
     pub fn from_yaml(text: &str) -> Result<ClusterObjects, String> {
         // `kubectl get -o json` (JSON is YAML) read by the JSON parser: a third of the time,
         // and no event buffer of the whole document in memory.
-        if text.trim_start().starts_with('{') {
-            return json_documents(text).map(|stored| ClusterObjects { stored });
-        }
-        if let Some(stored) = list_items(text) {
-            return Ok(ClusterObjects { stored });
-        }
-        let mut cluster = ClusterObjects::default();
-        for document in serde_yaml::Deserializer::from_str(text) {
-            match Value::deserialize(document).map_err(|e| e.to_string())? {
-                Value::Null => {}
-                Value::Object(mut list)
-                    if list.get("kind").and_then(Value::as_str) == Some("List") =>
-                {
-                    if let Some(Value::Array(items)) = list.remove("items") {
-                        cluster.extend(items.into_iter().map(|mut item| {
-                            strip_store_fields(&mut item);
-                            item
-                        }));
-                    }
-                }
-                mut object => {
-                    strip_store_fields(&mut object);
-                    cluster.push(object);
-                }
+        let listed = match is_json(text.as_bytes()) {
+            true => None,
+            false => list_items(text.as_bytes())?,
+        };
+        let stored = match listed {
+            Some(stored) => stored,
+            None => whole(text)?,
+        };
+        Ok(ClusterObjects { stored })
+    }
+
+    /// Reads one dump file: a kubectl List streamed line by line, anything else read whole.
+    fn read_file(path: &Path) -> Result<ClusterObjects, String> {
+        let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let file = std::fs::File::open(path).map_err(|e| failed(&e))?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let json = is_json(reader.fill_buf().map_err(|e| failed(&e))?);
+        let listed = match json {
+            true => None,
+            false => list_items(reader).map_err(|e| failed(&e))?,
+        };
+        let stored = match listed {
+            Some(stored) => stored,
+            None => {
+                let text = std::fs::read_to_string(path).map_err(|e| failed(&e))?;
+                whole(&text).map_err(|e| failed(&e))?
             }
-        }
-        Ok(cluster)
+        };
+        Ok(ClusterObjects { stored })
     }
 
     /// Loads every `*.yaml` of a directory, in name order.
@@ -274,11 +324,7 @@ impl ClusterObjects {
             .iter()
             .filter(|p| p.file_name().is_some_and(|n| n != "settings.yaml"))
         {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let part =
-                ClusterObjects::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            cluster.stored.extend(part.stored);
+            cluster.stored.extend(Self::read_file(path)?.stored);
         }
         Ok(cluster)
     }
@@ -288,12 +334,9 @@ impl ClusterObjects {
     pub fn read_dump(paths: &[std::path::PathBuf]) -> Result<ClusterObjects, String> {
         let mut cluster = ClusterObjects::default();
         for path in paths {
-            let part = if path.is_dir() {
-                Self::load_dir(path)?
-            } else {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                Self::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            let part = match path.is_dir() {
+                true => Self::load_dir(path)?,
+                false => Self::read_file(path)?,
             };
             cluster.stored.extend(part.stored);
         }
@@ -400,19 +443,20 @@ impl ClusterObjects {
         index
     }
 
-    pub fn list(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        selector: &Selector,
-    ) -> Vec<Value> {
+    /// The objects a list answers, read one at a time: a caller that keeps part of each (a
+    /// list's field masks) never holds every whole object of a kind at once.
+    pub fn list<'c>(
+        &'c self,
+        api_version: &'c str,
+        kind: &'c str,
+        namespace: Option<&'c str>,
+        selector: &'c Selector,
+    ) -> impl Iterator<Item = Value> + 'c {
         self.stored
             .iter()
-            .filter(|s| s.is(api_version, kind) && namespace.is_none_or(|ns| s.key.2 == ns))
+            .filter(move |s| s.is(api_version, kind) && namespace.is_none_or(|ns| s.key.2 == ns))
             .map(Stored::value)
-            .filter(|o| listed_by(o, namespace, selector))
-            .collect()
+            .filter(move |o| listed_by(o, namespace, selector))
     }
 
     /// Replaces an object with the same apiVersion, kind, namespace and name, or adds it.
@@ -466,7 +510,7 @@ mod tests {
     use super::*;
 
     /// What serde_yaml reads from the whole text: the reference the item-by-item read must equal.
-    fn whole(text: &str) -> Vec<Value> {
+    fn reference(text: &str) -> Vec<Value> {
         let mut list: Value = serde_yaml::from_str(text).expect("one document");
         let mut items = list["items"].take().as_array().cloned().unwrap_or_default();
         items.iter_mut().for_each(strip_store_fields);
@@ -508,12 +552,13 @@ metadata:
 
     #[test]
     fn a_kubectl_list_is_read_item_by_item_as_it_reads_whole() {
-        let items: Vec<Value> = list_items(LIST)
+        let items: Vec<Value> = list_items(LIST.as_bytes())
+            .expect("read")
             .expect("kubectl's layout")
             .iter()
             .map(Stored::value)
             .collect();
-        assert_eq!(items, whole(LIST));
+        assert_eq!(items, reference(LIST));
         assert_eq!(items.len(), 2);
         assert_eq!(
             items[1]["spec"]["values"]["script"],
@@ -545,7 +590,7 @@ metadata:
             two_documents.as_str(),
             "items: []\nkind: List\n",
         ] {
-            assert!(list_items(text).is_none(), "{text}");
+            assert!(list_items(text.as_bytes()) == Ok(None), "{text}");
         }
         // Read whole, the same objects come out.
         assert_eq!(
@@ -553,7 +598,7 @@ metadata:
                 .expect("read")
                 .values()
                 .collect::<Vec<_>>(),
-            whole(LIST)
+            reference(LIST)
         );
         assert_eq!(ClusterObjects::from_yaml(aliased).expect("read").len(), 2);
         assert_eq!(
@@ -565,8 +610,24 @@ metadata:
     }
 
     #[test]
+    fn a_list_longer_than_a_batch_keeps_its_order() {
+        let count = 2 * BATCH + 1;
+        let mut text = String::from("apiVersion: v1\nitems:\n");
+        for i in 0..count {
+            text.push_str(&format!(
+                "- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: tenant-t{i}\n"
+            ));
+        }
+        text.push_str("kind: List\nmetadata:\n  resourceVersion: \"\"\n");
+        let stored = list_items(text.as_bytes()).expect("read").expect("layout");
+        let names: Vec<&str> = stored.iter().map(|s| s.key.3.as_str()).collect();
+        let expected: Vec<String> = (0..count).map(|i| format!("tenant-t{i}")).collect();
+        assert_eq!(names, expected);
+    }
+
+    #[test]
     fn a_json_dump_reads_as_the_yaml_one_item_by_item() {
-        let list = whole(LIST);
+        let list = reference(LIST);
         let json = serde_json::to_string(&serde_json::json!({
             "apiVersion": "v1", "kind": "List", "metadata": {}, "items": serde_yaml::from_str::<Value>(LIST).expect("yaml")["items"]
         }))
@@ -609,13 +670,16 @@ metadata:
         assert_eq!(cluster.get("v1", "ConfigMap", "a", None), None);
         let selector = Selector::parse("x=1").expect("selector");
         assert_eq!(
-            cluster.list("v1", "ConfigMap", Some("tenant-a"), &selector),
+            cluster
+                .list("v1", "ConfigMap", Some("tenant-a"), &selector)
+                .collect::<Vec<_>>(),
             vec![object.clone()]
         );
         assert!(
             cluster
                 .list("v1", "ConfigMap", Some("tenant-b"), &selector)
-                .is_empty()
+                .next()
+                .is_none()
         );
         let index = cluster.index();
         assert_eq!(

@@ -610,7 +610,6 @@ impl HostState {
         Ok(self
             .cluster
             .list(api_version, kind, list.namespace, &selector)
-            .into_iter()
             .map(|mut o| {
                 crate::cluster::strip_store_fields(&mut o);
                 masks::apply(&o, list.field_masks)
