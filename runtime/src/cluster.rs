@@ -88,53 +88,73 @@ fn on_all_cores<T: Sync>(
 /// Items parsed on all cores at a time while a dump is streamed: a few megabytes of text.
 const BATCH: usize = 2048;
 
+/// One item of a kubectl List, its lines taken out of the list's indentation.
+fn yaml_item(item: &str) -> Option<Stored> {
+    let mut object: Value = serde_yaml::from_str(item).ok()?;
+    strip_store_fields(&mut object);
+    Some(Stored::new(&object))
+}
+
 /// `kubectl get -o yaml`'s one `List` document read item by item as the lines arrive:
 /// serde_yaml keeps every event of a document before it builds a value, so a List of thousands
 /// of objects would be held twice over (its events, then its values), and a file read whole is
-/// held beside its objects. kubectl lays a List out with each item starting `- ` at the margin
-/// and its lines indented by two; any other layout, or an item that does not read alone (an
-/// alias of another item's anchor), gives `None`, and the text is read whole.
+/// held beside its objects. Each batch of items is parsed on all cores while the next is read.
+/// kubectl lays a List out with each item starting `- ` at the margin and its lines indented by
+/// two; any other layout, or an item that does not read alone (an alias of another item's
+/// anchor), gives `None`, and the text is read whole.
 fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
-    let (mut skeleton, mut line) = (String::new(), String::new());
-    let (mut stored, mut batch) = (Vec::new(), Vec::<String>::new());
-    let parse = |batch: &mut Vec<String>, stored: &mut Vec<Stored>| -> Option<()> {
-        stored.extend(on_all_cores(batch, |item| {
-            let mut object: Value = serde_yaml::from_str(item).ok()?;
-            strip_store_fields(&mut object);
-            Some(Stored::new(&object))
-        })?);
-        batch.clear();
-        Some(())
-    };
-    let mut in_items = false;
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
-            break;
-        }
-        let bare = line.trim_end_matches(['\n', '\r']);
-        let item_line = in_items && (bare.starts_with("  ") || bare.is_empty());
-        if in_items && bare.starts_with("- ") {
-            if batch.len() == BATCH && parse(&mut batch, &mut stored).is_none() {
-                return Ok(None);
+    std::thread::scope(|scope| {
+        let (mut skeleton, mut line) = (String::new(), String::new());
+        let (mut stored, mut batch) = (Vec::new(), Vec::<String>::new());
+        let mut parsing: Option<std::thread::ScopedJoinHandle<'_, Option<Vec<Stored>>>> = None;
+        // The batch being parsed, joined: `None` if an item did not read alone.
+        let joined =
+            |parsing: &mut Option<std::thread::ScopedJoinHandle<'_, Option<Vec<Stored>>>>,
+             stored: &mut Vec<Stored>|
+             -> Option<()> {
+                if let Some(parsed) = parsing.take() {
+                    stored.extend(parsed.join().ok()??);
+                }
+                Some(())
+            };
+        let mut in_items = false;
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+                break;
             }
-            batch.push(String::new());
-        } else if !item_line {
-            in_items = bare == "items:";
-            skeleton.push_str(if in_items { "items: []\n" } else { &line });
-            continue;
+            let bare = line.trim_end_matches(['\n', '\r']);
+            let item_line = in_items && (bare.starts_with("  ") || bare.is_empty());
+            if in_items && bare.starts_with("- ") {
+                if batch.len() == BATCH {
+                    if joined(&mut parsing, &mut stored).is_none() {
+                        return Ok(None);
+                    }
+                    let full = std::mem::take(&mut batch);
+                    parsing = Some(scope.spawn(move || on_all_cores(&full, |i| yaml_item(i))));
+                }
+                batch.push(String::new());
+            } else if !item_line {
+                in_items = bare == "items:";
+                skeleton.push_str(if in_items { "items: []\n" } else { &line });
+                continue;
+            }
+            let Some(item) = batch.last_mut() else {
+                return Ok(None);
+            };
+            item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
         }
-        let Some(item) = batch.last_mut() else {
+        if joined(&mut parsing, &mut stored).is_none() {
+            return Ok(None);
+        }
+        let Some(last) = on_all_cores(&batch, |i| yaml_item(i)) else {
             return Ok(None);
         };
-        item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
-    }
-    if parse(&mut batch, &mut stored).is_none() {
-        return Ok(None);
-    }
-    let list: Option<Value> = serde_yaml::from_str(&skeleton).ok();
-    let is_list = list.is_some_and(|l| l.get("kind").and_then(Value::as_str) == Some("List"));
-    Ok((is_list && !stored.is_empty()).then_some(stored))
+        stored.extend(last);
+        let list: Option<Value> = serde_yaml::from_str(&skeleton).ok();
+        let is_list = list.is_some_and(|l| l.get("kind").and_then(Value::as_str) == Some("List"));
+        Ok((is_list && !stored.is_empty()).then_some(stored))
+    })
 }
 
 /// Whether a dump is JSON (`kubectl get -o json`): its first character that is not white space.
