@@ -30,7 +30,7 @@ const BUILTIN_TABLE: u64 = 5_054;
 const LARGE_PREFLIGHT_CAUSE: &str = "the replay is quadratic in the tenants: each tenant's Info release is counted against every Info release (one watch per kind, cluster-wide), so each of the 40,000 replays has the guest read a 40,000-item list (~27 ms each, against 4 ms at 4,000 tenants: ~1,100 of the run's CPU seconds; measured 2026-12-03, 529 s on two cores), and a narrower list needs a watch per namespace";
 
 /// What the 40,000-tenant pre-flight's peak memory is made of (docs/benchmarks.md, round #35).
-const LARGE_PREFLIGHT_MEMORY: &str = "the snapshot keeps each object as its JSON text beside its identity (1.4 KB per served object stripped of its managed fields: ~200 MB for 120,021), the YAML is streamed in batches of 2,048 items, and a list is masked one object at a time; the rest is the GET index, the memoised answers and one instance per core (541 MiB measured 2026-12-03)";
+const LARGE_PREFLIGHT_MEMORY: &str = "the snapshot keeps each object as its JSON text beside its identity (1.4 KB per served object stripped of its managed fields: ~200 MB for 120,021), the YAML is streamed in batches of 2,048 items, and a list is masked one object at a time; the rest is the GET index, the memoised answers and one instance per core (647 MiB measured 2026-12-03, 541 MiB without reading the next batch of the YAML while the last is parsed)";
 
 /// What the module's bytes are when the annotated module is over 450 KB (docs/benchmarks.md,
 /// round #35, "the module under 450 KB"): `twiggy top` of an unstripped build.
