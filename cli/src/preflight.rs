@@ -175,14 +175,16 @@ pub fn run(
             })
             .collect()
     });
-    let mut judged: Vec<Judged> = Vec::with_capacity(total);
+    let mut verdicts = Vec::with_capacity(total);
     for part in parts {
-        judged.extend(
-            part?
-                .into_iter()
-                .map(|(_, subject, finding)| Judged { subject, finding }),
-        );
+        verdicts.extend(part?);
     }
+    // In the snapshot's order, so that the sort below leaves objects of the same namespace,
+    // kind and name (a dump may hold one twice) as they were read, whichever worker took them.
+    verdicts.sort_unstable_by_key(|(i, _, _)| *i);
+    let mut judged: Vec<Judged> = (verdicts.into_iter())
+        .map(|(_, subject, finding)| Judged { subject, finding })
+        .collect();
     judged.extend(unread_definitions(&cluster, settings)?);
     judged.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     Ok(Report { judged })
