@@ -46,6 +46,13 @@ impl Stored {
         }
     }
 
+    /// An object read from a dump or a live list, kept as a reflector stores it
+    /// ([`strip_store_fields`]).
+    fn stripped(mut object: Value) -> Stored {
+        strip_store_fields(&mut object);
+        Stored::new(&object)
+    }
+
     /// The object again: the text is serde_json's own output of a `Value`, which reads back
     /// whole (`float_roundtrip` keeps every float exact).
     fn value(&self) -> Value {
@@ -90,9 +97,7 @@ const BATCH: usize = 2048;
 
 /// One item of a kubectl List, its lines taken out of the list's indentation.
 fn yaml_item(item: &str) -> Option<Stored> {
-    let mut object: Value = serde_yaml::from_str(item).ok()?;
-    strip_store_fields(&mut object);
-    Some(Stored::new(&object))
+    serde_yaml::from_str(item).ok().map(Stored::stripped)
 }
 
 /// `kubectl get -o yaml`'s one `List` document read item by item as the lines arrive:
@@ -168,25 +173,19 @@ fn whole(text: &str) -> Result<Vec<Stored>, String> {
     if is_json(text.as_bytes()) {
         return json_documents(text);
     }
-    let mut cluster = ClusterObjects::default();
+    let mut stored = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
         match Value::deserialize(document).map_err(|e| e.to_string())? {
             Value::Null => {}
             Value::Object(mut list) if list.get("kind").and_then(Value::as_str) == Some("List") => {
                 if let Some(Value::Array(items)) = list.remove("items") {
-                    cluster.extend(items.into_iter().map(|mut item| {
-                        strip_store_fields(&mut item);
-                        item
-                    }));
+                    stored.extend(items.into_iter().map(Stored::stripped));
                 }
             }
-            mut object => {
-                strip_store_fields(&mut object);
-                cluster.push(object);
-            }
+            object => stored.push(Stored::stripped(object)),
         }
     }
-    Ok(cluster.stored)
+    Ok(stored)
 }
 
 /// `kubectl get -o json`'s documents, each `List` read item by item from the text (the items
@@ -200,9 +199,9 @@ fn json_documents(text: &str) -> Result<Vec<Stored>, String> {
         items: Option<Vec<&'t serde_json::value::RawValue>>,
     }
     let read = |raw: &str| -> Result<Stored, String> {
-        let mut object: Value = serde_json::from_str(raw).map_err(|e| e.to_string())?;
-        strip_store_fields(&mut object);
-        Ok(Stored::new(&object))
+        serde_json::from_str(raw)
+            .map(Stored::stripped)
+            .map_err(|e| e.to_string())
     };
     let mut stored = Vec::new();
     for document in
