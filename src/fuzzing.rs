@@ -28,13 +28,15 @@ pub fn settings(data: &[u8]) {
 }
 
 /// Admission decoding: any payload, no panic, and a request that does not decode, or whose
-/// lookups fail, is never allowed.
+/// lookups fail, is never allowed. The reference decodes the settings as a request does: the
+/// shared fields, and no kind's block until a rule needs it (`validate_settings` checks every
+/// block when the policy is loaded; a bad block of another kind is not this request's error).
 pub fn admission(data: &[u8]) {
     let verdict = crate::evaluate(data, &NoHost);
     let decodes = serde_json::from_slice::<crate::admission::Payload>(data)
         .ok()
         .and_then(|p| {
-            let settings = crate::settings::parse(
+            let settings = crate::settings::parse_for_request(
                 p.settings
                     .map_or(b"null".as_slice(), |s| s.get().as_bytes()),
             )
