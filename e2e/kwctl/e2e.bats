@@ -894,8 +894,8 @@ check_invalid_settings() {
   check audit-duplicate-monitoring-reported
 }
 
-@test "audit-duplicate-original-also-reported" {
-  check audit-duplicate-original-also-reported
+@test "audit-duplicate-slot-holder-kept" {
+  check audit-duplicate-slot-holder-kept
 }
 
 @test "audit-duplicate-under-platform-writers-warn" {

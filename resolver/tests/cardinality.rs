@@ -392,6 +392,54 @@ fn the_slot_check_reads_nothing_the_count_has_not() {
 }
 
 #[test]
+fn an_audit_keeps_the_slot_holder_and_reports_the_surplus() {
+    // tenant-a runs its Monitoring on the slot and a second one off it. The audit scanner
+    // replays both: the holder is the one kept, read without listing the kind; the other is
+    // the surplus, counted against it. Without slots each is counted against the other.
+    let mut c = slotted();
+    c.instances
+        .push(instance("Monitoring", "tenant-a", "metrics"));
+    let replay = |app: &str| {
+        release(
+            Create,
+            "tenant-a",
+            app,
+            release_labels("Monitoring", app),
+            user("", &[]),
+        )
+    };
+    let judged = |app: &str, c: &cozystack_resolver::Snapshot| {
+        let recording = Recording::new(c);
+        let verdict = cozystack_resolver::evaluate(&replay(app), &Settings::default(), &recording);
+        let listed = recording
+            .calls
+            .borrow()
+            .iter()
+            .any(|call| call.starts_with("list HelmReleases"));
+        (verdict, listed)
+    };
+    let (keeper, listed) = judged("monitoring", &c);
+    assert_allowed(&keeper, &[]);
+    assert!(!listed, "the slot holder's replay lists no instances");
+    let (surplus, listed) = judged("metrics", &c);
+    assert_denied(
+        &surplus,
+        403,
+        "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; keep 1 and delete the others (cardinality tenant/1)",
+    );
+    assert!(listed);
+    // The same pair without slots: no instance is the one kept, so both are reported.
+    let mut unslotted = c.clone();
+    unslotted.definitions[0] = cluster().definitions[0].clone();
+    let (first, _) = judged("monitoring", &unslotted);
+    assert_denied(
+        &first,
+        403,
+        "Monitoring: at most 1 per tenant tenant-a; already present: metrics; keep 1 and delete the others (cardinality tenant/1)",
+    );
+}
+
+#[test]
 fn slots_in_each_scope() {
     // A cluster scope holds its slots in slotNamespace.
     let mut c = cluster();

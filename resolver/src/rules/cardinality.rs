@@ -32,6 +32,14 @@ pub struct Subject<'s> {
 }
 
 impl Subject<'_> {
+    /// The application name its release holds (see [`held_name`]).
+    fn held_name(&self, rules: &KindRules) -> &str {
+        match &self.release {
+            Some(release) => held_name(rules, release, self.app),
+            None => self.app,
+        }
+    }
+
     pub fn is(&self, instance: &InstanceRef) -> bool {
         instance.namespace == self.namespace
             && match &self.release {
@@ -45,6 +53,13 @@ pub fn check(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<
     let Some(Cardinality { scope, max, .. }) = rules.cardinality.clone() else {
         return Ok(());
     };
+    // A background audit replays an instance that exists. One on its slot is the one the kind
+    // keeps: a scope's slot holders are one per name and never more than `max`, so a surplus
+    // is off its slots and reported on those. Not listing for the keepers keeps an audit run
+    // linear in the tenants (each replay would read every tenant's instance).
+    if eval.is_audit() && holds_slot(eval, rules, subject)? {
+        return Ok(());
+    }
     let namespace = subject.namespace;
     let instances = eval.instances(rules)?;
     let (scope_name, owner) = match scope {
@@ -145,6 +160,22 @@ pub fn free_slots(
         .collect())
 }
 
+/// Whether `subject` is on one of its kind's slots, in the namespace the scope fixes. (Slots
+/// are validated to be no more than `max`, so their holders alone never exceed it.)
+fn holds_slot(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result<bool, Violation> {
+    let Some(Cardinality {
+        scope,
+        slots: Some(slots),
+        ..
+    }) = &rules.cardinality
+    else {
+        return Ok(false);
+    };
+    let name = subject.held_name(rules);
+    Ok(slots.names.iter().any(|s| s == name)
+        && subject.namespace == slot_namespace(eval, *scope, slots, subject.namespace)?)
+}
+
 /// Holds a slotted kind to its names: a CREATE must take a free slot, in the namespace the scope
 /// fixes, on both paths (the Application's name; the HelmRelease's name after the prefix). The
 /// count runs first (an off-slot instance made before slots existed still counts), so the
@@ -164,15 +195,11 @@ pub fn check_slot(
     else {
         return Ok(());
     };
-    let home = slot_namespace(eval, *scope, slots, subject.namespace)?;
-    let name = match &subject.release {
-        Some(release) => held_name(rules, release, subject.app),
-        None => subject.app,
-    };
-    let on_slot = subject.namespace == home && slots.names.iter().any(|s| s == name);
-    if on_slot {
+    if holds_slot(eval, rules, subject)? {
         return Ok(());
     }
+    let home = slot_namespace(eval, *scope, slots, subject.namespace)?;
+    let name = subject.held_name(rules);
     // With every slot held the count decides: it refuses when `max` is the number of slots
     // (the holders are in scope), and lets further instances take any name beyond them.
     let free = free_slots(eval, rules, slots, &home)?;
