@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use cozystack_policy_runtime::audit::replay_request;
+use cozystack_policy_runtime::audit::Replay;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey};
 use cozystack_policy_runtime::host::HostCache;
 use cozystack_policy_runtime::policy::{Policy, payload};
@@ -137,14 +137,16 @@ pub fn run(
     let (next, done) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let total = objects.len();
+    // Written once, as every payload carries them.
+    let settings_text = serde_json::value::to_raw_value(settings).map_err(|e| e.to_string())?;
     let instance =
         || policy.instantiate(policy.host_state(cluster.clone(), vec![], Some(cache.clone())));
     type Verdicts = Result<Vec<(usize, Subject, Option<Finding>)>, String>;
     let parts: Vec<Verdicts> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers.min(total.max(1)))
             .map(|_| {
-                let (next, done, objects, instance, cluster) =
-                    (&next, &done, &objects, &instance, &cluster);
+                let (next, done, objects, instance, cluster, settings_text) =
+                    (&next, &done, &objects, &instance, &cluster, &settings_text);
                 scope.spawn(move || -> Verdicts {
                     let mut verdicts = Vec::new();
                     let current = instance()?;
@@ -153,7 +155,7 @@ pub fn run(
                         let Some(object) = objects.get(i).and_then(|&at| cluster.value(at)) else {
                             return Ok(verdicts);
                         };
-                        let payload = payload(&replay_request(&object)?, settings)?;
+                        let payload = payload(&Replay::of(&object)?, &**settings_text)?;
                         let response = current.validate_warm(&payload).and_then(|out| {
                             serde_json::from_slice::<Value>(&out)
                                 .map_err(|e| format!("undecodable response: {e}"))

@@ -1,35 +1,86 @@
 //! What Kubewarden's audit scanner sends for an object that already exists.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 /// The AdmissionRequest the audit scanner builds for an existing object
 /// (`audit-scanner:internal/scanner/admission_review.go`): a CREATE of the whole object, its
-/// uid as the request uid, the kind as the resource, and no userInfo at all.
-pub fn replay_request(object: &Value) -> Result<Value, String> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object.pointer("/metadata/name").and_then(Value::as_str);
-    let Some(name) = name.filter(|n| !kind.is_empty() && !n.is_empty()) else {
-        let text: String = object.to_string().chars().take(160).collect();
-        return Err(format!(
-            "an object without apiVersion, kind or metadata.name: {text}"
-        ));
-    };
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let gvk = json!({"group": group, "version": version, "kind": kind});
-    let mut request = json!({
-        "uid": object.pointer("/metadata/uid").cloned().unwrap_or(json!("")),
-        "kind": gvk,
-        "resource": {"group": group, "version": version, "resource": kind},
-        "requestKind": gvk,
-        "name": name,
-        "operation": "CREATE",
-        "userInfo": {},
-        "object": object,
-        "oldObject": null,
-    });
-    if let Some(namespace) = object.pointer("/metadata/namespace") {
-        request["namespace"] = namespace.clone();
+/// uid as the request uid, the kind as the resource, and no userInfo at all. Borrowed from the
+/// object, so that a replay writes it into its payload without copying it first.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replay<'o> {
+    uid: &'o Value,
+    kind: Gvk<'o>,
+    resource: Resource<'o>,
+    request_kind: Gvk<'o>,
+    name: &'o str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'o Value>,
+    operation: &'static str,
+    user_info: NoUser,
+    object: &'o Value,
+    old_object: (),
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Gvk<'o> {
+    group: &'o str,
+    version: &'o str,
+    kind: &'o str,
+}
+
+#[derive(Serialize)]
+struct Resource<'o> {
+    group: &'o str,
+    version: &'o str,
+    resource: &'o str,
+}
+
+/// `userInfo: {}`: the scanner sends none.
+#[derive(Serialize)]
+struct NoUser {}
+
+/// The uid of an object that has none.
+static NO_UID: Value = Value::String(String::new());
+
+impl<'o> Replay<'o> {
+    pub fn of(object: &'o Value) -> Result<Replay<'o>, String> {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object.pointer("/metadata/name").and_then(Value::as_str);
+        let Some(name) = name.filter(|n| !kind.is_empty() && !n.is_empty()) else {
+            let text: String = object.to_string().chars().take(160).collect();
+            return Err(format!(
+                "an object without apiVersion, kind or metadata.name: {text}"
+            ));
+        };
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = Gvk {
+            group,
+            version,
+            kind,
+        };
+        Ok(Replay {
+            uid: object.pointer("/metadata/uid").unwrap_or(&NO_UID),
+            kind: gvk,
+            resource: Resource {
+                group,
+                version,
+                resource: kind,
+            },
+            request_kind: gvk,
+            name,
+            namespace: object.pointer("/metadata/namespace"),
+            operation: "CREATE",
+            user_info: NoUser {},
+            object,
+            old_object: (),
+        })
     }
-    Ok(request)
+}
+
+/// [`Replay`] as a JSON value.
+pub fn replay_request(object: &Value) -> Result<Value, String> {
+    serde_json::to_value(Replay::of(object)?).map_err(|e| e.to_string())
 }

@@ -100,6 +100,35 @@ fn yaml_item(item: &str) -> Option<Stored> {
     serde_yaml::from_str(item).ok().map(Stored::stripped)
 }
 
+/// Where an item's lines stand with respect to `metadata.managedFields`, which the snapshot
+/// drops ([`strip_store_fields`]): in kubectl's layout a third of a dump's text, dropped as
+/// lines rather than parsed and thrown away.
+#[derive(Default)]
+struct ManagedFields {
+    in_metadata: bool,
+    skipping: bool,
+}
+
+impl ManagedFields {
+    /// Whether `line` of an item (out of the list's indentation) belongs to its managed fields:
+    /// the key `  managedFields:` under the top-level `metadata:`, then every line indented
+    /// deeper, or a sequence entry at the key's own indentation as kubectl writes it.
+    fn skips(&mut self, line: &str) -> bool {
+        if self.skipping {
+            if line.starts_with("    ") || line.starts_with("  - ") || line.trim().is_empty() {
+                return true;
+            }
+            self.skipping = false;
+        }
+        if !line.starts_with(' ') {
+            self.in_metadata = line.trim_end() == "metadata:";
+        } else if self.in_metadata && line.trim_end() == "  managedFields:" {
+            self.skipping = true;
+        }
+        self.skipping
+    }
+}
+
 /// `kubectl get -o yaml`'s one `List` document read item by item as the lines arrive:
 /// serde_yaml keeps every event of a document before it builds a value, so a List of thousands
 /// of objects would be held twice over (its events, then its values), and a file read whole is
@@ -123,6 +152,7 @@ fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
                 Some(())
             };
         let mut in_items = false;
+        let mut fields = ManagedFields::default();
         loop {
             line.clear();
             if reader.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
@@ -147,7 +177,10 @@ fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
             let Some(item) = batch.last_mut() else {
                 return Ok(None);
             };
-            item.push_str(line.get(2..).unwrap_or(line.trim_start_matches(' ')));
+            let text = line.get(2..).unwrap_or(line.trim_start_matches(' '));
+            if !fields.skips(text) {
+                item.push_str(text);
+            }
         }
         if joined(&mut parsing, &mut stored).is_none() {
             return Ok(None);
@@ -551,9 +584,19 @@ items:
 - apiVersion: helm.toolkit.fluxcd.io/v2
   kind: HelmRelease
   metadata:
+    managedFields:
+    - apiVersion: helm.toolkit.fluxcd.io/v2
+      fieldsV1:
+        f:spec:
+          f:values: {}
+
+      manager: helm-controller
+    - manager: kubectl
     name: postgres-db
     namespace: tenant-a
   spec:
+    managedFields:
+      kept: true
     values:
       replicas: 2
       enabled: true
@@ -584,6 +627,9 @@ metadata:
             "line one\n\nline three\n"
         );
         assert!(items[0]["metadata"].get("managedFields").is_none());
+        // Only metadata's managed fields are dropped; a key of that name elsewhere is data.
+        assert_eq!(items[1]["metadata"]["name"], "postgres-db");
+        assert_eq!(items[1]["spec"]["managedFields"]["kept"], true);
         assert_eq!(
             ClusterObjects::from_yaml(LIST)
                 .expect("read")

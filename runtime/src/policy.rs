@@ -342,11 +342,14 @@ impl Policy {
 
 /// The `validate` payload the policy-server sends, `{"request": …, "settings": …}`, written
 /// from borrowed values (a replay of thousands of objects copies none of them).
-pub fn payload(request: &Value, settings: &Value) -> Result<Vec<u8>, String> {
+pub fn payload<R: Serialize + ?Sized, S: Serialize + ?Sized>(
+    request: &R,
+    settings: &S,
+) -> Result<Vec<u8>, String> {
     #[derive(Serialize)]
-    struct Payload<'a> {
-        request: &'a Value,
-        settings: &'a Value,
+    struct Payload<'a, R: ?Sized, S: ?Sized> {
+        request: &'a R,
+        settings: &'a S,
     }
     serde_json::to_vec(&Payload { request, settings }).map_err(|e| e.to_string())
 }
