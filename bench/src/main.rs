@@ -227,6 +227,7 @@ fn main() {
     let peer = peer::measure_peer(&floor_wasm, create, budget);
     report::peer(&peer);
     report::phases(&phases);
+    report::audit(&rows);
 
     let (targets, keys) =
         targets::targets(&policy, &bundle, &root, &rows, budget, &preflight, &peer);

@@ -99,6 +99,27 @@ pub fn phases(phases: &[(String, Phases)]) {
     }
 }
 
+/// What one background audit run costs the policy-server for the Info releases, from the
+/// replay rows: each tenant's release is replayed once. A replay that counted its release
+/// against every tenant's would make the run grow with the square of the tenants.
+pub fn audit(rows: &[Row]) {
+    println!(
+        "\nAn audit run over the Info releases (one replay per tenant, modelled median each):"
+    );
+    for tenants in [4000, 40_000] {
+        let name = crate::workloads::audit_replay_name(tenants);
+        if let Some(row) = rows.iter().find(|r| r.workload.name == name) {
+            let run = row.model.total.as_secs_f64() * tenants as f64;
+            println!(
+                "  {tenants} tenants: {tenants} × {} µs = {run:.1} s of policy-server time ({} host call(s), {} bytes each)",
+                micros(row.model.total),
+                row.model.calls,
+                row.model.bytes,
+            );
+        }
+    }
+}
+
 /// Prints the targets and the list keys; the number missed.
 pub fn targets(targets: &[Target], keys: &BTreeSet<String>) -> usize {
     println!("\nTargets");

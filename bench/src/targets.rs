@@ -26,11 +26,11 @@ use crate::workloads::{
 const BEFORE_BUILTIN: u64 = 582_429;
 const BUILTIN_TABLE: u64 = 5_054;
 
-/// Why the 40,000-tenant pre-flight is slow (docs/benchmarks.md, round #35).
-const LARGE_PREFLIGHT_CAUSE: &str = "the replay is quadratic in the tenants: each tenant's Info release is counted against every Info release (one watch per kind, cluster-wide), so each of the 40,000 replays has the guest read a 40,000-item list (~27 ms each, against 4 ms at 4,000 tenants: ~1,100 of the run's CPU seconds; measured 2026-12-03, 529 s on two cores), and a narrower list needs a watch per namespace";
+/// What the 40,000-tenant pre-flight's time is made of (docs/benchmarks.md, round #35).
+const LARGE_PREFLIGHT_CAUSE: &str = "each object is replayed once, and no replay reads a list of every tenant: the Info releases and the modules a Tenant switches on are on their slots, which an audit replay does not count (a surplus is reported on the instances off the slots); the YAML is streamed with the managed fields dropped as lines (the read is 3.5 s of 9.2 s measured 2026-12-03; 5.2 s when they were parsed), and each replay is one evaluation on a warm instance per core, its payload written from the object and the settings without copying them (451.7 s before the slot holders were kept, each Info replay reading 40,000 releases)";
 
 /// What the 40,000-tenant pre-flight's peak memory is made of (docs/benchmarks.md, round #35).
-const LARGE_PREFLIGHT_MEMORY: &str = "the snapshot keeps each object as its JSON text beside its identity (1.4 KB per served object stripped of its managed fields: ~200 MB for 120,021), the YAML is streamed in batches of 2,048 items, and a list is masked one object at a time; the rest is the GET index, the memoised answers and one instance per core (647 MiB measured 2026-12-03, 541 MiB without reading the next batch of the YAML while the last is parsed)";
+const LARGE_PREFLIGHT_MEMORY: &str = "the snapshot keeps each object as its JSON text beside its identity (1.4 KB per served object stripped of its managed fields: ~200 MB for 120,021), the YAML is streamed in batches of 2,048 items with the managed fields dropped as lines, and a list is masked one object at a time; the rest is the GET index, the memoised answers and one instance per core (396-410 MiB measured 2026-12-03; 647 MiB while each Info replay read every tenant's release)";
 
 /// What the module's bytes are when the annotated module is over 450 KB (docs/benchmarks.md,
 /// round #35, "the module under 450 KB"): `twiggy top` of an unstripped build.

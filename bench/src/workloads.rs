@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cozystack_e2e::scenario::{Bundle, ShortRequest, without_slots};
+use cozystack_policy_runtime::audit::replay_request;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::payload;
 use serde_json::{Value, json};
@@ -521,7 +522,34 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         settings,
         80_002,
     ));
+    // What the audit scanner's replay of one tenant's Info release costs the policy-server: a
+    // CREATE without userInfo, counted against the Info release of every tenant.
+    for n in [4000usize, 40_000] {
+        out.push(audit_replay(bundle, n));
+    }
     out
+}
+
+/// The name of the audit replay's workload at `tenants` tenants.
+pub fn audit_replay_name(tenants: usize) -> String {
+    format!(
+        "audit replay of a tenant's Info release, {tenants} tenants, stock deployment (built-in rules)"
+    )
+}
+
+/// The audit scanner's request for tenant-t0's Info release, every tenant holding its own.
+fn audit_replay(bundle: &Bundle, tenants: usize) -> Workload {
+    let cluster = tree(bundle, tenants, |ns, objects| {
+        objects.push(release(ns, "info", "Info", "info"))
+    });
+    let request = replay_request(&release("tenant-t0", "info", "Info", "info")).expect("replay");
+    Workload {
+        name: audit_replay_name(tenants),
+        cluster: Arc::new(cluster),
+        payload: payload(&request, &builtin_settings()).expect("payload"),
+        listed: tenants,
+        kwctl: None,
+    }
 }
 
 /// One measured workload: its cost in the model, its multiple of the floor on the same payload,
