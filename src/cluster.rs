@@ -116,7 +116,7 @@ struct FetchedRelease<'a> {
 fn fetched_release(text: &str) -> Result<FetchedRelease<'_>, scan::ScanError> {
     let mut release = FetchedRelease::default();
     let mut reader = scan::Reader::new(text);
-    reader.object(|r, key| {
+    reader.object_last_wins(|r, key| {
         if key.is("metadata") {
             release.labels.clear();
             release.annotations.clear();

@@ -113,7 +113,7 @@ fn item<'a>(r: &mut Reader<'a>, spans: &mut Spans<'a>, position: usize) -> Resul
         position,
         ..Item::default()
     };
-    r.object(|r, key| {
+    r.object_last_wins(|r, key| {
         if key.is("metadata") {
             item.name = spans.field(r, "name", true)?.unwrap_or_default();
             Ok(())

@@ -94,6 +94,41 @@ pub struct Reader<'a> {
     depth: usize,
 }
 
+/// The values an object's reader refused, by key, until a later value of the key is read
+/// (`Reader::object_last_wins`). Not generic, so that each reader shares one copy of it.
+#[derive(Default)]
+struct Refused<'a>(Vec<(Cow<'a, str>, ScanError)>);
+
+impl<'a> Refused<'a> {
+    /// Files the outcome of reading the value of `key` that started at `mark`.
+    #[inline(never)]
+    fn note(
+        &mut self,
+        r: &mut Reader<'a>,
+        key: Str<'a>,
+        mark: Mark,
+        outcome: Result<(), ScanError>,
+    ) -> Result<(), ScanError> {
+        if !self.0.is_empty() {
+            let name = key.text()?;
+            self.0.retain(|(other, _)| *other != name);
+        }
+        if let Err(err) = outcome {
+            r.rewind(mark);
+            r.skip()?;
+            self.0.push((key.text()?, err));
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), ScanError> {
+        match self.0.into_iter().next() {
+            Some((_, err)) => Err(err),
+            None => Ok(()),
+        }
+    }
+}
+
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
@@ -368,6 +403,30 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// An object read as serde_json reads one into a map, where of a key given twice the last
+    /// value counts: `field` reads a value, and one it refuses (a type it does not take) is
+    /// skipped, still checked, its refusal standing only if no later value of that key is read.
+    /// For the host's answers, which the policy must read as the reference reader does.
+    pub fn object_last_wins(
+        &mut self,
+        mut field: impl FnMut(&mut Self, Str<'a>) -> Result<(), ScanError>,
+    ) -> Result<(), ScanError> {
+        let mut refused = Refused::default();
+        self.object(|r, key| {
+            // Where the value starts, white space and all: no look ahead on the usual path.
+            let mark = Mark {
+                pos: r.pos,
+                depth: r.depth,
+            };
+            match field(r, key) {
+                // The usual case, kept inline: read, and nothing refused before.
+                Ok(()) if refused.0.is_empty() => Ok(()),
+                outcome => refused.note(r, key, mark, outcome),
+            }
+        })?;
+        refused.finish()
+    }
+
     /// An array: `item` is called for each element and must consume it.
     pub fn array<E: From<ScanError>>(
         &mut self,
@@ -426,7 +485,7 @@ pub fn list_items<'a, T>(
 ) -> Result<Vec<T>, ScanError> {
     let mut reader = Reader::new(text);
     let mut items = Vec::new();
-    reader.object(|r, key| {
+    reader.object_last_wins(|r, key| {
         if key.is("items") {
             items.clear();
             r.unless_null(|r| r.array(|r| item(r).map(|i| items.push(i))))
@@ -444,7 +503,9 @@ pub fn fields<'a>(
     reader: &mut Reader<'a>,
     mut field: impl FnMut(&mut Reader<'a>, Str<'a>) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
-    reader.unless_null(|r| r.object(|r, key| if field(r, key)? { Ok(()) } else { r.skip() }))
+    reader.unless_null(|r| {
+        r.object_last_wins(|r, key| if field(r, key)? { Ok(()) } else { r.skip() })
+    })
 }
 
 /// An item's `metadata` (absent or null: `S::default()`), read field by field into `S`: `field`
@@ -455,7 +516,7 @@ pub fn metadata<'a, S: Default>(
     mut field: impl FnMut(&mut S, &mut Reader<'a>, Str<'a>) -> Result<bool, ScanError>,
 ) -> Result<S, ScanError> {
     let mut meta = S::default();
-    reader.object(|r, key| {
+    reader.object_last_wins(|r, key| {
         if key.is("metadata") {
             meta = S::default();
             fields(r, |r, key| field(&mut meta, r, key))
@@ -503,6 +564,40 @@ mod tests {
         let mut reader = Reader::new(json);
         reader.skip()?;
         reader.end()
+    }
+
+    #[test]
+    fn a_key_given_twice_is_read_as_its_last_value() {
+        // `a` read as a string, as serde_json reads an object into a map: last value wins.
+        let read = |json: &str| {
+            let mut reader = Reader::new(json);
+            let mut a = None;
+            reader
+                .object_last_wins(|r, key| {
+                    if key.is("a") {
+                        a = Some(r.string()?.text()?.into_owned());
+                        Ok(())
+                    } else {
+                        r.skip()
+                    }
+                })
+                .map(|()| a)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(read(r#"{"a":0,"b":1,"a":"x"}"#), Ok(Some("x".into())));
+        assert_eq!(
+            read(r#"{"a":"x","a":0}"#),
+            Err("expected a string at byte 13".into())
+        );
+        assert_eq!(
+            read(r#"{"a":0}"#),
+            Err("expected a string at byte 5".into())
+        );
+        // A value that is not JSON fails whatever follows.
+        assert_eq!(
+            read(r#"{"a":[1 2],"a":"x"}"#),
+            Err("expected ',' or ']' at byte 8".into())
+        );
     }
 
     #[test]
