@@ -278,19 +278,7 @@ impl DefinitionSet {
         let mut matching = Matching::default();
         for kind in kinds {
             let sources = self.kinds.get(kind);
-            let listed = self.listed.find(kind);
-            let default_only = sources.and_then(|sources| match sources {
-                Sources {
-                    defaults: Some(defaults),
-                    settings: None,
-                    ..
-                } if listed.is_none() => Some(defaults),
-                _ => None,
-            });
-            if default_only.is_some_and(|d| !(d.classes)(d.index, role).contains(&class.as_str())) {
-                continue;
-            }
-            if listed.is_some_and(|index| self.listed_without(index, sources, &quoted)) {
+            if self.cannot_name(self.listed.find(kind), sources, role, class, &quoted) {
                 continue;
             }
             match self.get(kind) {
@@ -302,22 +290,52 @@ impl DefinitionSet {
         matching
     }
 
-    /// Whether no definition listed for the kind numbered `index` can name the class `quoted`
-    /// names (`"<class>"`): each states a capability block whose text (JSON the scanner has
-    /// checked) holds neither an escape nor that string, or states none while nothing else
-    /// (`sources`: the settings, the defaults) gives the kind rules. A stated block wins over
-    /// the settings' and the default's, so the kind plays no part for the class however its
-    /// other blocks read, and its rules need not be made: a deletion asks this of every kind.
-    fn listed_without(&self, index: usize, sources: Option<&Sources>, quoted: &str) -> bool {
-        let unruled = sources.is_none_or(|s| s.settings.is_none() && s.defaults.is_none());
-        let texts = self.listed.capabilities(index);
-        !texts.is_empty()
-            && texts.iter().all(|text| match text.map(str::trim) {
-                None | Some("null") => unruled,
-                Some(text) => {
-                    text.starts_with('{') && !text.contains('\\') && !text.contains(quoted)
+    /// Whether no source of a kind can give it `role` for `class` (`quoted`: `"<class>"`), so
+    /// that it plays no part and its rules need not be made: a deletion, and an awaiting
+    /// warning, ask this of every kind. Its capability comes from the first source that states
+    /// one: its listed definitions (`listed`: their kind's number; each one's `spec.capability`
+    /// text, which the scanner has checked), then its settings block, then its default. A text
+    /// that holds neither `quoted` nor an escape names no class of that name, a default says
+    /// which classes it plays, and a source that states no capability passes the question on.
+    fn cannot_name(
+        &self,
+        listed: Option<usize>,
+        sources: Option<&Sources>,
+        role: Role,
+        class: &Class,
+        quoted: &str,
+    ) -> bool {
+        // With no definition listed, the question passes to the settings and the default.
+        let mut passed_on = listed.is_none();
+        if let Some(index) = listed {
+            let texts = self.listed.capabilities(index);
+            if texts.is_empty() {
+                return false;
+            }
+            for text in texts {
+                match text.map(str::trim) {
+                    None | Some("null") => passed_on = true,
+                    Some(text)
+                        if text.starts_with('{')
+                            && !text.contains('\\')
+                            && !text.contains(quoted) => {}
+                    Some(_) => return false,
                 }
-            })
+            }
+        }
+        if !passed_on {
+            return true;
+        }
+        let Some(sources) = sources else {
+            return true;
+        };
+        !sources
+            .settings
+            .as_ref()
+            .is_some_and(|b| b.may_name(quoted))
+            && !sources
+                .defaults
+                .is_some_and(|d| (d.classes)(d.index, role).contains(&class.as_str()))
     }
 }
 
@@ -436,5 +454,25 @@ mod tests {
             *decoded.borrow(),
             ["Ingress", "Monitoring", "Redis", "SeaweedFS"]
         );
+    }
+
+    #[test]
+    fn a_settings_block_that_cannot_name_the_class_is_not_decoded() {
+        // Two blocks that do not decode (`max` is no number): the one naming the class might
+        // have provided it; the other plays no part, read as text only.
+        let blocks: KindBlocks = serde_json::from_str(
+            r#"{"Monitoring": {"capability": {"provides": ["monitoring"]}},
+                "Kubernetes": {"capability": {"consumes": ["monitoring"]}},
+                "Broken": {"cardinality": {"scope": "tenant", "max": "one"},
+                           "capability": {"provides": ["monitoring"]}},
+                "Elsewhere": {"cardinality": {"scope": "tenant", "max": "one"}}}"#,
+        )
+        .unwrap();
+        let set = DefinitionSet::listed(Box::new(Unread), &blocks);
+        let class = Class::parse("monitoring").unwrap();
+        let matching = set.kinds_where(Role::Provides, &class);
+        let kinds: Vec<&str> = matching.kinds.iter().map(|r| r.kind.as_str()).collect();
+        let unreadable: Vec<&str> = matching.unreadable.iter().map(|(k, _)| *k).collect();
+        assert_eq!((kinds, unreadable), (vec!["Monitoring"], vec!["Broken"]));
     }
 }

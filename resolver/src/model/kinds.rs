@@ -470,6 +470,12 @@ pub struct KindBlock {
 }
 
 impl KindBlock {
+    /// Whether the block's text could name the class `quoted` names (`"<class>"`): it holds
+    /// that string, or an escape that could spell it. Read without decoding the block.
+    pub fn may_name(&self, quoted: &str) -> bool {
+        self.raw.contains('\\') || self.raw.contains(quoted)
+    }
+
     /// The block's fields, or the first problem with its path (`definitions.<Kind>.…`).
     pub fn fields(&self) -> Result<&RuleFields, RuleError> {
         self.decoded
