@@ -106,7 +106,7 @@ pub fn audit(rows: &[Row]) {
     println!(
         "\nAn audit run over the Info releases (one replay per tenant, modelled median each):"
     );
-    for tenants in [4000, 40_000] {
+    for tenants in crate::workloads::AUDIT_REPLAY_TENANTS {
         let name = crate::workloads::audit_replay_name(tenants);
         if let Some(row) = rows.iter().find(|r| r.workload.name == name) {
             let run = row.model.total.as_secs_f64() * tenants as f64;

@@ -524,11 +524,14 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     ));
     // What the audit scanner's replay of one tenant's Info release costs the policy-server: a
     // CREATE without userInfo, counted against the Info release of every tenant.
-    for n in [4000usize, 40_000] {
+    for n in AUDIT_REPLAY_TENANTS {
         out.push(audit_replay(bundle, n));
     }
     out
 }
+
+/// The tenants the audit replay is measured at.
+pub const AUDIT_REPLAY_TENANTS: [usize; 2] = [4000, 40_000];
 
 /// The name of the audit replay's workload at `tenants` tenants.
 pub fn audit_replay_name(tenants: usize) -> String {

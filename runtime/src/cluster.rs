@@ -115,7 +115,7 @@ impl ManagedFields {
     /// deeper, or a sequence entry at the key's own indentation as kubectl writes it.
     fn skips(&mut self, line: &str) -> bool {
         if self.skipping {
-            if line.starts_with("    ") || line.starts_with("  - ") || line.trim().is_empty() {
+            if line.starts_with("   ") || line.starts_with("  - ") || line.trim().is_empty() {
                 return true;
             }
             self.skipping = false;
@@ -152,7 +152,7 @@ fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
                 Some(())
             };
         let mut in_items = false;
-        let mut fields = ManagedFields::default();
+        let mut managed = ManagedFields::default();
         loop {
             line.clear();
             if reader.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
@@ -178,7 +178,7 @@ fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
                 return Ok(None);
             };
             let text = line.get(2..).unwrap_or(line.trim_start_matches(' '));
-            if !fields.skips(text) {
+            if !managed.skips(text) {
                 item.push_str(text);
             }
         }

@@ -171,9 +171,22 @@ fn holds_slot(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Result
     else {
         return Ok(false);
     };
+    Ok(slot_place(eval, rules, subject, *scope, slots)?.2)
+}
+
+/// Where `subject` stands against `slots`: the namespace the scope fixes for them, the name its
+/// release holds, and whether that is a slot in that namespace.
+fn slot_place<'s>(
+    eval: &Evaluation,
+    rules: &KindRules,
+    subject: &'s Subject,
+    scope: Scope,
+    slots: &Slots,
+) -> Result<(String, &'s str, bool), Violation> {
+    let home = slot_namespace(eval, scope, slots, subject.namespace)?;
     let name = subject.held_name(rules);
-    Ok(slots.names.iter().any(|s| s == name)
-        && subject.namespace == slot_namespace(eval, *scope, slots, subject.namespace)?)
+    let held = subject.namespace == home && slots.names.iter().any(|s| s == name);
+    Ok((home, name, held))
 }
 
 /// Holds a slotted kind to its names: a CREATE must take a free slot, in the namespace the scope
@@ -195,11 +208,10 @@ pub fn check_slot(
     else {
         return Ok(());
     };
-    if holds_slot(eval, rules, subject)? {
+    let (home, name, held) = slot_place(eval, rules, subject, *scope, slots)?;
+    if held {
         return Ok(());
     }
-    let home = slot_namespace(eval, *scope, slots, subject.namespace)?;
-    let name = subject.held_name(rules);
     // With every slot held the count decides: it refuses when `max` is the number of slots
     // (the holders are in scope), and lets further instances take any name beyond them.
     let free = free_slots(eval, rules, slots, &home)?;
