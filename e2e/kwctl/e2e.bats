@@ -242,8 +242,8 @@ check_invalid_settings() {
   check protection-capability-label-references-too
 }
 
-@test "protection-second-provider-keeps-class-served" {
-  check protection-second-provider-keeps-class-served
+@test "protection-off-slot-monitoring-keeps-nothing-served" {
+  check protection-off-slot-monitoring-keeps-nothing-served
 }
 
 @test "protection-teardown-namespace-controller" {
@@ -268,6 +268,14 @@ check_invalid_settings() {
 
 @test "protection-relabel-out-of-protected-kind" {
   check protection-relabel-out-of-protected-kind
+}
+
+@test "protection-never-rendered-leftover-keeps-nothing-served" {
+  check protection-never-rendered-leftover-keeps-nothing-served
+}
+
+@test "protection-never-rendered-leftover-deleted" {
+  check protection-never-rendered-leftover-deleted
 }
 
 @test "protection-tenant-rendered-module-delete" {
@@ -636,6 +644,14 @@ check_invalid_settings() {
 
 @test "tenant-switch-off-unconsumed-module" {
   check tenant-switch-off-unconsumed-module
+}
+
+@test "tenant-switch-off-etcd-beside-a-never-rendered-leftover" {
+  check tenant-switch-off-etcd-beside-a-never-rendered-leftover
+}
+
+@test "tenant-switch-off-etcd-through-flux-beside-a-leftover-warns" {
+  check tenant-switch-off-etcd-through-flux-beside-a-leftover-warns
 }
 
 @test "tenant-switch-on-second-singleton" {

@@ -14,7 +14,7 @@ use crate::rules::capability::awaiting_warnings;
 use crate::rules::cardinality::{self, Subject};
 use crate::rules::groups;
 use crate::rules::namespace;
-use crate::rules::protection;
+use crate::rules::protection::{self, After};
 use crate::rules::visibility;
 
 /// Decides one admission request. Pure: the only inputs are the request, the settings and
@@ -166,7 +166,9 @@ fn application(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Viol
             let terminating = request.old_object.as_ref().is_some_and(|o| o.terminating);
             if !terminating {
                 // The consumers first: they must go before the module can, whichever way.
-                if let Err(v) = protection::check_removal(eval, &rules, &subject, &[]) {
+                if let Err(v) =
+                    protection::check_removal(eval, &rules, &subject, &[], After::LabelsStay)
+                {
                     eval.enforce(v, warnings)?;
                 }
                 tenant_modules::check_rendered_removal(eval, &rules, &subject)?;
@@ -238,7 +240,8 @@ fn helm_release(eval: &Evaluation, warnings: &mut Vec<String>) -> Result<(), Vio
     };
     if let Some(left) = leaving.filter(|_| !old_terminating)
         && let Some(rules) = eval.rules_of(&left.kind)?
-        && let Err(v) = protection::check_removal(eval, &rules, &subject(&left.app), &[])
+        && let Err(v) =
+            protection::check_removal(eval, &rules, &subject(&left.app), &[], After::LabelsStay)
     {
         eval.enforce(v, warnings)?;
     }

@@ -62,12 +62,35 @@ fn unreferenced_providers_may_go() {
 }
 
 #[test]
-fn a_second_live_provider_keeps_the_class_served() {
+fn a_second_provider_that_renders_keeps_the_class_served() {
+    // Another kind providing the class in the namespace renders: the consumers stay served.
+    let mut c = cluster();
+    c.definitions.push(definition(
+        "metrics",
+        "Metrics",
+        json!({"capability": {"provides": ["monitoring"], "share": "children"}}),
+    ));
+    c.instances.push(instance("Metrics", "tenant-a", "metrics"));
+    assert_allowed(&decide(&delete_a_monitoring(), &c), &[]);
+}
+
+#[test]
+fn a_leftover_its_chart_never_rendered_keeps_nothing_served() {
+    // A Monitoring named `backup` beside the slot holder: the chart's check-release-name.yaml
+    // fails on any release name but `monitoring`, so it never ran and serves no one.
     let mut c = cluster();
     c.instances
         .push(instance("Monitoring", "tenant-a", "backup"));
-    let verdict = decide(&delete_a_monitoring(), &c);
-    assert_allowed(&verdict, &[]);
+    assert_denied(&decide(&delete_a_monitoring(), &c), 403, A_MONITORING_HELD);
+    // Removing the leftover itself strands no one: it is how it is moved onto its slot.
+    let leftover = app(
+        Delete,
+        "Monitoring",
+        "tenant-a",
+        "backup",
+        user("alice", &["tenant-a-admin"]),
+    );
+    assert_allowed(&decide(&leftover, &c), &[]);
 }
 
 #[test]

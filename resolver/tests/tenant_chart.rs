@@ -487,6 +487,54 @@ fn switches_turned_off_together_are_judged_together() {
 }
 
 #[test]
+fn a_switch_off_moves_the_consumers_whatever_else_sits_in_the_namespace() {
+    // tenant-a provides etcd to its subtree; tenant-a-b runs a Kubernetes cluster on it.
+    let mut snapshot = stock();
+    for ns in snapshot
+        .namespaces
+        .iter_mut()
+        .filter(|ns| ns.name.starts_with("tenant-a"))
+    {
+        ns.labels
+            .insert("namespace.cozystack.io/etcd".into(), "tenant-a".into());
+    }
+    snapshot
+        .instances
+        .push(instance("Etcd", "tenant-a", "etcd"));
+    let on = json!({"monitoring": true, "etcd": true});
+    let off = json!({"monitoring": true});
+    let refusal = "Tenant tenant-root/a: turning etcd off removes Etcd tenant-a/etcd: Etcd tenant-a/etcd is protected while it provides etcd to consumers: tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect)";
+    let turn_off = |snapshot: &Snapshot| {
+        decide(
+            &tenant("tenant-root", "a", Some(on.clone()), off.clone()),
+            snapshot,
+        )
+    };
+    assert_denied(&turn_off(&snapshot), 403, refusal);
+    // A leftover from before the policy, off its slot: its chart never rendered it.
+    snapshot
+        .instances
+        .push(instance("Etcd", "tenant-a", "etcd2"));
+    assert_denied(&turn_off(&snapshot), 403, refusal);
+    // Even a provider that renders stays behind in vain: the chart writes the parent's provider
+    // into tenant-a's labels and its children's, so the cluster's control plane moves.
+    snapshot.definitions.push(definition(
+        "keystore",
+        "KeyStore",
+        json!({"capability": {"provides": ["etcd"], "share": "children"}}),
+    ));
+    snapshot
+        .instances
+        .push(instance("KeyStore", "tenant-a", "keys"));
+    assert_denied(&turn_off(&snapshot), 403, refusal);
+    // Without the consumer the switch goes off.
+    snapshot
+        .instances
+        .retain(|i| !(i.kind == "Kubernetes" && i.namespace == "tenant-a-b"));
+    assert_allowed(&turn_off(&snapshot), &[]);
+}
+
+#[test]
 fn a_switch_on_adopts_its_twin_and_refuses_another_kind() {
     let on = || {
         tenant(

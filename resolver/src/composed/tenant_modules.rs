@@ -12,7 +12,7 @@ use crate::model::request::AppIdentity;
 use crate::model::tenant::tenant_namespace;
 use crate::model::verdict::Violation;
 use crate::rules::cardinality::{self, Subject};
-use crate::rules::protection;
+use crate::rules::protection::{self, After};
 
 /// Judges a Tenant write by the modules its values switch: Tenant `name` in `parent`, with
 /// `old` values (`None` on CREATE: every switch starts off) and `new` ones.
@@ -92,7 +92,7 @@ pub fn check_switches(
                 })
                 .map(|adopted| admitted.extend(adopted))
         } else {
-            protection::check_removal(eval, &rules, &subject, &removed)
+            protection::check_removal(eval, &rules, &subject, &removed, After::LabelsMoveUp)
         };
         if let Err(v) = outcome {
             eval.enforce(v, &mut admitted).map_err(|v| Violation {

@@ -57,6 +57,23 @@ pub fn off_slot(kind: &str) -> Option<OffSlot> {
     KINDS.iter().find(|k| k.kind == kind)?.off_slot
 }
 
+/// Whether an instance of `kind` whose release holds `name` (after the prefix) in `namespace`
+/// renders anything. A chart that fails on any release name but its own (`off its slot: never
+/// renders`, `packages/extra/<pkg>/templates/check-release-name.yaml`) ran nothing under another
+/// name, and BootBox's nothing outside `tenant-root`: such an instance provides nothing, whatever
+/// its kind's definition says. The chart's fact, so the built-in slots decide, not the settings'.
+pub fn renders(kind: &str, namespace: &str, name: &str) -> bool {
+    let Some(row) = KINDS.iter().find(|k| k.kind == kind) else {
+        return true;
+    };
+    match (&row.off_slot, &row.cardinality) {
+        (Some(OffSlot::NeverRenders), Some(c)) => {
+            c.slots.contains(&name) && c.slot_namespace.is_none_or(|home| home == namespace)
+        }
+        _ => true,
+    }
+}
+
 /// A built-in `cardinality` block.
 #[derive(Debug)]
 pub struct BuiltinCardinality {

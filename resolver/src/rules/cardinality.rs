@@ -40,6 +40,11 @@ impl Subject<'_> {
         }
     }
 
+    /// Whether this instance renders at all (see [`renders`]).
+    pub fn renders(&self, rules: &KindRules) -> bool {
+        crate::model::builtin::renders(&rules.kind, self.namespace, self.held_name(rules))
+    }
+
     pub fn is(&self, instance: &InstanceRef) -> bool {
         instance.namespace == self.namespace
             && match &self.release {
@@ -126,6 +131,17 @@ pub fn slot_namespace(
             .clone()
             .unwrap_or_else(|| namespace.to_owned()),
     })
+}
+
+/// Whether `instance` of `rules.kind` renders anything: an instance whose chart refuses its
+/// release name never ran, so it neither provides nor keeps a class served
+/// ([`crate::model::builtin::renders`]).
+pub fn renders(rules: &KindRules, instance: &InstanceRef) -> bool {
+    crate::model::builtin::renders(
+        &rules.kind,
+        instance.namespace,
+        held_name(rules, instance.release, instance.app),
+    )
 }
 
 /// The application name an instance's release holds: the release after the kind's prefix,

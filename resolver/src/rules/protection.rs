@@ -3,8 +3,12 @@
 //! A provider instance in namespace X is referenced by class C when a namespace of X's
 //! subtree (X itself, plus descendants when the kind shares with children) resolves C to X
 //! through `namespace.cozystack.io/capability.<C>` or the legacy `namespace.cozystack.io/<C>`,
-//! and hosts an instance of a kind that consumes C. Another live provider of C in X keeps the
-//! class served: for the whole subtree when it shares with children, for X alone otherwise.
+//! and hosts an instance of a kind that consumes C. A removal is judged by one question: after
+//! the write, does each such consumer still resolve to a provider that renders today? When the
+//! labels stay (a DELETE), another live provider of C in X that renders keeps the class served:
+//! for the whole subtree when it shares with children, for X alone otherwise. An instance its
+//! chart never rendered (off its slot) serves nothing. When the write moves the labels (a Tenant
+//! switch turned off), every consumer pointing at X moves up the tree, whatever else sits in X.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -18,7 +22,7 @@ use crate::model::settings::DefinitionSource;
 use crate::model::tenant::{self, ANCESTOR_PREFIX};
 use crate::model::verdict::{Violation, list_head};
 use crate::rules::capability::ProviderKeys;
-use crate::rules::cardinality::Subject;
+use crate::rules::cardinality::{Subject, renders};
 
 const SHOWN: usize = 5;
 /// Namespaces a removal looks up one by one (a cached GET each) before it lists them all.
@@ -72,18 +76,38 @@ fn protected(rules: &KindRules, subject: &Subject, classes: &str, list: &str) ->
     ))
 }
 
+/// What a removal does to the provider labels consumers resolve by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// A DELETE (or a release leaving its kind): the namespaces keep their labels, so another
+    /// provider that renders in the namespace serves the consumers that point at it.
+    LabelsStay,
+    /// A Tenant switch turned off: the chart writes the parent's provider into the tenant's
+    /// namespace and, through its `cozystack-values`, every descendant's
+    /// (`packages/apps/tenant/templates/namespace.yaml`), so every consumer pointing here moves
+    /// to another provider, whatever else sits in the namespace.
+    LabelsMoveUp,
+}
+
 /// Denies removing `subject` (an instance of `rules.kind`) while it is referenced.
 ///
 /// `together` are the instances (kind and subject) the same write removes beside it: a Tenant
 /// turning `ingress` and `seaweedfs` off at once uninstalls both, so neither is a consumer
-/// stranded by the other, nor a provider that keeps the class served.
+/// stranded by the other, nor a provider that keeps the class served. `after` says whether
+/// the consumers' labels stay on the namespace.
 pub fn check_removal(
     eval: &Evaluation,
     rules: &KindRules,
     subject: &Subject,
     together: &[(&str, Subject)],
+    after: After,
 ) -> Result<(), Violation> {
     if rules.deletion != Deletion::Protect || rules.capability.provides.is_empty() {
+        return Ok(());
+    }
+    // An instance its chart never rendered (off its slot) provides nothing: removing it strands
+    // no one, and is how the pre-flight's remedy moves it onto its slot.
+    if !subject.renders(rules) {
         return Ok(());
     }
     let namespace = subject.namespace;
@@ -128,7 +152,11 @@ pub fn check_removal(
             for i in eval.instances(provider)?.iter() {
                 if is_self(&provider.kind, &i) {
                     self_listed = true;
-                } else if i.namespace == namespace && !i.terminating && !is_gone(&provider.kind, &i)
+                } else if after == After::LabelsStay
+                    && i.namespace == namespace
+                    && !i.terminating
+                    && !is_gone(&provider.kind, &i)
+                    && renders(provider, &i)
                 {
                     serves_namespace = true;
                     serves_children |= shares;
