@@ -271,6 +271,75 @@ def named_instances(checkout, by_artifact):
     return found
 
 
+RELEASE_NAME = re.compile(r"\{\{-?\s*\$?\.Release\.Name\s*-?\}\}")
+NAME_LINE = re.compile(r"^  name:\s*(.+?)\s*$", re.M)
+NAMESPACE_LINE = re.compile(r"^  namespace:\s*(\S+)\s*$", re.M)
+
+
+@dataclass
+class Rendered:
+    """A HelmRelease name a chart renders: its namespace (None: the tenant's), the kind its app
+    labels name (None: no app release), the file, and when (a switch, "always", or "package")."""
+    release: str
+    namespace: object
+    kind: object
+    file: str
+    when: str
+
+
+def helm_releases(text):
+    """(name, namespace, kind label, artifact) of every HelmRelease document of a template."""
+    for doc in re.split(r"^---\s*$", text, flags=re.M):
+        if not re.search(r"^kind:\s*HelmRelease\s*$", doc, re.M):
+            continue
+        name = NAME_LINE.search(doc)
+        if not name:
+            continue
+        namespace = NAMESPACE_LINE.search(doc)
+        label = re.search(r"apps\.cozystack\.io/application\.kind:\s*(\w+)", doc)
+        artifact = re.search(r"kind:\s*ExternalArtifact\s*\n\s*name:\s*([a-z0-9-]+)", doc)
+        yield (name.group(1), namespace.group(1) if namespace else None,
+               label.group(1) if label else None, artifact.group(1) if artifact else None)
+
+
+def rendered_names(checkout, named):
+    """Every HelmRelease name a stock install renders under a fixed name: each named instance
+    (the Tenant chart's modules, `info` among them, and a system chart's instance in a fixed
+    namespace), then what its own chart renders in its namespace with its release name filled
+    in (Monitoring's `monitoring-system`), recursively through the charts those render. A name
+    still templated after that (an app's `{{ .Release.Name }}-system`) is not fixed, and left out."""
+    found = {}
+
+    def add(release, namespace, kind, file, when):
+        found.setdefault((release, namespace), Rendered(release, namespace, kind, file, when))
+
+    def follow(chart, release, namespace, when, seen):
+        if chart is None or chart in seen:
+            return
+        for path in templates(chart):
+            for name, ns, kind, artifact in helm_releases(path.read_text()):
+                name = RELEASE_NAME.sub(release, name)
+                if "{{" in name or (ns is not None and "Release.Namespace" not in ns):
+                    continue
+                add(name, namespace, kind, checkout.rel(path), when)
+                follow(checkout.artifacts.get(artifact), name, namespace, when, seen | {chart})
+
+    for n in named:
+        when = n.switch or ("always" if n.namespace is None else "package")
+        add(n.release, n.namespace, n.kind, n.file, when)
+        follow(checkout.artifacts.get(n.artifact), n.release, n.namespace, when, frozenset())
+    return sorted(found.values(), key=lambda r: (r.namespace or "", r.release))
+
+
+RENDERED_HEADER = ["release", "namespace", "kind", "when", "rendered by"]
+
+
+def rendered_row(r):
+    """A rendered name as the document's table states it."""
+    when = r.when if r.when in ("always", "package") else f"switch {r.when}"
+    return [r.release, r.namespace or "the tenant's", r.kind or "—", when, f"`{r.file}`"]
+
+
 def provided(root):
     """{switch key: class} the Tenant chart sets to the tenant itself (`namespace.yaml`)."""
     text = (root / "packages/apps/tenant/templates/namespace.yaml").read_text()
@@ -323,6 +392,7 @@ class Row:
 
 
 def derive(root):
+    """The rule rows, one per kind examined, and the names the charts render."""
     checkout = Checkout(root)
     defs = list(definitions(root))
     by_artifact = {d.artifact: d.kind for d in defs}
@@ -368,7 +438,7 @@ def derive(root):
             named_files=sorted({n.file for n in mine}),
             named="; ".join(f"{n.file} ({n.release}, {'switch ' + n.switch if n.switch else 'always rendered' if n.namespace is None else 'namespace ' + n.namespace})" for n in mine) or "—",
         )
-    return rows
+    return rows, rendered_names(checkout, named)
 
 
 def cells(line):
@@ -400,6 +470,36 @@ def tables(path):
             row = dict(zip(head, cells(line)))
             plain[row["kind"]] = row
     return rules, plain
+
+
+def rendered_table(path):
+    """The rows of the table headed `| release | namespace | ...`, as lists of cells."""
+    lines = Path(path).read_text().splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("|") and cells(l)[:2] == RENDERED_HEADER[:2]), None)
+    if start is None:
+        return None
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(cells(line))
+    return rows
+
+
+def compare_rendered(rendered, path):
+    """Every difference between the derived rendered names and the document's table."""
+    documented = rendered_table(path)
+    if documented is None:
+        return [f"docs/stock-rules.md has no `| {' | '.join(RENDERED_HEADER)} |` table of rendered names"]
+    derived = [rendered_row(r) for r in rendered]
+    problems = []
+    for row in derived:
+        if row not in documented:
+            problems.append(f"rendered names: the charts render {' | '.join(row)}, docs/stock-rules.md has no such row")
+    for row in documented:
+        if row not in derived:
+            problems.append(f"rendered names: docs/stock-rules.md lists {' | '.join(row)}, the charts render no such name")
+    return problems
 
 
 def listed(cell):
@@ -490,7 +590,7 @@ def main():
     parser.add_argument("checkout", type=Path)
     parser.add_argument("--check", metavar="TABLE", help="compare with the stock rule table (docs/stock-rules.md)")
     args = parser.parse_args()
-    rows = derive(args.checkout)
+    rows, rendered = derive(args.checkout)
     for kind, row in sorted(rows.items()):
         print(f"{kind}: {describe(row)}")
         for cls, evidence in sorted(row.evidence.items()):
@@ -500,9 +600,12 @@ def main():
         if row.off_slot_evidence:
             print(f"    off its slot: {', '.join(row.off_slot_evidence)}")
     print(f"{len(rows)} kinds examined")
+    for r in rendered:
+        print(f"renders {' | '.join(rendered_row(r))}")
+    print(f"{len(rendered)} names rendered")
     if not args.check:
         return 0
-    problems = compare(rows, args.check)
+    problems = compare(rows, args.check) + compare_rendered(rendered, args.check)
     for problem in problems:
         print(problem, file=sys.stderr)
     if not problems:

@@ -132,13 +132,49 @@ class Tree:
         return artifact
 
     def derive(self):
-        return chart_reads.derive(self.root)
+        return chart_reads.derive(self.root)[0]
+
+    def rendered(self):
+        return [chart_reads.rendered_row(r) for r in chart_reads.derive(self.root)[1]]
 
 
 class Derivation(unittest.TestCase):
     def setUp(self):
         self.tree = Tree()
         self.addCleanup(self.tree.dir.cleanup)
+
+    def test_the_names_a_module_chart_renders_are_followed(self):
+        # Monitoring's shape: the Tenant chart renders `monitoring` with its switch, and the
+        # module's chart renders `{{ .Release.Name }}-system`, which is `monitoring-system` there;
+        # an app's chart under a templated name renders no fixed name.
+        self.tree.kind(
+            "Monitoring", "monitoring", "", "extra/monitoring", module_flag=True,
+            templates={"helmrelease.yaml": wrapper("cozystack-monitoring-application-default-monitoring-system")},
+            sources=[("monitoring-system", "system/monitoring")],
+        )
+        self.tree.write("packages/system/monitoring/templates/vm.yaml", "kind: ConfigMap\n")
+        self.tree.write(
+            "packages/apps/tenant/templates/monitoring.yaml",
+            module("monitoring", "Monitoring", "cozystack-monitoring-application-default-monitoring"),
+        )
+        self.tree.kind(
+            "Bucket", "bucket", "bucket-", "apps/bucket",
+            templates={"helmrelease.yaml": wrapper("cozystack-bucket-application-default-bucket-system")},
+        )
+        self.assertEqual(self.tree.rendered(), [
+            ["monitoring", "the tenant's", "Monitoring", "switch monitoring", "`packages/apps/tenant/templates/monitoring.yaml`"],
+            ["monitoring-system", "the tenant's", "—", "switch monitoring", "`packages/extra/monitoring/templates/helmrelease.yaml`"],
+        ])
+        table = self.tree.root / "stock-rules.md"
+        table.write_text(
+            "| release | namespace | kind | when | rendered by |\n|---|---|---|---|---|\n"
+            "| monitoring | the tenant's | Monitoring | switch monitoring | `packages/apps/tenant/templates/monitoring.yaml` |\n"
+            "| info | the tenant's | Info | always | `packages/apps/tenant/templates/info.yaml` |\n"
+        )
+        self.assertEqual(chart_reads.compare_rendered(chart_reads.derive(self.tree.root)[1], table), [
+            "rendered names: the charts render monitoring-system | the tenant's | — | switch monitoring | `packages/extra/monitoring/templates/helmrelease.yaml`, docs/stock-rules.md has no such row",
+            "rendered names: docs/stock-rules.md lists info | the tenant's | Info | always | `packages/apps/tenant/templates/info.yaml`, the charts render no such name",
+        ])
 
     def test_a_wrapped_system_chart_is_followed(self):
         # Monitoring's shape: the module chart renders a release of a system chart with the
@@ -270,6 +306,10 @@ TABLE = """# rules
 | kind | release prefix | chart |
 |---|---|---|
 {plain}
+
+| release | namespace | kind | when | rendered by |
+|---|---|---|---|---|
+| monitoring | the tenant's | Monitoring | switch monitoring | `packages/apps/tenant/templates/monitoring.yaml` |
 """
 
 
@@ -346,6 +386,7 @@ class Check(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("Redis: catalog; consumes nothing; release prefix 'redis-'\n", out.getvalue())
         self.assertIn("2 kinds examined\n", out.getvalue())
+        self.assertIn("1 names rendered\n", out.getvalue())
         self.assertEqual(err.getvalue(), "Monitoring: consumes: the charts say [ingress], docs/stock-rules.md says —\n")
 
 

@@ -140,6 +140,7 @@ fn generate(text: &str) -> Result<String, String> {
         "\n/// The kinds examined at `SOURCE` that take no rule, with their release prefixes, sorted.\npub static UNRULED: &[(&str, &str)] = &{unruled:?};"
     )
     .map_err(|e| e.to_string())?;
+    code.push_str(&rendered_names(text)?);
     let mut examined: Vec<&str> = rows
         .iter()
         .skip(2)
@@ -153,6 +154,48 @@ fn generate(text: &str) -> Result<String, String> {
         "\n/// Every kind the derivation examined at `SOURCE`, with rules or without, sorted.\npub static EXAMINED: &[&str] = &{examined:?};"
     )
     .map_err(|e| e.to_string())?;
+    Ok(code)
+}
+
+/// `RENDERED` from the table headed `| release | namespace | kind | when | rendered by |`.
+fn rendered_names(text: &str) -> Result<String, String> {
+    let header = ["release", "namespace", "kind", "when", "rendered by"];
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !(l.starts_with('|') && cells(l) == header));
+    lines.next().ok_or(format!(
+        "no `| {} |` table lists the names the charts render",
+        header.join(" | ")
+    ))?;
+    let mut code = String::from(
+        "\n/// Every HelmRelease name a stock install renders under a fixed name, from `docs/stock-rules.md`.\npub static RENDERED: &[RenderedName] = &[\n",
+    );
+    for line in lines.skip(1).take_while(|l| l.starts_with('|')) {
+        let [release, namespace, kind, when, by] = cells(line)[..] else {
+            return Err(format!("{line}: a rendered name has five cells"));
+        };
+        let namespace = match namespace {
+            "the tenant's" => "None".to_owned(),
+            ns => format!("Some({ns:?})"),
+        };
+        let kind = match kind {
+            "—" => "None".to_owned(),
+            kind => format!("Some({kind:?})"),
+        };
+        let when = match when.split_once(' ') {
+            None if when == "always" => "When::Always".to_owned(),
+            None if when == "package" => "When::Package".to_owned(),
+            Some(("switch", key)) => format!("When::Switch({key:?})"),
+            _ => return Err(format!("{line}: when is always, package or `switch <key>`")),
+        };
+        writeln!(
+            code,
+            "    RenderedName {{ release: {release:?}, namespace: {namespace}, kind: {kind}, when: {when}, by: {:?} }},",
+            by.trim_matches('`')
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    code.push_str("];\n");
     Ok(code)
 }
 

@@ -1006,6 +1006,30 @@ check_invalid_settings() {
   check charts-audit-reports-another-kind-under-a-module-name
 }
 
+@test "charts-create-another-kind-under-info" {
+  check charts-create-another-kind-under-info
+}
+
+@test "charts-create-another-kind-under-a-name-a-module-renders" {
+  check charts-create-another-kind-under-a-name-a-module-renders
+}
+
+@test "charts-create-another-kind-under-the-bootbox-package-name" {
+  check charts-create-another-kind-under-the-bootbox-package-name
+}
+
+@test "charts-switch-on-over-another-kind-beside-the-module" {
+  check charts-switch-on-over-another-kind-beside-the-module
+}
+
+@test "charts-audit-reports-another-kind-under-a-name-a-module-renders" {
+  check charts-audit-reports-another-kind-under-a-name-a-module-renders
+}
+
+@test "charts-flux-renders-monitoring-system" {
+  check charts-flux-renders-monitoring-system
+}
+
 @test "charts-create-another-kind-under-another-name" {
   check charts-create-another-kind-under-another-name
 }

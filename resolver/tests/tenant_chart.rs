@@ -416,6 +416,87 @@ fn a_create_of_another_kind_under_a_module_name_is_refused() {
 }
 
 #[test]
+fn every_name_a_chart_renders_is_guarded_on_create() {
+    let create = |kind, namespace, name| app(Create, kind, namespace, name, root_owner());
+    let mut snapshot = stock();
+    snapshot.instances.retain(|i| i.namespace != "tenant-c");
+    snapshot
+        .definitions
+        .push(definition("external-dns", "ExternalDNS", json!({})));
+    for d in snapshot
+        .definitions
+        .iter_mut()
+        .filter(|d| ["ExternalDNS", "Info"].contains(&d.kind.as_str()))
+    {
+        d.release_prefix = Some(String::new());
+    }
+    // The Tenant chart always renders info: its admin may delete it, not take its name.
+    assert_denied(
+        &decide(&create("ExternalDNS", "tenant-c", "info"), &snapshot),
+        403,
+        "ExternalDNS tenant-c/info: its release tenant-c/info takes the name under which Tenant tenant-root/c always renders its Info (packages/apps/tenant/templates/info.yaml), and helm-controller adopts an existing object of the name it renders, so the Tenant's next reconcile would rewrite this ExternalDNS into the Info; choose another name",
+    );
+    // Monitoring's chart renders monitoring-system beside the module.
+    assert_denied(
+        &decide(
+            &create("ExternalDNS", "tenant-c", "monitoring-system"),
+            &snapshot,
+        ),
+        403,
+        "ExternalDNS tenant-c/monitoring-system: its release tenant-c/monitoring-system takes the name under which the Monitoring module of Tenant tenant-root/c renders a HelmRelease while monitoring is on (packages/extra/monitoring/templates/helmrelease.yaml), and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into that HelmRelease and uninstall what it runs; choose another name",
+    );
+    // ComputePlane's cluster renders its addons under its own fixed name.
+    assert_denied(
+        &decide(
+            &create("ExternalDNS", "tenant-c", "computeplane-cluster-cilium"),
+            &snapshot,
+        ),
+        403,
+        "ExternalDNS tenant-c/computeplane-cluster-cilium: its release tenant-c/computeplane-cluster-cilium takes the name under which the ComputePlane module of Tenant tenant-root/c renders a HelmRelease while computeplane is on (packages/apps/kubernetes/templates/helmreleases/cilium.yaml), and helm-controller adopts an existing object of the name it renders, so turning computeplane on would rewrite this ExternalDNS into that HelmRelease and uninstall what it runs; choose another name",
+    );
+    // The optional BootBox package renders tenant-root/bootbox, and only there.
+    assert_denied(
+        &decide(&create("ExternalDNS", "tenant-root", "bootbox"), &snapshot),
+        403,
+        "ExternalDNS tenant-root/bootbox: its release tenant-root/bootbox takes the name under which the platform's optional BootBox package renders its release (packages/system/bootbox/templates/bootbox.yaml), and helm-controller adopts an existing object of the name it renders, so enabling that package would rewrite this ExternalDNS into the BootBox and uninstall what it runs; choose another name",
+    );
+    assert_allowed(
+        &decide(&create("ExternalDNS", "tenant-c", "bootbox"), &snapshot),
+        &[],
+    );
+    // The kind a name renders as takes it: that is its slot.
+    assert_allowed(&decide(&create("Info", "tenant-c", "info"), &snapshot), &[]);
+    // Outside a tenant's namespace no Tenant renders anything.
+    assert_allowed(
+        &decide(&create("ExternalDNS", "cozy-public", "info"), &snapshot),
+        &[],
+    );
+}
+
+#[test]
+fn a_switch_on_over_an_app_holding_a_name_its_module_renders_is_refused() {
+    let on = tenant(
+        "tenant-root",
+        "c",
+        Some(json!({})),
+        json!({"monitoring": true}),
+    );
+    let mut snapshot = stock();
+    snapshot.instances.retain(|i| i.namespace != "tenant-c");
+    snapshot
+        .instances
+        .push(instance("ExternalDNS", "tenant-c", "monitoring-system"));
+    assert_denied(
+        &decide(&on, &snapshot),
+        403,
+        "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: its chart renders HelmRelease tenant-c/monitoring-system (packages/extra/monitoring/templates/helmrelease.yaml), and that name is taken by ExternalDNS tenant-c/monitoring-system: helm-controller adopts an existing object of the name it renders, so it would rewrite that release and uninstall what it runs; delete ExternalDNS tenant-c/monitoring-system (or create it anew under another name) first, or leave monitoring off (tenantModules.monitoring)",
+    );
+    // Being deleted, it frees the name.
+    snapshot.instances.last_mut().unwrap().terminating = true;
+    assert_allowed(&decide(&on, &snapshot), &[]);
+}
+
+#[test]
 fn switches_turned_off_together_are_judged_together() {
     // tenant-a's Etcd beside its Monitoring, and a ComputePlane there that consumes both.
     let mut snapshot = stock();
@@ -553,13 +634,15 @@ fn a_switch_on_adopts_its_twin_and_refuses_another_kind() {
     let recording = Recording::new(&snapshot);
     let verdict = cozystack_resolver::evaluate(&on(), &Default::default(), &recording);
     assert_allowed(&verdict, &[adopted]);
-    // The count and the slot read the kind's list; the name costs one GET after them.
+    // The count and the slot read the kind's list; each name the switch renders costs one GET
+    // after them: the module's, then the one its chart renders beside it.
     assert_eq!(
         *recording.calls.borrow(),
         [
             "list ApplicationDefinitions",
             "list HelmReleases of kind Monitoring",
             "get HelmRelease tenant-c/monitoring",
+            "get HelmRelease tenant-c/monitoring-system",
         ]
     );
     // The leftover of an uninstall that failed is the module itself.

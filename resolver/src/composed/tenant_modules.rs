@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::model::builtin::{self, When};
 use crate::model::chart::{TENANT_RELEASE_PREFIX, switched_on, tenant_release};
 use crate::model::evaluation::Evaluation;
 use crate::model::kinds::{Deletion, KindRules};
@@ -88,7 +89,10 @@ pub fn check_switches(
                     // exist, or is terminating with everything in it (nothing keeps it), so no
                     // object can hold the name.
                     None => Ok(None),
-                    Some(_) => check_adoption(eval, &rules, &subject, (parent, &owner), key),
+                    Some(_) => check_adoption(eval, &rules, &subject, (parent, &owner), key)
+                        .and_then(|adopted| {
+                            check_rendered_taken(eval, &child, key).map(|()| adopted)
+                        }),
                 })
                 .map(|adopted| admitted.extend(adopted))
         } else {
@@ -165,13 +169,16 @@ fn check_adoption(
     }
 }
 
-/// A create of another kind whose release takes the name under which the owning Tenant's
-/// chart renders a module (`tenantModules`): helm-controller adopts an existing object of the
-/// name it renders, so turning that switch on would rewrite the instance into the module and
-/// uninstall what it ran. Refused before the name is taken. The module's own kind under its
-/// name is its slot, and the switch then adopts its twin (judged when the switch turns on). No
-/// lookup but the kind's release prefix: the name and the naming rule tell, and a kind needs
-/// no rules of its own to be refused here (ExternalDNS has none).
+/// A create of another kind whose release takes a name Cozystack renders there: the name under
+/// which the owning Tenant's chart renders a module (`tenantModules`), or any other name of the
+/// built-in rendered names (`docs/stock-rules.md`): the Tenant chart's `info`, which it always
+/// renders, what a module's own chart renders beside it (Monitoring's `monitoring-system`), the
+/// BootBox package's `tenant-root/bootbox`. helm-controller adopts an existing object of the
+/// name it renders, so rendering that name would rewrite the instance and uninstall what it
+/// ran. Refused before the name is taken. The kind a name renders as, under it, is its slot,
+/// and a switch then adopts its twin (judged when the switch turns on). No lookup but the
+/// kind's release prefix: the name and the naming rule tell, and a kind needs no rules of its
+/// own to be refused here (ExternalDNS has none).
 pub fn check_module_name(
     eval: &Evaluation,
     kind: &str,
@@ -181,22 +188,98 @@ pub fn check_module_name(
     let Some(release) = subject.release.as_deref() else {
         return Ok(());
     };
-    let Some((key, module)) = eval
-        .settings
-        .tenant_modules
-        .iter()
-        .find(|(key, module)| *key == release && *module != kind)
+    let owner = tenant_release(subject.namespace);
+    let (namespace, app) = (subject.namespace, subject.app);
+    let tenant_of = |(parent, owner): &(String, String)| {
+        let tenant = owner.strip_prefix(TENANT_RELEASE_PREFIX).unwrap_or(owner);
+        format!("Tenant {parent}/{tenant}")
+    };
+    let taken = |by: String, effect: String| {
+        Err(Violation::waivable(format!(
+            "{kind} {namespace}/{app}: its release {namespace}/{release} takes the name under which {by}, and helm-controller adopts an existing object of the name it renders, so {effect}; choose another name"
+        )))
+    };
+    let module_of = |key: &str| {
+        eval.settings
+            .tenant_modules
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, module)| module)
+    };
+    if let Some(module) = module_of(release)
+        && let Some(owner) = &owner
+    {
+        if module == kind {
+            return Ok(());
+        }
+        return taken(
+            format!(
+                "{} renders its {module} module (tenantModules.{release})",
+                tenant_of(owner)
+            ),
+            format!("turning {release} on would rewrite this {kind} into the {module} module"),
+        );
+    }
+    let Some(rendered) =
+        builtin::rendered_as(release, namespace, owner.is_some()).find(|r| r.kind != Some(kind))
     else {
         return Ok(());
     };
-    let Some((parent, owner)) = tenant_release(subject.namespace) else {
-        return Ok(());
-    };
-    let tenant = owner.strip_prefix(TENANT_RELEASE_PREFIX).unwrap_or(&owner);
-    let (namespace, app) = (subject.namespace, subject.app);
-    Err(Violation::waivable(format!(
-        "{kind} {namespace}/{app}: its release {namespace}/{release} takes the name under which Tenant {parent}/{tenant} renders its {module} module (tenantModules.{key}), and helm-controller adopts an existing object of the name it renders, so turning {key} on would rewrite this {kind} into the {module} module; choose another name"
-    )))
+    let by = rendered.by;
+    let what = rendered.kind.unwrap_or("HelmRelease");
+    match (rendered.when, &owner) {
+        (When::Always, Some(owner)) => taken(
+            format!("{} always renders its {what} ({by})", tenant_of(owner)),
+            format!("the Tenant's next reconcile would rewrite this {kind} into the {what}"),
+        ),
+        (When::Switch(key), Some(owner)) => {
+            let module = module_of(key).unwrap_or(key);
+            taken(
+                format!(
+                    "the {module} module of {} renders a {what} while {key} is on ({by})",
+                    tenant_of(owner)
+                ),
+                format!(
+                    "turning {key} on would rewrite this {kind} into that {what} and uninstall what it runs"
+                ),
+            )
+        }
+        _ => taken(
+            format!("the platform's optional {what} package renders its release ({by})"),
+            format!(
+                "enabling that package would rewrite this {kind} into the {what} and uninstall what it runs"
+            ),
+        ),
+    }
+}
+
+/// A switch turned on over an app of another kind that holds a name the module's chart renders
+/// beside the module (Monitoring's `monitoring-system`): helm-controller would adopt it into
+/// that release. One cached GET per such name; a release that is no app (the module's own
+/// leftover) or is being deleted frees the name.
+fn check_rendered_taken(eval: &Evaluation, namespace: &str, key: &str) -> Result<(), Violation> {
+    for rendered in builtin::RENDERED.iter().filter(|r| {
+        matches!(r.when, When::Switch(k) if k == key) && r.release != key && r.namespace.is_none()
+    }) {
+        let existing = eval.release(namespace, rendered.release)?;
+        let Some(meta) = existing.as_ref().as_ref().filter(|m| !m.terminating) else {
+            continue;
+        };
+        let Some(other) = AppIdentity::from_labels(&meta.labels, rendered.release) else {
+            continue;
+        };
+        if rendered.kind == Some(other.kind.as_str()) {
+            continue;
+        }
+        let release = rendered.release;
+        return Err(Violation::waivable(format!(
+            "its chart renders HelmRelease {namespace}/{release} ({by}), and that name is taken by {kind} {namespace}/{app}: helm-controller adopts an existing object of the name it renders, so it would rewrite that release and uninstall what it runs; delete {kind} {namespace}/{app} (or create it anew under another name) first, or leave {key} off (tenantModules.{key})",
+            by = rendered.by,
+            kind = other.kind,
+            app = other.app,
+        )));
+    }
+    Ok(())
 }
 
 /// Denies deleting, through the API, a protected module instance the Tenant chart renders:

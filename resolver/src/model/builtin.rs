@@ -74,6 +74,48 @@ pub fn renders(kind: &str, namespace: &str, name: &str) -> bool {
     }
 }
 
+/// A HelmRelease a stock install renders under a fixed name (`docs/stock-rules.md`, Rendered
+/// names): helm-controller adopts an existing object of that name, so no app of another kind
+/// may hold it.
+#[derive(Debug)]
+pub struct RenderedName {
+    pub release: &'static str,
+    /// The fixed namespace; `None`: every tenant's namespace.
+    pub namespace: Option<&'static str>,
+    /// The kind its app labels name; `None`: it is no app release.
+    pub kind: Option<&'static str>,
+    pub when: When,
+    /// The template that renders it, in Cozystack's repository.
+    pub by: &'static str,
+}
+
+/// When a rendered name is rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// By every Tenant, whatever its values (`info`).
+    Always,
+    /// While the Tenant's switch of this key is on.
+    Switch(&'static str),
+    /// While the platform enables the optional package that renders it (BootBox).
+    Package,
+}
+
+/// The rendered names `release` takes in `namespace`: those of a fixed namespace that is it,
+/// and when `tenant` (it is a tenant's namespace), the tenant's.
+pub fn rendered_as(
+    release: &str,
+    namespace: &str,
+    tenant: bool,
+) -> impl Iterator<Item = &'static RenderedName> {
+    RENDERED.iter().filter(move |r| {
+        r.release == release
+            && match r.namespace {
+                Some(fixed) => fixed == namespace,
+                None => tenant,
+            }
+    })
+}
+
 /// A built-in `cardinality` block.
 #[derive(Debug)]
 pub struct BuiltinCardinality {
