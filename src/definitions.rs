@@ -8,6 +8,7 @@ use std::ops::Range;
 
 use cozystack_resolver::collect::sorted_by;
 use cozystack_resolver::listing::Runs;
+use cozystack_resolver::request::APPS_GROUP;
 use cozystack_resolver::{Definition, DefinitionList, RawField};
 
 use crate::scan::{self, Reader, ScanError, Str};
@@ -18,6 +19,7 @@ pub const DEFINITION_KIND: &str = "ApplicationDefinition";
 pub const DEFINITION_MASKS: &[&str] = &[
     "metadata.name",
     "spec.application.kind",
+    "spec.application.group",
     "spec.dashboard.visibility",
     "spec.dashboard.module",
     "spec.cardinality",
@@ -37,6 +39,8 @@ struct Item {
     /// Its place in the list.
     position: usize,
     kind: Range<usize>,
+    /// `spec.application.group`: another than `apps.cozystack.io` makes another kind.
+    group: Option<Range<usize>>,
     name: Range<usize>,
     /// `spec.release.prefix`.
     prefix: Option<Range<usize>>,
@@ -118,10 +122,25 @@ fn item<'a>(r: &mut Reader<'a>, spans: &mut Spans<'a>, position: usize) -> Resul
             item.name = spans.field(r, "name", true)?.unwrap_or_default();
             Ok(())
         } else if key.is("spec") {
-            (item.kind, item.prefix, item.fields) = (0..0, None, Default::default());
+            (item.kind, item.group, item.prefix, item.fields) =
+                (0..0, None, None, Default::default());
             scan::fields(r, |r, key| {
                 if key.is("application") {
-                    item.kind = spans.field(r, "kind", false)?.unwrap_or_default();
+                    (item.kind, item.group) = (0..0, None);
+                    scan::fields(r, |r, name| {
+                        if name.is("kind") {
+                            item.kind = spans.place(r.string()?)?;
+                        } else if name.is("group") {
+                            item.group = if r.null()? {
+                                None
+                            } else {
+                                Some(spans.place(r.string()?)?)
+                            };
+                        } else {
+                            return Ok(false);
+                        }
+                        Ok(true)
+                    })?;
                 } else if key.is("release") {
                     item.prefix = spans.field(r, "prefix", true)?;
                 } else if let Some(at) = RULE_FIELDS.iter().position(|field| key.is(field)) {
@@ -158,9 +177,21 @@ impl ListedDefinitions {
         };
         text.push_str(&unescaped);
         let at = |range: &Range<usize>| text.get(range.clone()).unwrap_or_default();
+        // A kind served in another API group (`spec.application.group`, cozystack#3448) is
+        // another kind: its apps reach the cluster as `<kind>.<group>` and their releases carry
+        // that group, so it is neither the `apps.cozystack.io` kind of its name nor a second
+        // definition of it.
+        let served_here = |i: &Item| {
+            i.group
+                .as_ref()
+                .is_none_or(|g| matches!(at(g), "" | APPS_GROUP))
+        };
         // By kind, in list order within a kind.
         let items = sorted_by(
-            listed.into_iter().filter(|i| !i.kind.is_empty()).collect(),
+            listed
+                .into_iter()
+                .filter(|i| !i.kind.is_empty() && served_here(i))
+                .collect(),
             |a: &Item, b: &Item| at(&a.kind).cmp(at(&b.kind)),
         );
         let runs = Runs::new(items.len(), |a, b| at(&items[a].kind) == at(&items[b].kind));
@@ -282,6 +313,34 @@ mod tests {
         assert_eq!(
             all[1].dashboard.as_ref().map(RawField::get),
             Some(r#"{"module":true}"#)
+        );
+    }
+
+    #[test]
+    fn a_kind_served_in_another_group_is_another_kind() {
+        // A catalog serving its own Redis in apps.example.com beside Cozystack's: not a second
+        // definition of Cozystack's Redis, whose requests would all fail as "defined twice".
+        let list = listed(
+            r#"{"metadata":{"name":"redis"},"spec":{"application":{"kind":"Redis","group":"apps.cozystack.io"},"release":{"prefix":"redis-"}}},
+               {"metadata":{"name":"example-redis"},"spec":{"application":{"group":"apps.example.com","kind":"Redis"},"release":{"prefix":"ex-redis-"}}},
+               {"metadata":{"name":"etcd"},"spec":{"application":{"kind":"Etcd","group":null}}},
+               {"metadata":{"name":"postgres"},"spec":{"application":{"kind":"Postgres","group":""}}}"#,
+        );
+        let list: &dyn DefinitionList = &list;
+        assert_eq!(
+            (0..list.kinds()).map(|i| list.kind(i)).collect::<Vec<_>>(),
+            ["Etcd", "Postgres", "Redis"]
+        );
+        let all = list.all();
+        let redis: Vec<_> = all.iter().filter(|d| d.kind == "Redis").collect();
+        assert_eq!(redis.len(), 1);
+        assert_eq!(redis[0].release_prefix.as_deref(), Some("redis-"));
+        // A group that is not a string is as unreadable as such a kind.
+        assert!(
+            ListedDefinitions::index(
+                r#"{"items":[{"spec":{"application":{"kind":"Redis","group":5}}}]}"#.to_owned()
+            )
+            .is_err()
         );
     }
 

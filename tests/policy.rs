@@ -199,7 +199,7 @@ fn cardinality_through_the_wire_with_exact_host_calls() {
     assert_eq!(
         calls[0].1,
         json!({"api_version": "cozystack.io/v1alpha1", "kind": "ApplicationDefinition", "label_selector": null, "field_selector": null,
-               "field_masks": ["metadata.name", "spec.application.kind", "spec.capability", "spec.cardinality", "spec.dashboard.module", "spec.dashboard.visibility", "spec.protection", "spec.release.prefix"]})
+               "field_masks": ["metadata.name", "spec.application.group", "spec.application.kind", "spec.capability", "spec.cardinality", "spec.dashboard.module", "spec.dashboard.visibility", "spec.protection", "spec.release.prefix"]})
     );
     // Monitoring's definition states no release prefix, so app names come from the labels.
     assert_eq!(

@@ -347,6 +347,24 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         )
         .kwctl(131_600.0, 131_600.0),
     );
+    // The same provider removed by its switch: a root super-admin turns monitoring off in
+    // `tenants/root`, which moves every consumer pointing at tenant-root (refused, naming them).
+    let mut switch_off = ShortRequest::new(
+        "UPDATE",
+        "Tenant",
+        "tenant-root",
+        "root",
+        "rita",
+        &["tenant-root-super-admin"],
+    );
+    switch_off.object = Some(json!({"spec": {"monitoring": false}}));
+    out.push(workload(
+        "UPDATE Tenant switching a shared provider off, 4000 tenants",
+        consumed_tree(4000),
+        switch_off,
+        settings,
+        8002,
+    ));
     // The stock deployment's worst cases: the same DELETE with the built-in rules, whose
     // Monitoring consumers are Kubernetes and ComputePlane, and a Kubernetes cluster's CREATE.
     out.push(workload(

@@ -10,8 +10,9 @@ use cozystack_policy_runtime::policy::{Evaluation, Policy, verdict_of, warnings_
 use serde_json::Value;
 
 /// The AdmissionRequest in a file (`-`: standard input) holding an AdmissionReview (what the
-/// API server sends, what `kubectl … --dry-run=server -v=8` and audit logs show) or a bare
-/// AdmissionRequest, as JSON or YAML.
+/// API server sends and audit logs show) or a bare AdmissionRequest, as JSON or YAML. (A
+/// server-side dry-run is no way to capture one for `apps.cozystack.io`: cozystack-api up to
+/// v1.6.2 persists it, cozystack#3982.)
 pub fn read_request(path: &Path) -> Result<Value, String> {
     let text = if path == Path::new("-") {
         std::io::read_to_string(std::io::stdin()).map_err(|e| format!("standard input: {e}"))?

@@ -199,6 +199,7 @@ pub fn run(
 fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, String> {
     use cozystack_resolver::listing::Decoded;
     use cozystack_resolver::model::builtin;
+    use cozystack_resolver::request::APPS_GROUP;
     use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, RawField, Settings};
     let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
     let source = settings.definition_source;
@@ -212,9 +213,17 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
     };
     let text = |o: &Value, path: &str| o.pointer(path).and_then(Value::as_str).map(str::to_owned);
     let mut judged = Vec::new();
+    // A kind served in another API group is another kind, as the policy reads the list.
+    let served_here = |o: &Value| {
+        matches!(
+            o.pointer("/spec/application/group").and_then(Value::as_str),
+            None | Some("") | Some(APPS_GROUP)
+        )
+    };
     let definitions = (cluster.keys().enumerate())
         .filter(|(_, (_, kind, _, _))| kind == "ApplicationDefinition")
-        .filter_map(|(at, _)| cluster.value(at));
+        .filter_map(|(at, _)| cluster.value(at))
+        .filter(served_here);
     for object in definitions {
         let object = &object;
         let definition = Definition {

@@ -338,6 +338,10 @@ check_invalid_settings() {
   check protection-unrelated-bad-definition-does-not-wedge
 }
 
+@test "protection-same-kind-in-another-group-is-another-kind" {
+  check protection-same-kind-in-another-group-is-another-kind
+}
+
 @test "protection-ambiguous-kind-at-stake-fails-closed" {
   check protection-ambiguous-kind-at-stake-fails-closed
 }
@@ -1024,6 +1028,10 @@ check_invalid_settings() {
 
 @test "charts-audit-reports-another-kind-under-a-name-a-module-renders" {
   check charts-audit-reports-another-kind-under-a-name-a-module-renders
+}
+
+@test "charts-v1-6-computeplane-switch-renders-nothing" {
+  check charts-v1-6-computeplane-switch-renders-nothing
 }
 
 @test "charts-flux-renders-monitoring-system" {

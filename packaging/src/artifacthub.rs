@@ -141,12 +141,14 @@ pub fn package(
         }))
         .collect(),
         install: format!(
-            "The policy can be obtained using [`kwctl`](https://github.com/kubewarden/kwctl):\n```console\nkwctl pull {oci}:v{version}\n```\nThen, generate the policy manifest and tune it to your liking. For example:\n```console\nkwctl scaffold manifest -t ClusterAdmissionPolicy --allow-context-aware registry://{oci}:v{version}\n```\nThe policy-server needs get/list/watch on namespaces, helmreleases and applicationdefinitions: see deploy/ in the source.\n\nThe artifact is signed with cosign, keyless, by the release workflow of {source} (no key to fetch: the signer is that workflow's identity), and carries a signed CycloneDX SBOM (cosign's `.sbom` attachment). Verify it before it runs:\n```console\nkwctl verify --verification-config-path verification-config.yaml registry://{oci}:v{version}\n```\nwith {VERIFICATION_CONFIG} from the source, which is also what the PolicyServer's `verificationConfig` ConfigMap holds.\n"
+            "The policy can be obtained using [`kwctl`](https://github.com/kubewarden/kwctl):\n```console\nkwctl pull {oci}:v{version}\n```\nThen, generate the policy manifest and tune it to your liking. For example:\n```console\nkwctl scaffold manifest -t ClusterAdmissionPolicy --allow-context-aware registry://{oci}:v{version}\n```\nIt needs Kubewarden 1.33 or later (field masks in host calls); 1.38 or later is recommended, since before it the policy-server's lookup caches kept every key they saw (kubewarden/adm-controller#1950). The policy-server needs get/list/watch on namespaces, helmreleases and applicationdefinitions: add them to `policyServer.permissions` of the `admission-controller` chart (Kubewarden 1.37 and later; `kubewarden-defaults` before it), or see deploy/ in the source.\n\nThe artifact is signed with cosign, keyless, by the release workflow of {source} (no key to fetch: the signer is that workflow's identity), and carries a signed CycloneDX SBOM (cosign's `.sbom` attachment). Verify it before it runs:\n```console\nkwctl verify --verification-config-path verification-config.yaml registry://{oci}:v{version}\n```\nwith {VERIFICATION_CONFIG} from the source, which is also what the PolicyServer's `verificationConfig` ConfigMap holds.\n"
         ),
         maintainers: vec![maintainer],
         provider: json!({"name": "kubewarden"}),
         recommendations: vec![
-            json!({"url": "https://artifacthub.io/packages/helm/kubewarden/kubewarden-controller"}),
+            // Kubewarden 1.37 and later: one chart in place of kubewarden-crds,
+            // kubewarden-controller and kubewarden-defaults.
+            json!({"url": "https://artifacthub.io/packages/helm/kubewarden/admission-controller"}),
         ],
         annotations: Annotations {
             mutation: metadata["mutating"].as_bool().unwrap_or(false).to_string(),

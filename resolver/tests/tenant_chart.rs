@@ -420,13 +420,18 @@ fn every_name_a_chart_renders_is_guarded_on_create() {
     let create = |kind, namespace, name| app(Create, kind, namespace, name, root_owner());
     let mut snapshot = stock();
     snapshot.instances.retain(|i| i.namespace != "tenant-c");
-    snapshot
-        .definitions
-        .push(definition("external-dns", "ExternalDNS", json!({})));
+    // The definitions a stock install lists beside the test cluster's.
+    for (name, kind) in [
+        ("external-dns", "ExternalDNS"),
+        ("info", "Info"),
+        ("bootbox", "BootBox"),
+    ] {
+        snapshot.definitions.push(definition(name, kind, json!({})));
+    }
     for d in snapshot
         .definitions
         .iter_mut()
-        .filter(|d| ["ExternalDNS", "Info"].contains(&d.kind.as_str()))
+        .filter(|d| ["ExternalDNS", "Info", "BootBox"].contains(&d.kind.as_str()))
     {
         d.release_prefix = Some(String::new());
     }
@@ -469,6 +474,57 @@ fn every_name_a_chart_renders_is_guarded_on_create() {
     // Outside a tenant's namespace no Tenant renders anything.
     assert_allowed(
         &decide(&create("ExternalDNS", "cozy-public", "info"), &snapshot),
+        &[],
+    );
+}
+
+#[test]
+fn a_kind_the_cluster_does_not_serve_renders_nothing() {
+    // Cozystack v1.6.x: no ComputePlane definition, and its Tenant chart renders nothing for
+    // `computeplane: true`, so neither the switch nor the names it would render are judged.
+    let mut snapshot = stock();
+    snapshot.definitions.retain(|d| d.kind != "ComputePlane");
+    snapshot.instances.retain(|i| i.namespace != "tenant-c");
+    let mut externaldns = definition("external-dns", "ExternalDNS", json!({}));
+    externaldns.release_prefix = Some(String::new());
+    snapshot.definitions.push(externaldns);
+    snapshot
+        .instances
+        .push(instance("ExternalDNS", "tenant-c", "computeplane"));
+    let on = tenant(
+        "tenant-root",
+        "c",
+        Some(json!({})),
+        json!({"computeplane": true}),
+    );
+    assert_allowed(&decide(&on, &snapshot), &[]);
+    let create = |name| app(Create, "ExternalDNS", "tenant-c", name, root_owner());
+    assert_allowed(
+        &decide(&create("computeplane-cluster-cilium"), &snapshot),
+        &[],
+    );
+    assert_allowed(&decide(&create("computeplane"), &snapshot), &[]);
+    // Where the cluster lists it (main), the same switch over that ExternalDNS is refused.
+    let served = stock();
+    let mut snapshot_main = snapshot.clone();
+    snapshot_main.definitions.extend(
+        served
+            .definitions
+            .into_iter()
+            .filter(|d| d.kind == "ComputePlane"),
+    );
+    assert_denied(
+        &decide(&on, &snapshot_main),
+        403,
+        "Tenant tenant-root/c: turning computeplane on creates ComputePlane tenant-c/computeplane: its name is taken by ExternalDNS tenant-c/computeplane (HelmRelease tenant-c/computeplane), and helm-controller adopts an existing object of the name it renders: it would rewrite that release into the ComputePlane module and uninstall what it runs; delete ExternalDNS tenant-c/computeplane (or create it anew under another name) first, or leave computeplane off (tenantModules.computeplane)",
+    );
+    // The built-in set reads no definition: tenantModules says which switches render.
+    let v16 = Settings::from_json(
+        r#"{"definitionSource": "builtin", "tenantModules": {"monitoring": "Monitoring", "etcd": "Etcd", "ingress": "Ingress", "seaweedfs": "SeaweedFS", "gateway": "Gateway"}}"#,
+    )
+    .unwrap();
+    assert_allowed(
+        &cozystack_resolver::evaluate(&create("computeplane-cluster-cilium"), &v16, &snapshot),
         &[],
     );
 }

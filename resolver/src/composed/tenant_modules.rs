@@ -67,6 +67,10 @@ pub fn check_switches(
         .map(|(key, kind, _)| (*kind, module(&child, key)))
         .collect();
     for (key, kind, is) in flipped {
+        // A switch of a kind the cluster does not serve renders nothing.
+        if !eval.serves(kind)? {
+            continue;
+        }
         let Some(rules) = eval.rules_of(kind)? else {
             continue;
         };
@@ -209,7 +213,7 @@ pub fn check_module_name(
     if let Some(module) = module_of(release)
         && let Some(owner) = &owner
     {
-        if module == kind {
+        if module == kind || !eval.serves(module)? {
             return Ok(());
         }
         return taken(
@@ -220,9 +224,20 @@ pub fn check_module_name(
             format!("turning {release} on would rewrite this {kind} into the {module} module"),
         );
     }
-    let Some(rendered) =
-        builtin::rendered_as(release, namespace, owner.is_some()).find(|r| r.kind != Some(kind))
-    else {
+    // A name a switch renders counts while the switch is a module's (`tenantModules`) that the
+    // cluster serves; one rendered always, or by a package, while its kind is served.
+    let mut rendering = None;
+    for r in builtin::rendered_as(release, namespace, owner.is_some()) {
+        let renderer = match r.when {
+            When::Switch(key) => module_of(key),
+            _ => r.kind.or(Some(kind)),
+        };
+        if r.kind != Some(kind) && renderer.map_or(Ok(false), |k| eval.serves(k))? {
+            rendering = Some(r);
+            break;
+        }
+    }
+    let Some(rendered) = rendering else {
         return Ok(());
     };
     let by = rendered.by;

@@ -52,6 +52,14 @@ pub fn release_prefix(kind: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether the built-in set has `kind` rendered with no ApplicationDefinition of its own (the
+/// Tenant chart's Gateway: `hidden`), so a cluster serving it lists none.
+pub fn renders_without_definition(kind: &str) -> bool {
+    KINDS
+        .iter()
+        .any(|k| k.kind == kind && k.visibility == Visibility::Hidden)
+}
+
 /// What an instance of `kind` off its slot does, when the built-in set knows the kind.
 pub fn off_slot(kind: &str) -> Option<OffSlot> {
     KINDS.iter().find(|k| k.kind == kind)?.off_slot

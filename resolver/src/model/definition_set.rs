@@ -204,6 +204,12 @@ impl DefinitionSet {
         set
     }
 
+    /// Whether the listed definitions name `kind` (none are listed but under
+    /// `definitionSource: applicationDefinitions`).
+    pub fn is_listed(&self, kind: &str) -> bool {
+        self.listed.find(kind).is_some()
+    }
+
     /// The rules of `kind`; `Ok(None)` when no source states any.
     pub fn get(&self, kind: &str) -> Result<Option<&KindRules>, RuleError> {
         let listed = self.listed.find(kind);

@@ -135,6 +135,19 @@ impl<'a> Evaluation<'a> {
         Ok(self.definitions.get_or_init(|| set).clone())
     }
 
+    /// Whether the cluster serves `kind`, so that a Tenant switch or a chart renders it: a
+    /// release that predates the kind (Cozystack v1.6.x has no ComputePlane, and its Tenant chart
+    /// renders nothing for `computeplane: true`) must not be judged as one. Under
+    /// `applicationDefinitions` the list the request reads anyway says it (a kind the Tenant
+    /// chart renders with no definition, Gateway, is served); the other sources read no
+    /// definition, and `tenantModules` states which switches render.
+    pub fn serves(&self, kind: &str) -> Result<bool, Violation> {
+        if self.settings.definition_source != DefinitionSource::ApplicationDefinitions {
+            return Ok(true);
+        }
+        Ok(self.definitions()?.is_listed(kind) || builtin::renders_without_definition(kind))
+    }
+
     /// The rules of `kind`, `None` when no source states any.
     pub fn rules_of(&self, kind: &str) -> Result<Option<KindRules>, Violation> {
         self.definitions()?
