@@ -83,18 +83,29 @@ impl<'a> Spans<'a> {
         key: &str,
         nullable: bool,
     ) -> Result<Option<Range<usize>>, ScanError> {
-        let mut found = None;
+        let [found, _] = self.fields(r, [key, key], nullable)?;
+        Ok(found)
+    }
+
+    /// The strings under two keys of such an object, as [`Spans::field`] reads one.
+    fn fields(
+        &mut self,
+        r: &mut Reader<'a>,
+        keys: [&str; 2],
+        nullable: bool,
+    ) -> Result<[Option<Range<usize>>; 2], ScanError> {
+        let mut found = [None, None];
         scan::fields(r, |r, name| {
-            let wanted = name.is(key);
-            if wanted {
-                found = if nullable && r.null()? {
-                    None
-                } else {
-                    let value = r.string()?;
-                    Some(self.place(value)?)
-                };
-            }
-            Ok(wanted)
+            let Some(at) = keys.iter().position(|key| name.is(key)) else {
+                return Ok(false);
+            };
+            found[at] = if nullable && r.null()? {
+                None
+            } else {
+                let value = r.string()?;
+                Some(self.place(value)?)
+            };
+            Ok(true)
         })?;
         Ok(found)
     }
@@ -126,21 +137,8 @@ fn item<'a>(r: &mut Reader<'a>, spans: &mut Spans<'a>, position: usize) -> Resul
                 (0..0, None, None, Default::default());
             scan::fields(r, |r, key| {
                 if key.is("application") {
-                    (item.kind, item.group) = (0..0, None);
-                    scan::fields(r, |r, name| {
-                        if name.is("kind") {
-                            item.kind = spans.place(r.string()?)?;
-                        } else if name.is("group") {
-                            item.group = if r.null()? {
-                                None
-                            } else {
-                                Some(spans.place(r.string()?)?)
-                            };
-                        } else {
-                            return Ok(false);
-                        }
-                        Ok(true)
-                    })?;
+                    let [kind, group] = spans.fields(r, ["kind", "group"], false)?;
+                    (item.kind, item.group) = (kind.unwrap_or_default(), group);
                 } else if key.is("release") {
                     item.prefix = spans.field(r, "prefix", true)?;
                 } else if let Some(at) = RULE_FIELDS.iter().position(|field| key.is(field)) {
@@ -323,25 +321,24 @@ mod tests {
         let list = listed(
             r#"{"metadata":{"name":"redis"},"spec":{"application":{"kind":"Redis","group":"apps.cozystack.io"},"release":{"prefix":"redis-"}}},
                {"metadata":{"name":"example-redis"},"spec":{"application":{"group":"apps.example.com","kind":"Redis"},"release":{"prefix":"ex-redis-"}}},
-               {"metadata":{"name":"etcd"},"spec":{"application":{"kind":"Etcd","group":null}}},
                {"metadata":{"name":"postgres"},"spec":{"application":{"kind":"Postgres","group":""}}}"#,
         );
         let list: &dyn DefinitionList = &list;
         assert_eq!(
             (0..list.kinds()).map(|i| list.kind(i)).collect::<Vec<_>>(),
-            ["Etcd", "Postgres", "Redis"]
+            ["Postgres", "Redis"]
         );
         let all = list.all();
         let redis: Vec<_> = all.iter().filter(|d| d.kind == "Redis").collect();
         assert_eq!(redis.len(), 1);
         assert_eq!(redis[0].release_prefix.as_deref(), Some("redis-"));
-        // A group that is not a string is as unreadable as such a kind.
-        assert!(
-            ListedDefinitions::index(
-                r#"{"items":[{"spec":{"application":{"kind":"Redis","group":5}}}]}"#.to_owned()
-            )
-            .is_err()
-        );
+        // A group that is not a string is as unreadable as such a kind (the CRD prunes null).
+        for group in ["5", "null"] {
+            let text = format!(
+                r#"{{"items":[{{"spec":{{"application":{{"kind":"Redis","group":{group}}}}}}}]}}"#
+            );
+            assert!(ListedDefinitions::index(text).is_err());
+        }
     }
 
     #[test]

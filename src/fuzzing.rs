@@ -135,9 +135,9 @@ type DefinitionFacts = (
 );
 
 /// serde_json's reading of an ApplicationDefinitions answer, the reference for the index: each
-/// item's name, kind and prefix, strings that may be absent or null (a kind may not be null),
-/// and its rule fields; `metadata`, `spec`, `application` and `release` objects that may be
-/// absent or null; the items without a kind left out.
+/// item's name, kind and prefix, strings that may be absent or null (a kind or a group may not
+/// be null), and its rule fields; `metadata`, `spec`, `application` and `release` objects that
+/// may be absent or null; the items without a kind, or served in another group, left out.
 fn reference_definitions(data: &[u8]) -> Listed<DefinitionFacts> {
     use serde_json::Value;
     let mut out = Vec::new();
@@ -146,15 +146,22 @@ fn reference_definitions(data: &[u8]) -> Listed<DefinitionFacts> {
         let name =
             reference_text(&reference_object(item.get("metadata"))?, "name")?.unwrap_or_default();
         let spec = reference_object(item.get("spec"))?;
-        let kind = match reference_object(spec.get("application"))?.get("kind") {
+        let application = reference_object(spec.get("application"))?;
+        let kind = match application.get("kind") {
             None => String::new(),
             Some(Value::String(kind)) => kind.clone(),
+            Some(_) => return Err(()),
+        };
+        // A kind served in another API group is another kind: left out.
+        let served_here = match application.get("group") {
+            None => true,
+            Some(Value::String(group)) => group.is_empty() || group == "apps.cozystack.io",
             Some(_) => return Err(()),
         };
         let prefix = reference_text(&reference_object(spec.get("release"))?, "prefix")?;
         let fields = ["dashboard", "cardinality", "protection", "capability"]
             .map(|field| spec.get(field).filter(|value| !value.is_null()).cloned());
-        if !kind.is_empty() {
+        if !kind.is_empty() && served_here {
             out.push((name, kind, prefix, fields));
         }
     }

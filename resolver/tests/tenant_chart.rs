@@ -439,7 +439,7 @@ fn every_name_a_chart_renders_is_guarded_on_create() {
     assert_denied(
         &decide(&create("ExternalDNS", "tenant-c", "info"), &snapshot),
         403,
-        "ExternalDNS tenant-c/info: its release tenant-c/info takes the name under which Tenant tenant-root/c always renders its Info (packages/apps/tenant/templates/info.yaml), and helm-controller adopts an existing object of the name it renders, so the Tenant's next reconcile would rewrite this ExternalDNS into the Info; choose another name",
+        "ExternalDNS tenant-c/info: its release tenant-c/info takes the name under which Tenant tenant-root/c always renders its Info, and helm-controller adopts an existing object of the name it renders, so the Tenant's next reconcile would rewrite this ExternalDNS into the Info; choose another name",
     );
     // Monitoring's chart renders monitoring-system beside the module.
     assert_denied(
@@ -448,7 +448,7 @@ fn every_name_a_chart_renders_is_guarded_on_create() {
             &snapshot,
         ),
         403,
-        "ExternalDNS tenant-c/monitoring-system: its release tenant-c/monitoring-system takes the name under which the Monitoring module of Tenant tenant-root/c renders a HelmRelease while monitoring is on (packages/extra/monitoring/templates/helmrelease.yaml), and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into that HelmRelease and uninstall what it runs; choose another name",
+        "ExternalDNS tenant-c/monitoring-system: its release tenant-c/monitoring-system takes the name under which the Monitoring module of Tenant tenant-root/c renders a HelmRelease while monitoring is on, and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into that HelmRelease and uninstall what it runs; choose another name",
     );
     // ComputePlane's cluster renders its addons under its own fixed name.
     assert_denied(
@@ -457,13 +457,13 @@ fn every_name_a_chart_renders_is_guarded_on_create() {
             &snapshot,
         ),
         403,
-        "ExternalDNS tenant-c/computeplane-cluster-cilium: its release tenant-c/computeplane-cluster-cilium takes the name under which the ComputePlane module of Tenant tenant-root/c renders a HelmRelease while computeplane is on (packages/apps/kubernetes/templates/helmreleases/cilium.yaml), and helm-controller adopts an existing object of the name it renders, so turning computeplane on would rewrite this ExternalDNS into that HelmRelease and uninstall what it runs; choose another name",
+        "ExternalDNS tenant-c/computeplane-cluster-cilium: its release tenant-c/computeplane-cluster-cilium takes the name under which the ComputePlane module of Tenant tenant-root/c renders a HelmRelease while computeplane is on, and helm-controller adopts an existing object of the name it renders, so turning computeplane on would rewrite this ExternalDNS into that HelmRelease and uninstall what it runs; choose another name",
     );
     // The optional BootBox package renders tenant-root/bootbox, and only there.
     assert_denied(
         &decide(&create("ExternalDNS", "tenant-root", "bootbox"), &snapshot),
         403,
-        "ExternalDNS tenant-root/bootbox: its release tenant-root/bootbox takes the name under which the platform's optional BootBox package renders its release (packages/system/bootbox/templates/bootbox.yaml), and helm-controller adopts an existing object of the name it renders, so enabling that package would rewrite this ExternalDNS into the BootBox and uninstall what it runs; choose another name",
+        "ExternalDNS tenant-root/bootbox: its release tenant-root/bootbox takes the name under which the platform's optional BootBox package renders its release, and helm-controller adopts an existing object of the name it renders, so enabling that package would rewrite this ExternalDNS into the BootBox and uninstall what it runs; choose another name",
     );
     assert_allowed(
         &decide(&create("ExternalDNS", "tenant-c", "bootbox"), &snapshot),
@@ -542,13 +542,23 @@ fn a_switch_on_over_an_app_holding_a_name_its_module_renders_is_refused() {
     snapshot
         .instances
         .push(instance("ExternalDNS", "tenant-c", "monitoring-system"));
-    assert_denied(
-        &decide(&on, &snapshot),
-        403,
-        "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: its chart renders HelmRelease tenant-c/monitoring-system (packages/extra/monitoring/templates/helmrelease.yaml), and that name is taken by ExternalDNS tenant-c/monitoring-system: helm-controller adopts an existing object of the name it renders, so it would rewrite that release and uninstall what it runs; delete ExternalDNS tenant-c/monitoring-system (or create it anew under another name) first, or leave monitoring off (tenantModules.monitoring)",
-    );
+    let refusal = "Tenant tenant-root/c: turning monitoring on creates Monitoring tenant-c/monitoring: the name tenant-c/monitoring-system its chart renders beside it is taken by ExternalDNS tenant-c/monitoring-system (HelmRelease tenant-c/monitoring-system), and helm-controller adopts an existing object of the name it renders: it would rewrite that release into the Monitoring module and uninstall what it runs; delete ExternalDNS tenant-c/monitoring-system (or create it anew under another name) first, or leave monitoring off (tenantModules.monitoring)";
+    assert_denied(&decide(&on, &snapshot), 403, refusal);
+    // Its API-created twin under the module's own name is adopted, but does not clear the name
+    // beside it.
+    snapshot
+        .instances
+        .push(module("Monitoring", "tenant-c", "monitoring", None));
+    assert_denied(&decide(&on, &snapshot), 403, refusal);
     // Being deleted, it frees the name.
-    snapshot.instances.last_mut().unwrap().terminating = true;
+    snapshot
+        .instances
+        .iter_mut()
+        .find(|i| i.kind == "ExternalDNS")
+        .unwrap()
+        .terminating = true;
+    assert_eq!(decide(&on, &snapshot).warnings.len(), 1);
+    snapshot.instances.pop();
     assert_allowed(&decide(&on, &snapshot), &[]);
 }
 

@@ -93,10 +93,7 @@ pub fn check_switches(
                     // exist, or is terminating with everything in it (nothing keeps it), so no
                     // object can hold the name.
                     None => Ok(None),
-                    Some(_) => check_adoption(eval, &rules, &subject, (parent, &owner), key)
-                        .and_then(|adopted| {
-                            check_rendered_taken(eval, &child, key).map(|()| adopted)
-                        }),
+                    Some(_) => check_adoption(eval, &rules, &subject, (parent, &owner), key),
                 })
                 .map(|adopted| admitted.extend(adopted))
         } else {
@@ -114,14 +111,17 @@ pub fn check_switches(
 }
 
 /// A switch turned on makes the Tenant's chart render the HelmRelease `key` in the tenant's
-/// namespace. helm-controller v1.5.0, the version Cozystack pins, installs and upgrades with
-/// Helm's `TakeOwnership` on (`internal/action/install.go`, `upgrade.go`), so an object of that
-/// name that exists already is adopted, not refused: Helm applies the chart's fields over it.
-/// Over an instance of the same kind that is the module taking over its twin (a warning: its
-/// settings come from the Tenant); over any other release it rewrites that release into the module
-/// and uninstalls what it ran (refused). One cached GET of `<namespace>/<key>` tells which; a
-/// release being deleted frees the name, and one the Tenant's release owns already is the
-/// module itself (the leftover of an uninstall that failed).
+/// namespace, and the module's chart the names it renders beside it (Monitoring's
+/// `monitoring-system`: [`builtin::RENDERED`]). helm-controller v1.5.0, the version Cozystack
+/// pins, installs and upgrades with Helm's `TakeOwnership` on (`internal/action/install.go`,
+/// `upgrade.go`), so an object of such a name that exists already is adopted, not refused: Helm
+/// applies the chart's fields over it. Over an instance of the module's kind under `key` that is
+/// the module taking over its twin (a warning: its settings come from the Tenant); over any
+/// other release under `key`, or an app of another kind under a name beside it, it rewrites that
+/// release and uninstalls what it ran (refused). One cached GET per name tells which; a release
+/// being deleted frees the name, one the Tenant's release owns already under `key` is the module
+/// itself (the leftover of an uninstall that failed), and one beside it that is no app is the
+/// module's own.
 ///
 /// An audit replay of a Tenant whose switch is long on is no switch turned on: Helm upgrades
 /// the objects of its own manifest without asking who owns them, so a module edited through the
@@ -136,41 +136,61 @@ fn check_adoption(
     if eval.is_audit() {
         return Ok(None);
     }
-    let existing = eval.release(subject.namespace, key)?;
-    let Some(meta) = existing.as_ref().as_ref() else {
-        return Ok(None);
-    };
-    if meta.terminating || meta.rendered_by(parent, owner) {
-        return Ok(None);
-    }
     let (namespace, kind) = (subject.namespace, &rules.kind);
-    match AppIdentity::from_labels(&meta.labels, key) {
-        Some(taken) if taken.kind == *kind => Ok(Some(format!(
-            "{kind} {namespace}/{app} exists already and Helm release {parent}/{owner} does not own it (it was created through the API): helm-controller will adopt it into the Tenant's release and apply the module's chart over it, so from then on its settings come from the Tenant and it is removed by turning {key} off",
-            app = taken.app,
-        ))),
-        taken => {
-            let (what, way_out) = match &taken {
-                Some(other) => (
-                    format!(
-                        "{} {namespace}/{} (HelmRelease {namespace}/{key})",
-                        other.kind, other.app
-                    ),
-                    format!(
-                        "delete {} {namespace}/{} (or create it anew under another name) first",
-                        other.kind, other.app
-                    ),
-                ),
-                None => (
-                    format!("HelmRelease {namespace}/{key}, which is not an app release"),
-                    format!("remove HelmRelease {namespace}/{key} first"),
-                ),
-            };
-            Err(Violation::waivable(format!(
-                "its name is taken by {what}, and helm-controller adopts an existing object of the name it renders: it would rewrite that release into the {kind} module and uninstall what it runs; {way_out}, or leave {key} off (tenantModules.{key})"
-            )))
+    let beside = builtin::RENDERED
+        .iter()
+        .filter(|r| {
+            matches!(r.when, When::Switch(k) if k == key)
+                && r.release != key
+                && r.namespace.is_none()
+        })
+        .map(|r| (r.release, r.kind));
+    let names = std::iter::once((key, Some(kind.as_str()))).chain(beside);
+    let mut adopted = None;
+    for (name, renders_as) in names {
+        let existing = eval.release(namespace, name)?;
+        let Some(meta) = existing.as_ref().as_ref().filter(|m| !m.terminating) else {
+            continue;
+        };
+        let module = name == key;
+        if module && meta.rendered_by(parent, owner) {
+            continue;
         }
+        let taken = AppIdentity::from_labels(&meta.labels, name);
+        let (what, way_out) = match &taken {
+            Some(twin) if module && twin.kind == *kind => {
+                adopted = Some(format!(
+                    "{kind} {namespace}/{app} exists already and Helm release {parent}/{owner} does not own it (it was created through the API): helm-controller will adopt it into the Tenant's release and apply the module's chart over it, so from then on its settings come from the Tenant and it is removed by turning {key} off",
+                    app = twin.app,
+                ));
+                continue;
+            }
+            Some(other) if module || renders_as != Some(other.kind.as_str()) => (
+                format!(
+                    "{} {namespace}/{} (HelmRelease {namespace}/{name})",
+                    other.kind, other.app
+                ),
+                format!(
+                    "delete {} {namespace}/{} (or create it anew under another name) first",
+                    other.kind, other.app
+                ),
+            ),
+            None if module => (
+                format!("HelmRelease {namespace}/{name}, which is not an app release"),
+                format!("remove HelmRelease {namespace}/{name} first"),
+            ),
+            _ => continue,
+        };
+        let whose = if module {
+            "its name".to_owned()
+        } else {
+            format!("the name {namespace}/{name} its chart renders beside it")
+        };
+        return Err(Violation::waivable(format!(
+            "{whose} is taken by {what}, and helm-controller adopts an existing object of the name it renders: it would rewrite that release into the {kind} module and uninstall what it runs; {way_out}, or leave {key} off (tenantModules.{key})"
+        )));
     }
+    Ok(adopted)
 }
 
 /// A create of another kind whose release takes a name Cozystack renders there: the name under
@@ -192,17 +212,8 @@ pub fn check_module_name(
     let Some(release) = subject.release.as_deref() else {
         return Ok(());
     };
-    let owner = tenant_release(subject.namespace);
     let (namespace, app) = (subject.namespace, subject.app);
-    let tenant_of = |(parent, owner): &(String, String)| {
-        let tenant = owner.strip_prefix(TENANT_RELEASE_PREFIX).unwrap_or(owner);
-        format!("Tenant {parent}/{tenant}")
-    };
-    let taken = |by: String, effect: String| {
-        Err(Violation::waivable(format!(
-            "{kind} {namespace}/{app}: its release {namespace}/{release} takes the name under which {by}, and helm-controller adopts an existing object of the name it renders, so {effect}; choose another name"
-        )))
-    };
+    let owner = tenant_release(namespace);
     let module_of = |key: &str| {
         eval.settings
             .tenant_modules
@@ -210,91 +221,101 @@ pub fn check_module_name(
             .find(|(k, _)| *k == key)
             .map(|(_, module)| module)
     };
+    // The settings' switches first, then the built-in rendered names: a name a switch renders
+    // counts while the switch is a module's (`tenantModules`) that the cluster serves; one
+    // rendered always, or by a package, while its kind is served.
+    let mut found = None;
     if let Some(module) = module_of(release)
-        && let Some(owner) = &owner
+        && owner.is_some()
     {
         if module == kind || !eval.serves(module)? {
             return Ok(());
         }
-        return taken(
-            format!(
-                "{} renders its {module} module (tenantModules.{release})",
-                tenant_of(owner)
-            ),
-            format!("turning {release} on would rewrite this {kind} into the {module} module"),
-        );
-    }
-    // A name a switch renders counts while the switch is a module's (`tenantModules`) that the
-    // cluster serves; one rendered always, or by a package, while its kind is served.
-    let mut rendering = None;
-    for r in builtin::rendered_as(release, namespace, owner.is_some()) {
-        let renderer = match r.when {
-            When::Switch(key) => module_of(key),
-            _ => r.kind.or(Some(kind)),
-        };
-        if r.kind != Some(kind) && renderer.map_or(Ok(false), |k| eval.serves(k))? {
-            rendering = Some(r);
-            break;
+        found = Some((Some(release), Some(module), None));
+    } else {
+        for r in builtin::rendered_as(release, namespace, owner.is_some()) {
+            let renderer = match r.when {
+                When::Switch(key) => module_of(key),
+                _ => r.kind.or(Some(kind)),
+            };
+            if r.kind != Some(kind) && renderer.map_or(Ok(false), |k| eval.serves(k))? {
+                let switch = match r.when {
+                    When::Switch(key) => Some(key),
+                    When::Always => Some(""),
+                    When::Package => None,
+                };
+                found = Some((switch, renderer, Some(r.kind.unwrap_or("HelmRelease"))));
+                break;
+            }
         }
     }
-    let Some(rendered) = rendering else {
+    // (the switch that renders it, "" for always and none for a package; the module kind; the
+    // kind of a name rendered beside the module)
+    let Some((switch, renderer, beside)) = found else {
         return Ok(());
     };
-    let by = rendered.by;
-    let what = rendered.kind.unwrap_or("HelmRelease");
-    match (rendered.when, &owner) {
-        (When::Always, Some(owner)) => taken(
-            format!("{} always renders its {what} ({by})", tenant_of(owner)),
-            format!("the Tenant's next reconcile would rewrite this {kind} into the {what}"),
-        ),
-        (When::Switch(key), Some(owner)) => {
-            let module = module_of(key).unwrap_or(key);
-            taken(
-                format!(
-                    "the {module} module of {} renders a {what} while {key} is on ({by})",
-                    tenant_of(owner)
-                ),
-                format!(
-                    "turning {key} on would rewrite this {kind} into that {what} and uninstall what it runs"
-                ),
-            )
+    let tenant = match &owner {
+        Some((parent, owner)) => {
+            let tenant = owner.strip_prefix(TENANT_RELEASE_PREFIX).unwrap_or(owner);
+            ["Tenant ", parent, "/", tenant].concat()
         }
-        _ => taken(
-            format!("the platform's optional {what} package renders its release ({by})"),
-            format!(
-                "enabling that package would rewrite this {kind} into the {what} and uninstall what it runs"
-            ),
-        ),
-    }
-}
-
-/// A switch turned on over an app of another kind that holds a name the module's chart renders
-/// beside the module (Monitoring's `monitoring-system`): helm-controller would adopt it into
-/// that release. One cached GET per such name; a release that is no app (the module's own
-/// leftover) or is being deleted frees the name.
-fn check_rendered_taken(eval: &Evaluation, namespace: &str, key: &str) -> Result<(), Violation> {
-    for rendered in builtin::RENDERED.iter().filter(|r| {
-        matches!(r.when, When::Switch(k) if k == key) && r.release != key && r.namespace.is_none()
-    }) {
-        let existing = eval.release(namespace, rendered.release)?;
-        let Some(meta) = existing.as_ref().as_ref().filter(|m| !m.terminating) else {
-            continue;
-        };
-        let Some(other) = AppIdentity::from_labels(&meta.labels, rendered.release) else {
-            continue;
-        };
-        if rendered.kind == Some(other.kind.as_str()) {
-            continue;
+        None => String::new(),
+    };
+    let renderer = renderer.unwrap_or_default();
+    // (what renders the name, the write that would render it, what this release would become)
+    let [by, trigger, into] = match (switch, beside) {
+        // A switch key: the module itself.
+        (Some(key), None) => [
+            [
+                &tenant,
+                " renders its ",
+                renderer,
+                " module (tenantModules.",
+                key,
+                ")",
+            ]
+            .concat(),
+            ["turning ", key, " on"].concat(),
+            ["the ", renderer, " module"].concat(),
+        ],
+        (Some(""), Some(what)) => [
+            [&tenant, " always renders its ", what].concat(),
+            "the Tenant's next reconcile".to_owned(),
+            ["the ", what].concat(),
+        ],
+        (Some(key), Some(what)) => [
+            [
+                "the ",
+                renderer,
+                " module of ",
+                &tenant,
+                " renders a ",
+                what,
+                " while ",
+                key,
+                " is on",
+            ]
+            .concat(),
+            ["turning ", key, " on"].concat(),
+            ["that ", what, " and uninstall what it runs"].concat(),
+        ],
+        (None, what) => {
+            let what = what.unwrap_or(renderer);
+            [
+                [
+                    "the platform's optional ",
+                    what,
+                    " package renders its release",
+                ]
+                .concat(),
+                "enabling that package".to_owned(),
+                ["the ", what, " and uninstall what it runs"].concat(),
+            ]
         }
-        let release = rendered.release;
-        return Err(Violation::waivable(format!(
-            "its chart renders HelmRelease {namespace}/{release} ({by}), and that name is taken by {kind} {namespace}/{app}: helm-controller adopts an existing object of the name it renders, so it would rewrite that release and uninstall what it runs; delete {kind} {namespace}/{app} (or create it anew under another name) first, or leave {key} off (tenantModules.{key})",
-            by = rendered.by,
-            kind = other.kind,
-            app = other.app,
-        )));
-    }
-    Ok(())
+    };
+    Err(Violation::waivable(format!(
+        "{kind} {namespace}/{app}: its release {namespace}/{release} takes the name under which {by}, and helm-controller adopts an existing object of the name it renders, so {trigger} would rewrite this {kind} into {into}; choose another name"
+    )))
 }
 
 /// Denies deleting, through the API, a protected module instance the Tenant chart renders:

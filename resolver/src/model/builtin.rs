@@ -93,8 +93,6 @@ pub struct RenderedName {
     /// The kind its app labels name; `None`: it is no app release.
     pub kind: Option<&'static str>,
     pub when: When,
-    /// The template that renders it, in Cozystack's repository.
-    pub by: &'static str,
 }
 
 /// When a rendered name is rendered.
@@ -116,11 +114,7 @@ pub fn rendered_as(
     tenant: bool,
 ) -> impl Iterator<Item = &'static RenderedName> {
     RENDERED.iter().filter(move |r| {
-        r.release == release
-            && match r.namespace {
-                Some(fixed) => fixed == namespace,
-                None => tenant,
-            }
+        r.release == release && r.namespace.map_or(tenant, |fixed| fixed == namespace)
     })
 }
 

@@ -21,7 +21,7 @@ pub type ByPosition<'a> = &'a dyn Fn(usize, usize) -> Ordering;
 /// Sorts `order`, positions in the caller's list, by `cmp`; equal items keep their order
 /// (positions break ties), so the result is a stable sort's.
 pub fn sort_positions(order: &mut [usize], cmp: ByPosition) {
-    order.sort_unstable_by(|&a, &b| cmp(a, b).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| cmp(a, b).then(a.cmp(&b)));
 }
 
 /// Brings the first `n` of `order` by `cmp` to its front, in order, without sorting the rest.
