@@ -562,14 +562,8 @@ fn a_switch_on_over_an_app_holding_a_name_its_module_renders_is_refused() {
     assert_allowed(&decide(&on, &snapshot), &[]);
 }
 
-#[test]
-fn switches_turned_off_together_are_judged_together() {
-    // tenant-a's Etcd beside its Monitoring, and a ComputePlane there that consumes both.
-    let mut snapshot = stock();
-    snapshot
-        .instances
-        .retain(|i| !(i.kind == "Kubernetes" && i.namespace == "tenant-a-b"));
-    snapshot.instances.retain(|i| i.kind != "Postgres");
+/// tenant-a runs an Etcd and provides etcd to its subtree, as the Tenant chart labels it.
+fn etcd_in_tenant_a(snapshot: &mut Snapshot) {
     for ns in snapshot
         .namespaces
         .iter_mut()
@@ -581,6 +575,17 @@ fn switches_turned_off_together_are_judged_together() {
     snapshot
         .instances
         .push(instance("Etcd", "tenant-a", "etcd"));
+}
+
+#[test]
+fn switches_turned_off_together_are_judged_together() {
+    // tenant-a's Etcd beside its Monitoring, and a ComputePlane there that consumes both.
+    let mut snapshot = stock();
+    snapshot
+        .instances
+        .retain(|i| !(i.kind == "Kubernetes" && i.namespace == "tenant-a-b"));
+    snapshot.instances.retain(|i| i.kind != "Postgres");
+    etcd_in_tenant_a(&mut snapshot);
     snapshot
         .instances
         .push(instance("ComputePlane", "tenant-a", "computeplane"));
@@ -637,17 +642,7 @@ fn switches_turned_off_together_are_judged_together() {
 fn a_switch_off_moves_the_consumers_whatever_else_sits_in_the_namespace() {
     // tenant-a provides etcd to its subtree; tenant-a-b runs a Kubernetes cluster on it.
     let mut snapshot = stock();
-    for ns in snapshot
-        .namespaces
-        .iter_mut()
-        .filter(|ns| ns.name.starts_with("tenant-a"))
-    {
-        ns.labels
-            .insert("namespace.cozystack.io/etcd".into(), "tenant-a".into());
-    }
-    snapshot
-        .instances
-        .push(instance("Etcd", "tenant-a", "etcd"));
+    etcd_in_tenant_a(&mut snapshot);
     let on = json!({"monitoring": true, "etcd": true});
     let off = json!({"monitoring": true});
     let refusal = "Tenant tenant-root/a: turning etcd off removes Etcd tenant-a/etcd: Etcd tenant-a/etcd is protected while it provides etcd to consumers: tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect)";

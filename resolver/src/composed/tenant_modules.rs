@@ -110,6 +110,16 @@ pub fn check_switches(
     Ok(())
 }
 
+/// What renders a name an app's release would take ([`check_module_name`]).
+enum By<'s> {
+    /// The Tenant chart while this switch is on (the module, or what its chart renders).
+    Switch(&'s str),
+    /// The Tenant chart whatever its values (`info`).
+    Always,
+    /// An optional package of the platform (BootBox).
+    Package,
+}
+
 /// A switch turned on makes the Tenant's chart render the HelmRelease `key` in the tenant's
 /// namespace, and the module's chart the names it renders beside it (Monitoring's
 /// `monitoring-system`: [`builtin::RENDERED`]). helm-controller v1.5.0, the version Cozystack
@@ -231,7 +241,7 @@ pub fn check_module_name(
         if module == kind || !eval.serves(module)? {
             return Ok(());
         }
-        found = Some((Some(release), Some(module), None));
+        found = Some((By::Switch(release), Some(module), None));
     } else {
         for r in builtin::rendered_as(release, namespace, owner.is_some()) {
             let renderer = match r.when {
@@ -239,19 +249,18 @@ pub fn check_module_name(
                 _ => r.kind.or(Some(kind)),
             };
             if r.kind != Some(kind) && renderer.map_or(Ok(false), |k| eval.serves(k))? {
-                let switch = match r.when {
-                    When::Switch(key) => Some(key),
-                    When::Always => Some(""),
-                    When::Package => None,
+                let by = match r.when {
+                    When::Switch(key) => By::Switch(key),
+                    When::Always => By::Always,
+                    When::Package => By::Package,
                 };
-                found = Some((switch, renderer, Some(r.kind.unwrap_or("HelmRelease"))));
+                found = Some((by, renderer, Some(r.kind.unwrap_or("HelmRelease"))));
                 break;
             }
         }
     }
-    // (the switch that renders it, "" for always and none for a package; the module kind; the
-    // kind of a name rendered beside the module)
-    let Some((switch, renderer, beside)) = found else {
+    // (what renders it; the module kind; the kind of a name rendered beside the module)
+    let Some((by_what, renderer, beside)) = found else {
         return Ok(());
     };
     let tenant = match &owner {
@@ -263,9 +272,9 @@ pub fn check_module_name(
     };
     let renderer = renderer.unwrap_or_default();
     // (what renders the name, the write that would render it, what this release would become)
-    let [by, trigger, into] = match (switch, beside) {
+    let [by, trigger, into] = match (by_what, beside) {
         // A switch key: the module itself.
-        (Some(key), None) => [
+        (By::Switch(key), None) => [
             [
                 &tenant,
                 " renders its ",
@@ -278,12 +287,15 @@ pub fn check_module_name(
             ["turning ", key, " on"].concat(),
             ["the ", renderer, " module"].concat(),
         ],
-        (Some(""), Some(what)) => [
-            [&tenant, " always renders its ", what].concat(),
-            "the Tenant's next reconcile".to_owned(),
-            ["the ", what].concat(),
-        ],
-        (Some(key), Some(what)) => [
+        (By::Always, what) => {
+            let what = what.unwrap_or(renderer);
+            [
+                [&tenant, " always renders its ", what].concat(),
+                "the Tenant's next reconcile".to_owned(),
+                ["the ", what].concat(),
+            ]
+        }
+        (By::Switch(key), Some(what)) => [
             [
                 "the ",
                 renderer,
@@ -299,7 +311,7 @@ pub fn check_module_name(
             ["turning ", key, " on"].concat(),
             ["that ", what, " and uninstall what it runs"].concat(),
         ],
-        (None, what) => {
+        (By::Package, what) => {
             let what = what.unwrap_or(renderer);
             [
                 [
