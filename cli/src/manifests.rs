@@ -1,9 +1,12 @@
 //! A change set as `kubectl apply -f` and Flux read it: files, folders (every `*.yaml`, `*.yml`
 //! and `*.json`, in name order, recursively) or standard input (`-`), each multi-document
-//! YAML or JSON, `kind: List` flattened into its items. Every document keeps where it came
-//! from, so a verdict or an error names the file and the document.
+//! YAML or JSON, `kind: List` flattened into its items. A folder with a `kustomization.yaml` is
+//! a kustomize unit, as Flux's kustomize-controller builds it: its objects are what `kustomize
+//! build` (or `kubectl kustomize`) makes of it, never its files read one by one. Every document
+//! keeps where it came from, so a verdict or an error names the file and the document.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -44,10 +47,40 @@ impl Manifest {
     }
 }
 
-/// The files a path stands for: itself, or a folder's manifests in name order, recursively.
-fn files(path: &Path) -> Result<Vec<PathBuf>, String> {
+/// The names kustomize reads a folder's kustomization from.
+const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// What a path stands for: a file, or a kustomize unit to build.
+#[derive(Debug, PartialEq)]
+enum Source {
+    File(PathBuf),
+    Kustomize(PathBuf),
+}
+
+/// The folder's kustomization file, if it is a kustomize unit.
+fn kustomization(dir: &Path) -> Option<PathBuf> {
+    KUSTOMIZATION_FILES
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|file| file.is_file())
+}
+
+/// The sources a path stands for: itself, a kustomize unit (a folder with a kustomization, or
+/// that file named), or a folder's manifests in name order, recursively, each folder below that
+/// is a kustomize unit built as one, as Flux builds a path without a kustomization of its own.
+fn files(path: &Path) -> Result<Vec<Source>, String> {
+    if path.is_dir() && kustomization(path).is_some() {
+        return Ok(vec![Source::Kustomize(path.to_owned())]);
+    }
     if !path.is_dir() {
-        return Ok(vec![path.to_owned()]);
+        let named = path.file_name().and_then(|n| n.to_str());
+        if named.is_some_and(|n| KUSTOMIZATION_FILES.contains(&n)) {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            return Ok(vec![Source::Kustomize(
+                dir.unwrap_or(Path::new(".")).to_owned(),
+            )]);
+        }
+        return Ok(vec![Source::File(path.to_owned())]);
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(|e| format!("{}: {e}", path.display()))?
@@ -62,10 +95,40 @@ fn files(path: &Path) -> Result<Vec<PathBuf>, String> {
             .extension()
             .is_some_and(|x| x == "yaml" || x == "yml" || x == "json")
         {
-            out.push(entry);
+            out.push(Source::File(entry));
         }
     }
     Ok(out)
+}
+
+/// The maintained builders of a kustomize unit, in the order they are tried: the program and
+/// the arguments before the folder.
+const BUILDERS: [(&str, &[&str]); 2] = [("kustomize", &["build"]), ("kubectl", &["kustomize"])];
+
+/// What the first builder found on `PATH` makes of `dir`; without one, one line saying how to
+/// pipe the build in. A builder that fails is the change set's error, with its own words.
+fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, String> {
+    let shown = dir.display();
+    for (program, args) in builders {
+        let output = match Command::new(program).args(*args).arg(dir).output() {
+            Ok(output) => output,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("{shown}: {program}: {e}")),
+        };
+        if !output.status.success() {
+            let said = String::from_utf8_lossy(&output.stderr);
+            return Err(format!(
+                "{shown}: `{program} {} {shown}` failed: {}",
+                args.join(" "),
+                said.trim()
+            ));
+        }
+        return String::from_utf8(output.stdout)
+            .map_err(|e| format!("{shown}: {program} wrote no UTF-8: {e}"));
+    }
+    Err(format!(
+        "{shown} is a kustomize unit (it holds a kustomization) and neither kustomize nor kubectl is on PATH to build it: check what it builds, `kustomize build {shown} | cozystack-policy check -` (or `kubectl kustomize {shown}`, or `flux build kustomization NAME --path {shown}`)"
+    ))
 }
 
 /// Every manifest of `paths`, in order. A document that is not an object with apiVersion, kind
@@ -73,20 +136,35 @@ fn files(path: &Path) -> Result<Vec<PathBuf>, String> {
 pub fn read(paths: &[PathBuf]) -> Result<Vec<Manifest>, String> {
     let mut manifests = Vec::new();
     for path in paths {
-        for file in files(path)? {
-            let (name, text) = if file == Path::new("-") {
-                let text = std::io::read_to_string(std::io::stdin())
-                    .map_err(|e| format!("standard input: {e}"))?;
-                ("-".to_owned(), text)
-            } else {
-                let text = std::fs::read_to_string(&file)
-                    .map_err(|e| format!("{}: {e}", file.display()))?;
-                (file.display().to_string(), text)
+        for source in files(path)? {
+            let (name, text) = match source {
+                Source::File(file) if file == Path::new("-") => {
+                    let text = std::io::read_to_string(std::io::stdin())
+                        .map_err(|e| format!("standard input: {e}"))?;
+                    ("-".to_owned(), text)
+                }
+                Source::File(file) => {
+                    let text = std::fs::read_to_string(&file)
+                        .map_err(|e| format!("{}: {e}", file.display()))?;
+                    (file.display().to_string(), text)
+                }
+                Source::Kustomize(dir) => (
+                    format!("{} (built)", dir.display()),
+                    build(&dir, &BUILDERS)?,
+                ),
             };
             manifests.extend(parse(&name, &text)?);
         }
     }
     Ok(manifests)
+}
+
+/// A kustomize configuration document (`kustomize.config.k8s.io`: Kustomization, Component):
+/// what a builder reads, never an object the API server is sent.
+fn is_kustomize_config(object: &Value) -> bool {
+    object["apiVersion"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("kustomize.config.k8s.io/"))
 }
 
 /// The manifests of one file's text; `name` is how errors and origins name the file.
@@ -97,6 +175,7 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<Manifest>, String> {
         let value = Value::deserialize(document).map_err(|e| format!("{origin}: {e}"))?;
         match value {
             Value::Null => {}
+            v if is_kustomize_config(&v) => {}
             v if v["kind"] == "List" && v["items"].is_array() => {
                 let items = v["items"].as_array().cloned().unwrap_or_default();
                 for (j, object) in items.into_iter().enumerate() {
@@ -139,6 +218,109 @@ fn checked(manifest: Manifest) -> Result<Manifest, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fresh folder under the target directory's temporary space.
+    fn folder(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("cozystack-manifests-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        dir
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap_or(Path::new("."))).unwrap();
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
+    const KUSTOMIZATION: &str = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [tenant.yaml]\n";
+
+    #[test]
+    fn a_folder_with_a_kustomization_is_one_unit_to_build() {
+        // A Flux repository: plain manifests beside an overlay, as Flux builds a path.
+        let repo = folder("repo");
+        write(
+            &repo.join("a.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n",
+        );
+        write(&repo.join("tenants/acme/kustomization.yaml"), KUSTOMIZATION);
+        write(&repo.join("tenants/acme/tenant.yaml"), "kind: Tenant\n");
+        let overlay = repo.join("tenants/acme");
+        assert_eq!(
+            files(&repo).unwrap(),
+            [
+                Source::File(repo.join("a.yaml")),
+                Source::Kustomize(overlay.clone())
+            ]
+        );
+        assert_eq!(
+            files(&overlay).unwrap(),
+            [Source::Kustomize(overlay.clone())]
+        );
+        // Naming the kustomization itself names its folder.
+        assert_eq!(
+            files(&overlay.join("kustomization.yaml")).unwrap(),
+            [Source::Kustomize(overlay.clone())]
+        );
+        // Without a builder: one line saying how to pipe the build in, never "has no name".
+        let err = build(&overlay, &[("no-such-kustomize-builder", &["build"])]).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{o} is a kustomize unit (it holds a kustomization) and neither kustomize nor kubectl is on PATH to build it: check what it builds, `kustomize build {o} | cozystack-policy check -` (or `kubectl kustomize {o}`, or `flux build kustomization NAME --path {o}`)",
+                o = overlay.display()
+            )
+        );
+        std::fs::remove_dir_all(&repo).ok();
+    }
+
+    #[test]
+    fn a_builder_s_output_is_the_change_set_and_its_failure_the_error() {
+        let dir = folder("builder");
+        let builder = dir.join("builder.sh");
+        // Stands in for `kustomize build DIR`: prints DIR's built.yaml, fails without one.
+        write(
+            &builder,
+            "#!/bin/sh\ncat \"$2/built.yaml\" || { echo \"no built.yaml in $2\" >&2; exit 1; }\n",
+        );
+        let mut permissions = std::fs::metadata(&builder).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&builder, permissions).unwrap();
+        let program = builder.display().to_string();
+        let overlay = dir.join("overlay");
+        write(&overlay.join("kustomization.yaml"), KUSTOMIZATION);
+        let err = build(&overlay, &[(program.as_str(), &["build"])]).unwrap_err();
+        assert!(
+            err.starts_with(&format!(
+                "{o}: `{program} build {o}` failed: ",
+                o = overlay.display()
+            )) && err.ends_with(&format!("no built.yaml in {}", overlay.display())),
+            "{err}"
+        );
+        write(
+            &overlay.join("built.yaml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: built}\n",
+        );
+        let text = build(&overlay, &[(program.as_str(), &["build"])]).unwrap();
+        let manifests = parse(&format!("{} (built)", overlay.display()), &text).unwrap();
+        assert_eq!(manifests.len(), 1);
+        assert_eq!(manifests[0].reference(), "Namespace built");
+        assert_eq!(
+            manifests[0].origin,
+            format!("{} (built), document 1", overlay.display())
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn kustomize_configuration_is_no_object() {
+        let text = format!(
+            "{KUSTOMIZATION}---\napiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: a}}\n"
+        );
+        let manifests = parse("kustomization.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(manifests.len(), 1);
+        assert_eq!(manifests[0].origin, "kustomization.yaml, document 3");
+    }
 
     #[test]
     fn documents_are_named_by_file_and_position() {

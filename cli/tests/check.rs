@@ -467,6 +467,32 @@ fn an_unusable_input_is_exit_2_naming_it() {
         )
     );
 
+    // A Flux overlay is built, never read file by file ("Kustomization has no metadata.name");
+    // with no builder on PATH, one line says how to pipe its build in.
+    let overlay = scratch("overlay");
+    std::fs::create_dir_all(&overlay).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [tenant.yaml]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(overlay.join("tenant.yaml"), TENANT_COMMIT).unwrap_or_else(|e| panic!("{e}"));
+    let shown = overlay.to_str().unwrap_or_default();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cozystack-policy"));
+    command
+        .current_dir(workspace())
+        .env("PATH", scratch("no-builders"))
+        .arg("check")
+        .args(args(&[&[shown], DUMP, ALICE]));
+    let out = command.output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "error: {shown} is a kustomize unit (it holds a kustomization) and neither kustomize nor kubectl is on PATH to build it: check what it builds, `kustomize build {shown} | cozystack-policy check -` (or `kubectl kustomize {shown}`, or `flux build kustomization NAME --path {shown}`)\n"
+        )
+    );
+
     // Offline, who applies must be said.
     let commit = write("who.yaml", TENANT_COMMIT);
     let out = check(&args(&[&[commit.to_str().unwrap_or_default()], DUMP]), None);
