@@ -569,13 +569,41 @@ impl Report {
     }
 
     /// Exit 0 when every write is admitted, 1 when one is refused, 2 when one cannot be made.
-    pub fn exit_code(&self) -> u8 {
+    /// 2 when a write cannot be made, 1 when one is refused; else 0, or `warn` when one was
+    /// admitted with a warning and the caller asked warnings to fail (under the stock
+    /// `platformWriters: warn`, every protection problem Flux would cause is a warning).
+    pub fn exit_code(&self, warn: Option<u8>) -> u8 {
         if self.count(Outcome::Error) > 0 {
             2
         } else if self.count(Outcome::Denied) > 0 {
             1
+        } else if self.count(Outcome::Warn) > 0 {
+            warn.unwrap_or(0)
         } else {
             0
+        }
+    }
+
+    /// The report of a change set that cannot be read: one error naming where, so a CI system
+    /// that reads the JUnit file shows why the check stopped.
+    pub fn unreadable(error: &str) -> Report {
+        // Errors name their file first (`path, document N: …`, `path: …`).
+        let origin = error.split(": ").next().unwrap_or(error);
+        Report {
+            steps: vec![Step {
+                origin: origin
+                    .split(", document")
+                    .next()
+                    .unwrap_or(origin)
+                    .to_owned(),
+                reference: "the change set".to_owned(),
+                operation: "",
+                outcome: Outcome::Error,
+                message: Some(error.to_owned()),
+                warnings: Vec::new(),
+                request: None,
+                response: None,
+            }],
         }
     }
 

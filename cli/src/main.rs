@@ -165,9 +165,15 @@ struct CheckArgs {
     namespace: Option<String>,
     #[command(flatten)]
     evaluation: EvaluationArgs,
-    /// `text` for a person, `json` with every request and response, `junit` for CI reports.
+    /// `text` for a person, `json` with every request and response, `junit` for CI reports
+    /// (written even when the change set cannot be read: one error naming the file).
     #[arg(long, value_enum, default_value_t = CheckOutput::Text)]
     output: CheckOutput,
+    /// Exit with this code when nothing is refused but a write was admitted with a warning
+    /// (as kyverno's --warn-exit-code): under the stock `platformWriters: warn`, what Flux
+    /// would break is a warning, and a gate should fail on it.
+    #[arg(long, value_name = "CODE")]
+    warn_exit_code: Option<u8>,
     /// Write each judged request (NNNN.request.json, an AdmissionReview) and the cluster it was
     /// judged on (NNNN.cluster.yaml) here: `run NNNN.request.json --dump NNNN.cluster.yaml`
     /// gives that verdict again. For small change sets: each cluster is written whole.
@@ -352,8 +358,17 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
 fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
     let started = Instant::now();
     // The input first: a change set that cannot be read is refused before any cluster is.
-    let mut applies = manifests::read(&args.paths)?;
-    let mut deletes = manifests::read(&args.delete)?;
+    let read = manifests::read(&args.paths)
+        .and_then(|applies| manifests::read(&args.delete).map(|deletes| (applies, deletes)));
+    let (mut applies, mut deletes) = match read {
+        Ok(read) => read,
+        Err(error) if matches!(args.output, CheckOutput::Junit) => {
+            emit(&check::Report::unreadable(&error).junit())?;
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => return Err(error),
+    };
     if let Some(ns) = &args.namespace {
         for manifest in applies.iter_mut().chain(deletes.iter_mut()) {
             if manifest.namespace().is_none() && manifest.kind() != "Namespace" {
@@ -432,7 +447,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
         CheckOutput::Json => emit(&json(&report.json(&identity))?)?,
         CheckOutput::Junit => emit(&report.junit())?,
     }
-    Ok(ExitCode::from(report.exit_code()))
+    Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
 }
 
 fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {

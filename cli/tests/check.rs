@@ -320,6 +320,15 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
         )
     );
 
+    // A gate that fails on warnings: the same change set, nothing refused, exits with the code
+    // asked for, as kyverno's --warn-exit-code.
+    let gate = check(
+        &args(&[&[off_first], DUMP, FLUX, &["--warn-exit-code", "3"]]),
+        None,
+    );
+    assert_eq!(gate.code, Some(3), "{}", gate.stderr);
+    assert_eq!(gate.stdout, out.stdout);
+
     // The consumer first: the switch-off names it among the consumers.
     let out = check(&args(&[&[bucket_first], DUMP, FLUX]), None);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -452,6 +461,27 @@ fn an_unusable_input_is_exit_2_naming_it() {
         out.stderr
     );
     assert!(out.stdout.is_empty());
+    // A CI system reading JUnit gets one error naming the file and what is wrong there.
+    let junit = check(&args(&[&[bad], DUMP, ALICE, &["--output", "junit"]]), None);
+    assert_eq!(junit.code, Some(2));
+    let error = junit
+        .stderr
+        .strip_prefix("error: ")
+        .unwrap_or_default()
+        .trim_end();
+    assert!(
+        error.starts_with(&format!("{bad}, document 2: ")),
+        "{error}"
+    );
+    assert!(
+        junit.stdout.contains(
+            "<testsuite name=\"cozystack-capabilities\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\">"
+        ) && junit.stdout.contains(&format!(
+            "<testcase classname=\"{bad}\" name=\"the change set\">\n      <error type=\"unusable\" message=\""
+        )) && junit.stdout.contains("document 2: "),
+        "{}",
+        junit.stdout
+    );
 
     let nameless = write(
         "nameless.yaml",
