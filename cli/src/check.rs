@@ -5,13 +5,14 @@
 //! applied to the in-memory cluster as the platform writes it ([`crate::writes`]) before the next
 //! is judged. A refused write is not applied.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
 use cozystack_resolver::Settings;
 use cozystack_resolver::request::APPS_GROUP;
 use cozystack_resolver::settings::TenantModules;
+use cozystack_resolver::tenant;
 use serde_json::{Map, Value, json};
 
 use crate::manifests::Manifest;
@@ -95,6 +96,9 @@ pub enum Outcome {
     Absent,
     /// The write cannot be made at all (a kind the cluster does not serve).
     Error,
+    /// The API server refuses it before admission (its namespace does not exist yet): the
+    /// change set fails there, whatever the policy would say.
+    Rejected,
 }
 
 impl Outcome {
@@ -106,6 +110,7 @@ impl Outcome {
             Outcome::NotJudged => "SKIPPED",
             Outcome::Absent => "ABSENT",
             Outcome::Error => "ERROR",
+            Outcome::Rejected => "REJECTED",
         }
     }
 }
@@ -234,6 +239,8 @@ type Applies = Box<dyn Fn(Value) -> Effect>;
 
 /// The state and what it needs to judge and apply each write.
 struct Judge<'a> {
+    /// The namespaces the change set makes, and the Tenants whose release will make one.
+    namespaces: Namespaces,
     policy: &'a Policy,
     settings: &'a Value,
     modules: TenantModules,
@@ -319,6 +326,11 @@ impl Judge<'_> {
                 ),
                 None,
             ));
+        }
+        if let Some(namespace) = namespace.filter(|_| needs_namespace && !delete)
+            && let Some(refusal) = self.namespaces.missing(namespace)
+        {
+            return Err(Unjudged(Outcome::Rejected, refusal, None));
         }
         let (group, version) = manifest
             .api_version()
@@ -454,6 +466,70 @@ impl Judge<'_> {
     }
 }
 
+/// Where a change set's namespaced objects can land when Flux applies it.
+struct Namespaces {
+    /// Those the cluster holds before the change set, and those it applies: kustomize-controller
+    /// applies Namespaces in its first stage, before anything namespaced (fluxcd/pkg `ssa`,
+    /// `ApplyAllStaged`). A namespace a Tenant's release renders comes later: helm-controller
+    /// reconciles the release after Flux has applied the whole change set.
+    made: BTreeSet<String>,
+    /// A tenant namespace and the Tenant of the change set whose release makes it.
+    tenants: BTreeMap<String, String>,
+}
+
+impl Namespaces {
+    fn of(applies: &[Manifest], cluster: &ClusterObjects) -> Namespaces {
+        let live = cluster
+            .keys()
+            .filter(|(api, kind, ..)| api == "v1" && kind == "Namespace")
+            .map(|(.., name)| name.clone());
+        let made = applies
+            .iter()
+            .filter(|m| m.kind() == "Namespace")
+            .map(|m| m.name().to_owned())
+            .chain(live)
+            .collect();
+        let tenants = applies
+            .iter()
+            .filter(|m| m.kind() == "Tenant" && m.api_version().starts_with("apps.cozystack.io/"))
+            .filter_map(|m| {
+                let child = tenant::tenant_namespace(m.namespace()?, m.name())?;
+                Some((
+                    child,
+                    format!(
+                        "Tenant {} ({})",
+                        m.reference().trim_start_matches("Tenant "),
+                        m.origin
+                    ),
+                ))
+            })
+            .collect();
+        Namespaces { made, tenants }
+    }
+
+    /// Why an object in `namespace` is refused before admission, if it is: the namespace is
+    /// not in the cluster and the change set does not make it. The API servers' own admission
+    /// refuses it (NamespaceLifecycle: kube-apiserver's, and cozystack-api's, which keeps the
+    /// generic apiserver's default plugins, `pkg/cmd/server/start.go`). A Tenant's namespace is
+    /// made by the Tenant chart once its release reconciles, after the change set is applied.
+    fn missing(&self, namespace: &str) -> Option<String> {
+        if self.made.contains(namespace) {
+            return None;
+        }
+        let refused = format!(
+            "namespace {namespace} does not exist when Flux applies this, so the API server refuses it before admission (namespaces \"{namespace}\" not found)"
+        );
+        Some(match self.tenants.get(namespace) {
+            Some(tenant) => format!(
+                "{refused}: {tenant} makes it only once its release reconciles; apply this from a second Flux Kustomization with spec.dependsOn naming the one that applies the Tenant (and spec.wait: true there), or after the Tenant is Ready"
+            ),
+            None => format!(
+                "{refused}: create the namespace first (for a tenant's, its Tenant), or apply this from a Flux Kustomization that dependsOn the one that makes it"
+            ),
+        })
+    }
+}
+
 /// Judges `changes` in order against `cluster` as `identity` under `settings`; `observe` sees
 /// each request and the cluster it is judged on.
 pub fn run<'a>(
@@ -470,6 +546,7 @@ pub fn run<'a>(
         .map_err(|e| format!("settings: {e}"))?;
     let kinds = Kinds::read(&cluster);
     let mut judge = Judge {
+        namespaces: Namespaces::of(&changes.applies, &cluster),
         policy,
         settings,
         modules,
@@ -575,7 +652,7 @@ impl Report {
     pub fn exit_code(&self, warn: Option<u8>) -> u8 {
         if self.count(Outcome::Error) > 0 {
             2
-        } else if self.count(Outcome::Denied) > 0 {
+        } else if self.count(Outcome::Denied) + self.count(Outcome::Rejected) > 0 {
             1
         } else if self.count(Outcome::Warn) > 0 {
             warn.unwrap_or(0)
@@ -628,7 +705,7 @@ impl Report {
             for warning in &step.warnings {
                 line.push_str(&format!(" | warning: {warning}"));
             }
-            if step.outcome == Outcome::Denied {
+            if matches!(step.outcome, Outcome::Denied | Outcome::Rejected) {
                 line.push_str(" | not applied: the manifests after it are judged without it");
             }
             out.push_str(&line);
@@ -645,6 +722,12 @@ impl Report {
             self.count(Outcome::Absent),
             self.count(Outcome::Error),
         ));
+        let rejected = self.count(Outcome::Rejected);
+        if rejected > 0 {
+            out.push_str(&format!(
+                "{rejected} refused by the API server before admission\n"
+            ));
+        }
         out
     }
 
@@ -665,7 +748,7 @@ impl Report {
             "summary": {"manifests": self.steps.len(), "allowed": self.count(Outcome::Allowed),
                 "warn": self.count(Outcome::Warn), "denied": self.count(Outcome::Denied),
                 "notJudged": self.count(Outcome::NotJudged), "absent": self.count(Outcome::Absent),
-                "errors": self.count(Outcome::Error)}})
+                "errors": self.count(Outcome::Error), "rejected": self.count(Outcome::Rejected)}})
     }
 
     /// JUnit XML: one test case per manifest (a denial a failure, a write that cannot be made
@@ -687,7 +770,7 @@ impl Report {
         let mut out = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cozystack-policy check\" tests=\"{n}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\">\n  <testsuite name=\"cozystack-capabilities\" tests=\"{n}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\">\n",
             n = self.steps.len(),
-            f = self.count(Outcome::Denied),
+            f = self.count(Outcome::Denied) + self.count(Outcome::Rejected),
             e = self.count(Outcome::Error),
             s = self.count(Outcome::NotJudged) + self.count(Outcome::Absent),
         );
@@ -709,6 +792,9 @@ impl Report {
                 )),
                 Outcome::Error => out.push_str(&format!(
                     "      <error type=\"unusable\" message=\"{message}\">{message}</error>\n"
+                )),
+                Outcome::Rejected => out.push_str(&format!(
+                    "      <failure type=\"rejected\" message=\"{message}\">{message}</failure>\n"
                 )),
                 Outcome::NotJudged | Outcome::Absent => {
                     out.push_str(&format!("      <skipped message=\"{message}\"/>\n"))

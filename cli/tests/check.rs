@@ -160,7 +160,7 @@ fn a_change_set_is_judged_in_order_as_admission_would() {
     assert_eq!(steps[3]["outcome"], "notJudged");
     assert_eq!(
         report["summary"],
-        json!({"manifests": 4, "allowed": 2, "warn": 0, "denied": 1, "notJudged": 1, "absent": 0, "errors": 0})
+        json!({"manifests": 4, "allowed": 2, "warn": 0, "denied": 1, "notJudged": 1, "absent": 0, "errors": 0, "rejected": 0})
     );
 
     // Byte for byte the module's answer: each saved request, on the cluster it was judged on,
@@ -443,6 +443,49 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
             format!("DENIED   DELETE Monitoring tenant-ktj/monitoring ({inventory}, inventory entry 1): {consumed} | not applied: the manifests after it are judged without it").as_str(),
         ]
     );
+}
+
+#[test]
+fn a_new_tenant_s_apps_wait_for_its_namespace() {
+    // One Kustomization with a new Tenant and an app inside it: the Tenant chart makes
+    // tenant-shop only once tenant-root/tenant-shop reconciles, so the API server refuses the
+    // Postgres before any admission (NamespaceLifecycle), and the change set fails there.
+    let set = write(
+        "new-tenant.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: shop, namespace: tenant-root}\nspec: {}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-shop}\nspec: {}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    let out = check(&args(&[&[set], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("ALLOWED  CREATE Tenant tenant-root/shop"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        lines[1],
+        format!(
+            "REJECTED Postgres tenant-shop/db ({set}, document 2): namespace tenant-shop does not exist when Flux applies this, so the API server refuses it before admission (namespaces \"tenant-shop\" not found): Tenant tenant-root/shop ({set}, document 1) makes it only once its release reconciles; apply this from a second Flux Kustomization with spec.dependsOn naming the one that applies the Tenant (and spec.wait: true there), or after the Tenant is Ready | not applied: the manifests after it are judged without it"
+        )
+    );
+    assert!(
+        out.stdout
+            .ends_with("1 refused by the API server before admission\n"),
+        "{}",
+        out.stdout
+    );
+    // The Namespace in the change set itself is applied first (Flux's first stage), wherever
+    // it stands in the files.
+    let set = write(
+        "namespace-after.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: lab}\nspec: {}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: lab}\n",
+    );
+    let out = check(
+        &args(&[&[set.to_str().unwrap_or_default()], DUMP, FLUX]),
+        None,
+    );
+    assert!(!out.stdout.contains("REJECTED"), "{}", out.stdout);
 }
 
 #[test]
