@@ -286,6 +286,17 @@ impl Judge<'_> {
                     self.kinds = Kinds::read(self.cluster.cluster());
                 }
             }
+            // helm-controller's finalizer keeps a deleted release, terminating, until it has
+            // uninstalled it (fluxcd/helm-controller v1.5.0, `reconcileDelete`): after Flux has
+            // applied the whole change set. The manifests after it see it terminating (the
+            // policy counts terminating consumers), and nothing it rendered goes yet. A release
+            // no controller has handled (made by this change set) has no finalizer and goes.
+            Effect::RemoveRelease(mut release) if has_finalizers(&release) => {
+                if release.pointer("/metadata/deletionTimestamp").is_none() {
+                    release["metadata"]["deletionTimestamp"] = json!(DELETION_TIMESTAMP);
+                    self.cluster.put(release);
+                }
+            }
             Effect::RemoveRelease(release) => writes::remove_release(&mut self.cluster, &release),
             Effect::RemoveNamespace(ns) => writes::remove_namespace(&mut self.cluster, &ns),
         }
@@ -464,6 +475,16 @@ impl Judge<'_> {
             response: Some(response),
         })
     }
+}
+
+/// The deletion time a release deleted by the change set shows while it is terminating.
+const DELETION_TIMESTAMP: &str = "2026-01-01T00:00:00Z";
+
+fn has_finalizers(object: &Value) -> bool {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
 }
 
 /// Where a change set's namespaced objects can land when Flux applies it.

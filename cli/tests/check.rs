@@ -489,6 +489,56 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
 }
 
 #[test]
+fn a_deleted_release_stays_terminating_while_the_change_set_is_applied() {
+    // Flux prunes the consumer, then the provider: helm-controller's finalizer keeps the
+    // Kubernetes release, terminating, until it has uninstalled it, after the whole change set,
+    // so the policy still counts it when the Etcd release is deleted.
+    let consumer = write(
+        "prune-consumer.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Kubernetes\nmetadata: {name: dev, namespace: tenant-ktj-htdev}\n",
+    );
+    let provider = write(
+        "prune-provider.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: etcd, namespace: tenant-ktj}\n",
+    );
+    // What the change set still applies: nothing the policy judges.
+    let kept = write(
+        "prune-kept.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes, namespace: tenant-ktj}\n",
+    );
+    let (consumer, provider, kept) = (
+        consumer.to_str().unwrap_or_default(),
+        provider.to_str().unwrap_or_default(),
+        kept.to_str().unwrap_or_default(),
+    );
+    let out = check(
+        &args(&[
+            &["--delete", consumer, "--delete", provider],
+            &[kept],
+            DUMP,
+            FLUX,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines[1],
+        format!("ALLOWED  DELETE Kubernetes tenant-ktj-htdev/dev ({consumer}, document 1)"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        lines[2],
+        format!(
+            "WARN     DELETE HelmRelease tenant-ktj/etcd ({provider}, document 1) | warning: Etcd tenant-ktj/etcd is protected while it provides etcd to consumers: tenant-ktj-htdev/dev (Kubernetes) terminating; delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect) (admitted because system:serviceaccount:cozy-fluxcd:flux is a platform writer and platformWriters is warn)"
+        ),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
 fn an_unusable_input_is_exit_2_naming_it() {
     let bad = write(
         "bad.yaml",
