@@ -5,16 +5,16 @@
 //! applied to the in-memory cluster as the platform writes it ([`crate::writes`]) before the next
 //! is judged. A refused write is not applied.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
 use cozystack_resolver::Settings;
 use cozystack_resolver::request::APPS_GROUP;
 use cozystack_resolver::settings::TenantModules;
-use cozystack_resolver::tenant;
 use serde_json::{Map, Value, json};
 
+use crate::apiserver;
 use crate::manifests::Manifest;
 use crate::state::State;
 use crate::writes::{self, Kinds, RELEASE_API, Served};
@@ -240,7 +240,7 @@ type Applies = Box<dyn Fn(Value) -> Effect>;
 /// The state and what it needs to judge and apply each write.
 struct Judge<'a> {
     /// The namespaces the change set makes, and the Tenants whose release will make one.
-    namespaces: Namespaces,
+    namespaces: apiserver::Namespaces,
     policy: &'a Policy,
     settings: &'a Value,
     modules: TenantModules,
@@ -338,11 +338,6 @@ impl Judge<'_> {
                 None,
             ));
         }
-        if let Some(namespace) = namespace.filter(|_| needs_namespace && !delete)
-            && let Some(refusal) = self.namespaces.missing(namespace)
-        {
-            return Err(Unjudged(Outcome::Rejected, refusal, None));
-        }
         let (group, version) = manifest
             .api_version()
             .rsplit_once('/')
@@ -375,6 +370,19 @@ impl Judge<'_> {
                 Surface::Application => {
                     let served = self.served(manifest)?;
                     let release = served.release(cluster, namespace.unwrap_or_default(), name);
+                    // cozystack-api validates a new Application before its admission chain.
+                    if release.is_none()
+                        && !delete
+                        && let Some(refusal) = apiserver::application_refusal(
+                            &served.kind,
+                            &served.prefix,
+                            namespace.unwrap_or_default(),
+                            name,
+                            &manifest.object["spec"],
+                        )
+                    {
+                        return Err(Unjudged(Outcome::Rejected, refusal, None));
+                    }
                     let live = release
                         .as_ref()
                         .map(|hr| served.application_of(hr, manifest.api_version()));
@@ -385,6 +393,11 @@ impl Judge<'_> {
                     (plural, live, removed, Box::new(put))
                 }
             };
+        if let Some(namespace) = namespace.filter(|_| needs_namespace && !delete)
+            && let Some(refusal) = self.namespaces.missing(namespace)
+        {
+            return Err(Unjudged(Outcome::Rejected, refusal, None));
+        }
         let gvr = (
             group.to_owned(),
             version.to_owned(),
@@ -487,70 +500,6 @@ fn has_finalizers(object: &Value) -> bool {
         .is_some_and(|f| !f.is_empty())
 }
 
-/// Where a change set's namespaced objects can land when Flux applies it.
-struct Namespaces {
-    /// Those the cluster holds before the change set, and those it applies: kustomize-controller
-    /// applies Namespaces in its first stage, before anything namespaced (fluxcd/pkg `ssa`,
-    /// `ApplyAllStaged`). A namespace a Tenant's release renders comes later: helm-controller
-    /// reconciles the release after Flux has applied the whole change set.
-    made: BTreeSet<String>,
-    /// A tenant namespace and the Tenant of the change set whose release makes it.
-    tenants: BTreeMap<String, String>,
-}
-
-impl Namespaces {
-    fn of(applies: &[Manifest], cluster: &ClusterObjects) -> Namespaces {
-        let live = cluster
-            .keys()
-            .filter(|(api, kind, ..)| api == "v1" && kind == "Namespace")
-            .map(|(.., name)| name.clone());
-        let made = applies
-            .iter()
-            .filter(|m| m.kind() == "Namespace")
-            .map(|m| m.name().to_owned())
-            .chain(live)
-            .collect();
-        let tenants = applies
-            .iter()
-            .filter(|m| m.kind() == "Tenant" && m.api_version().starts_with("apps.cozystack.io/"))
-            .filter_map(|m| {
-                let child = tenant::tenant_namespace(m.namespace()?, m.name())?;
-                Some((
-                    child,
-                    format!(
-                        "Tenant {} ({})",
-                        m.reference().trim_start_matches("Tenant "),
-                        m.origin
-                    ),
-                ))
-            })
-            .collect();
-        Namespaces { made, tenants }
-    }
-
-    /// Why an object in `namespace` is refused before admission, if it is: the namespace is
-    /// not in the cluster and the change set does not make it. The API servers' own admission
-    /// refuses it (NamespaceLifecycle: kube-apiserver's, and cozystack-api's, which keeps the
-    /// generic apiserver's default plugins, `pkg/cmd/server/start.go`). A Tenant's namespace is
-    /// made by the Tenant chart once its release reconciles, after the change set is applied.
-    fn missing(&self, namespace: &str) -> Option<String> {
-        if self.made.contains(namespace) {
-            return None;
-        }
-        let refused = format!(
-            "namespace {namespace} does not exist when Flux applies this, so the API server refuses it before admission (namespaces \"{namespace}\" not found)"
-        );
-        Some(match self.tenants.get(namespace) {
-            Some(tenant) => format!(
-                "{refused}: {tenant} makes it only once its release reconciles; apply this from a second Flux Kustomization with spec.dependsOn naming the one that applies the Tenant (and spec.wait: true there), or after the Tenant is Ready"
-            ),
-            None => format!(
-                "{refused}: create the namespace first (for a tenant's, its Tenant), or apply this from a Flux Kustomization that dependsOn the one that makes it"
-            ),
-        })
-    }
-}
-
 /// Judges `changes` in order against `cluster` as `identity` under `settings`; `observe` sees
 /// each request and the cluster it is judged on.
 pub fn run<'a>(
@@ -567,7 +516,7 @@ pub fn run<'a>(
         .map_err(|e| format!("settings: {e}"))?;
     let kinds = Kinds::read(&cluster);
     let mut judge = Judge {
-        namespaces: Namespaces::of(&changes.applies, &cluster),
+        namespaces: apiserver::Namespaces::of(&changes.applies, &cluster),
         policy,
         settings,
         modules,

@@ -3,6 +3,7 @@
 //! object of a cluster, read from a dump or live through kube-rs, kwctl's packaging verbs, and
 //! cosign's signing verbs.
 
+pub mod apiserver;
 pub mod check;
 pub mod evaluate;
 pub mod live;

@@ -475,6 +475,21 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
         "{}",
         out.stdout
     );
+    // cozystack-api validates a new Application's name before its admission chain: the policy
+    // never sees a Tenant whose name its chart cannot split.
+    let set = write(
+        "dashed-tenant.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: my-shop, namespace: tenant-root}\nspec: {}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    let out = check(&args(&[&[set], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(
+        out.stdout.lines().next().unwrap_or_default(),
+        format!(
+            "REJECTED Tenant tenant-root/my-shop ({set}, document 1): cozystack-api refuses it before admission: Tenant.apps.cozystack.io \"my-shop\" is invalid: metadata.name: Invalid value: \"my-shop\": tenant names must start with a lowercase letter and contain only lowercase letters and digits; dashes are not allowed | not applied: the manifests after it are judged without it"
+        )
+    );
     // The Namespace in the change set itself is applied first (Flux's first stage), wherever
     // it stands in the files.
     let set = write(

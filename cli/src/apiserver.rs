@@ -1,0 +1,204 @@
+//! What the API servers refuse before any admission webhook, so that `check` does not report a
+//! write the policy would admit but the cluster never takes: cozystack-api's own validation of a
+//! new Application (`pkg/registry/apps/application/rest.go`, `Create`: the name's format and
+//! length, a Tenant's namespace, reserved values keys, checked before it runs the admission
+//! chain), and NamespaceLifecycle, which kube-apiserver and cozystack-api (the generic
+//! apiserver's default plugins, `pkg/cmd/server/start.go`) both run. Cozystack 3c780acd.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_resolver::tenant;
+use serde_json::Value;
+
+use crate::manifests::Manifest;
+
+/// Helm's release name limit, which cozystack-api holds `<prefix><name>` to.
+const MAX_RELEASE_NAME: usize = 53;
+/// A namespace name's limit (a DNS-1123 label), which a Tenant's computed namespace must fit.
+const MAX_NAMESPACE_NAME: usize = 63;
+/// `k8s.io/apimachinery` `IsDNS1035Label`'s message, as the API server returns it.
+const DNS1035: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// Why cozystack-api refuses creating Application `name` of `kind` (release prefix `prefix`)
+/// in `namespace` with `spec`, before admission; `None` when it takes it.
+pub fn application_refusal(
+    kind: &str,
+    prefix: &str,
+    namespace: &str,
+    name: &str,
+    spec: &Value,
+) -> Option<String> {
+    let invalid = |message: String| {
+        format!(
+            "cozystack-api refuses it before admission: {kind}.apps.cozystack.io \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": {message}"
+        )
+    };
+    let tenant = kind == "Tenant";
+    let lower_alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let starts_with_letter = name.starts_with(|c: char| c.is_ascii_lowercase());
+    if tenant && !(starts_with_letter && name.chars().all(lower_alnum)) {
+        return Some(invalid(
+            "tenant names must start with a lowercase letter and contain only lowercase letters and digits; dashes are not allowed".into(),
+        ));
+    }
+    let mut dns = Vec::new();
+    if name.len() > MAX_NAMESPACE_NAME {
+        dns.push(format!(
+            "must be no more than {MAX_NAMESPACE_NAME} characters"
+        ));
+    }
+    if !(starts_with_letter
+        && name.chars().all(|c| lower_alnum(c) || c == '-')
+        && name.ends_with(lower_alnum))
+    {
+        dns.push(DNS1035.to_owned());
+    }
+    if !dns.is_empty() {
+        return Some(invalid(dns.join(", ")));
+    }
+    let limit = MAX_RELEASE_NAME.saturating_sub(prefix.len());
+    if name.len() > limit {
+        return Some(invalid(format!(
+            "must be no more than {limit} characters (release prefix \"{prefix}\")"
+        )));
+    }
+    if tenant
+        && let Some(child) = tenant::tenant_namespace(namespace, name)
+        && child.len() > MAX_NAMESPACE_NAME
+    {
+        return Some(invalid(format!(
+            "computed tenant namespace \"{child}\" would be {} characters, which exceeds the {MAX_NAMESPACE_NAME}-character Kubernetes namespace limit; shorten the tenant name or reduce ancestor nesting depth",
+            child.len()
+        )));
+    }
+    let reserved = spec
+        .as_object()
+        .and_then(|values| values.keys().find(|key| key.starts_with('_')))?;
+    Some(format!(
+        "cozystack-api refuses it before admission: values key \"{reserved}\" is reserved (keys starting with '_' are not allowed)"
+    ))
+}
+
+/// Where a change set's namespaced objects can land when Flux applies it.
+pub struct Namespaces {
+    /// Those the cluster holds before the change set, and those it applies: kustomize-controller
+    /// applies Namespaces in its first stage, before anything namespaced (fluxcd/pkg `ssa`,
+    /// `ApplyAllStaged`). A namespace a Tenant's release renders comes later: helm-controller
+    /// reconciles the release after Flux has applied the whole change set.
+    made: BTreeSet<String>,
+    /// A tenant namespace and the Tenant of the change set whose release makes it.
+    tenants: BTreeMap<String, String>,
+}
+
+impl Namespaces {
+    pub fn of(applies: &[Manifest], cluster: &ClusterObjects) -> Namespaces {
+        let live = cluster
+            .keys()
+            .filter(|(api, kind, ..)| api == "v1" && kind == "Namespace")
+            .map(|(.., name)| name.clone());
+        let made = applies
+            .iter()
+            .filter(|m| m.kind() == "Namespace")
+            .map(|m| m.name().to_owned())
+            .chain(live)
+            .collect();
+        let tenants = applies
+            .iter()
+            .filter(|m| m.kind() == "Tenant" && m.api_version().starts_with("apps.cozystack.io/"))
+            .filter_map(|m| {
+                let child = tenant::tenant_namespace(m.namespace()?, m.name())?;
+                Some((
+                    child,
+                    format!(
+                        "Tenant {} ({})",
+                        m.reference().trim_start_matches("Tenant "),
+                        m.origin
+                    ),
+                ))
+            })
+            .collect();
+        Namespaces { made, tenants }
+    }
+
+    /// Why an object in `namespace` is refused before admission, if it is: the namespace is
+    /// not in the cluster and the change set does not make it. The API servers' own admission
+    /// refuses it (NamespaceLifecycle: kube-apiserver's, and cozystack-api's, which keeps the
+    /// generic apiserver's default plugins, `pkg/cmd/server/start.go`). A Tenant's namespace is
+    /// made by the Tenant chart once its release reconciles, after the change set is applied.
+    pub fn missing(&self, namespace: &str) -> Option<String> {
+        if self.made.contains(namespace) {
+            return None;
+        }
+        let refused = format!(
+            "namespace {namespace} does not exist when Flux applies this, so the API server refuses it before admission (namespaces \"{namespace}\" not found)"
+        );
+        Some(match self.tenants.get(namespace) {
+            Some(tenant) => format!(
+                "{refused}: {tenant} makes it only once its release reconciles; apply this from a second Flux Kustomization with spec.dependsOn naming the one that applies the Tenant (and spec.wait: true there), or after the Tenant is Ready"
+            ),
+            None => format!(
+                "{refused}: create the namespace first (for a tenant's, its Tenant), or apply this from a Flux Kustomization that dependsOn the one that makes it"
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cozystack_api_s_name_rules() {
+        let refusal = |kind, prefix, namespace, name| {
+            application_refusal(kind, prefix, namespace, name, &json!({}))
+        };
+        assert_eq!(refusal("Postgres", "postgres-", "tenant-acme", "db"), None);
+        assert_eq!(
+            refusal("Tenant", "tenant-", "tenant-root", "my-shop").as_deref(),
+            Some(
+                "cozystack-api refuses it before admission: Tenant.apps.cozystack.io \"my-shop\" is invalid: metadata.name: Invalid value: \"my-shop\": tenant names must start with a lowercase letter and contain only lowercase letters and digits; dashes are not allowed"
+            )
+        );
+        assert_eq!(
+            refusal("Postgres", "postgres-", "tenant-acme", "Db").as_deref(),
+            Some(format!("cozystack-api refuses it before admission: Postgres.apps.cozystack.io \"Db\" is invalid: metadata.name: Invalid value: \"Db\": {DNS1035}").as_str())
+        );
+        // 44 characters and the prefix make 53: the most Helm takes.
+        let longest = "a".repeat(44);
+        assert_eq!(
+            refusal("Postgres", "postgres-", "tenant-acme", &longest),
+            None
+        );
+        let long = "a".repeat(45);
+        assert_eq!(
+            refusal("Postgres", "postgres-", "tenant-acme", &long),
+            Some(format!(
+                "cozystack-api refuses it before admission: Postgres.apps.cozystack.io \"{long}\" is invalid: metadata.name: Invalid value: \"{long}\": must be no more than 44 characters (release prefix \"postgres-\")"
+            ))
+        );
+        // A Tenant deep in the tree: its namespace is the chain of its ancestors' names.
+        let parent = format!("tenant-{}", "b".repeat(40));
+        let name = "c".repeat(30);
+        assert_eq!(
+            refusal("Tenant", "tenant-", &parent, &name),
+            Some(format!(
+                "cozystack-api refuses it before admission: Tenant.apps.cozystack.io \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": computed tenant namespace \"{parent}-{name}\" would be 78 characters, which exceeds the 63-character Kubernetes namespace limit; shorten the tenant name or reduce ancestor nesting depth"
+            ))
+        );
+        assert_eq!(
+            application_refusal(
+                "Redis",
+                "redis-",
+                "tenant-acme",
+                "cache",
+                &json!({"_cluster": {}})
+            )
+            .as_deref(),
+            Some(
+                "cozystack-api refuses it before admission: values key \"_cluster\" is reserved (keys starting with '_' are not allowed)"
+            )
+        );
+    }
+}
