@@ -20,6 +20,32 @@ const MAX_NAMESPACE_NAME: usize = 63;
 /// `k8s.io/apimachinery` `IsDNS1035Label`'s message, as the API server returns it.
 const DNS1035: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
+/// The versions the cluster serves of the groups the policy guards: Cozystack's Flux serves
+/// HelmRelease in `v2` only (`internal/fluxinstall/manifests/fluxcd.yaml`, the CRD's one
+/// version), and cozystack-api its applications in `v1alpha1`.
+const SERVED: [(&str, &str, &str); 2] = [
+    (
+        "helm.toolkit.fluxcd.io",
+        "v2",
+        "the Flux Cozystack installs, internal/fluxinstall/manifests/fluxcd.yaml",
+    ),
+    ("apps.cozystack.io", "v1alpha1", "cozystack-api"),
+];
+
+/// Why the API server has no such resource for `manifest`: a version of a guarded group it
+/// does not serve (`kubectl apply` and Flux's dry-run fail with "no matches for kind").
+pub fn unserved_version(manifest: &Manifest) -> Option<String> {
+    let (group, version) = manifest.api_version().rsplit_once('/')?;
+    let (_, served, by) = SERVED.iter().find(|(g, ..)| *g == group)?;
+    if version == *served {
+        return None;
+    }
+    let kind = manifest.kind();
+    Some(format!(
+        "the API server refuses it before admission: no matches for kind \"{kind}\" in version \"{group}/{version}\" ({by} serves {group}/{served} only); write apiVersion: {group}/{served}"
+    ))
+}
+
 /// Why cozystack-api refuses creating Application `name` of `kind` (release prefix `prefix`)
 /// in `namespace` with `spec`, before admission; `None` when it takes it.
 pub fn application_refusal(
@@ -148,6 +174,35 @@ impl Namespaces {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_the_served_versions_exist() {
+        let manifest = |api: &str, kind: &str| Manifest {
+            origin: "set.yaml, document 1".into(),
+            object: json!({"apiVersion": api, "kind": kind, "metadata": {"name": "x"}}),
+        };
+        assert_eq!(
+            unserved_version(&manifest("helm.toolkit.fluxcd.io/v2", "HelmRelease")),
+            None
+        );
+        assert_eq!(
+            unserved_version(&manifest("apps.cozystack.io/v1alpha1", "Redis")),
+            None
+        );
+        assert_eq!(unserved_version(&manifest("v1", "ConfigMap")), None);
+        assert_eq!(
+            unserved_version(&manifest("helm.toolkit.fluxcd.io/v2beta2", "HelmRelease")).as_deref(),
+            Some(
+                "the API server refuses it before admission: no matches for kind \"HelmRelease\" in version \"helm.toolkit.fluxcd.io/v2beta2\" (the Flux Cozystack installs, internal/fluxinstall/manifests/fluxcd.yaml serves helm.toolkit.fluxcd.io/v2 only); write apiVersion: helm.toolkit.fluxcd.io/v2"
+            )
+        );
+        assert_eq!(
+            unserved_version(&manifest("apps.cozystack.io/v1", "Redis")).as_deref(),
+            Some(
+                "the API server refuses it before admission: no matches for kind \"Redis\" in version \"apps.cozystack.io/v1\" (cozystack-api serves apps.cozystack.io/v1alpha1 only); write apiVersion: apps.cozystack.io/v1alpha1"
+            )
+        );
+    }
 
     #[test]
     fn cozystack_api_s_name_rules() {

@@ -318,6 +318,9 @@ impl Judge<'_> {
 
     /// The write a manifest makes on the current state.
     fn write(&self, manifest: &Manifest, delete: bool) -> Result<Write, Unjudged> {
+        if let Some(refusal) = apiserver::unserved_version(manifest) {
+            return Err(Unjudged(Outcome::Rejected, refusal, None));
+        }
         let Some(surface) = surface(manifest) else {
             return Err(Unjudged(
                 Outcome::NotJudged,

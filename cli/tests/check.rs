@@ -490,6 +490,21 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
             "REJECTED Tenant tenant-root/my-shop ({set}, document 1): cozystack-api refuses it before admission: Tenant.apps.cozystack.io \"my-shop\" is invalid: metadata.name: Invalid value: \"my-shop\": tenant names must start with a lowercase letter and contain only lowercase letters and digits; dashes are not allowed | not applied: the manifests after it are judged without it"
         )
     );
+    // A version the cluster does not serve: Flux's dry-run fails with "no matches for kind".
+    let set = write(
+        "old-version.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2beta2\nkind: HelmRelease\nmetadata: {name: redis-cache, namespace: tenant-acme}\nspec: {}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    let out = check(&args(&[&[set], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(&format!(
+            "REJECTED HelmRelease tenant-acme/redis-cache ({set}, document 1): the API server refuses it before admission: no matches for kind \"HelmRelease\" in version \"helm.toolkit.fluxcd.io/v2beta2\""
+        )),
+        "{}",
+        out.stdout
+    );
     // The Namespace in the change set itself is applied first (Flux's first stage), wherever
     // it stands in the files.
     let set = write(
