@@ -2,8 +2,10 @@
 //! write the policy would admit but the cluster never takes: cozystack-api's own validation of a
 //! new Application (`pkg/registry/apps/application/rest.go`, `Create`: the name's format and
 //! length, a Tenant's namespace, reserved values keys, checked before it runs the admission
-//! chain), and NamespaceLifecycle, which kube-apiserver and cozystack-api (the generic
-//! apiserver's default plugins, `pkg/cmd/server/start.go`) both run. Cozystack 3c780acd.
+//! chain), the versions and kinds the cluster serves while Flux applies (a definition in the
+//! same change set serves nothing yet), and NamespaceLifecycle, which kube-apiserver and
+//! cozystack-api (the generic apiserver's default plugins, `pkg/cmd/server/start.go`) both run.
+//! Cozystack 3c780acd.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -106,8 +108,9 @@ pub fn application_refusal(
     ))
 }
 
-/// Where a change set's namespaced objects can land when Flux applies it.
-pub struct Namespaces {
+/// What the cluster offers a change set's objects while Flux applies it: the namespaces they
+/// can land in, and the kinds served.
+pub struct Landing {
     /// Those the cluster holds before the change set, and those it applies: kustomize-controller
     /// applies Namespaces in its first stage, before anything namespaced (fluxcd/pkg `ssa`,
     /// `ApplyAllStaged`). A namespace a Tenant's release renders comes later: helm-controller
@@ -115,10 +118,15 @@ pub struct Namespaces {
     made: BTreeSet<String>,
     /// A tenant namespace and the Tenant of the change set whose release makes it.
     tenants: BTreeMap<String, String>,
+    /// The kinds the change set's ApplicationDefinitions define, and where. cozystack-api reads
+    /// the definitions when it starts, and cozystack-controller restarts it once they settle
+    /// (`internal/controller/applicationdefinition_controller.go`: a debounced rollout on their
+    /// hash): none of them is served while Flux applies the change set.
+    defined: BTreeMap<String, String>,
 }
 
-impl Namespaces {
-    pub fn of(applies: &[Manifest], cluster: &ClusterObjects) -> Namespaces {
+impl Landing {
+    pub fn of(applies: &[Manifest], cluster: &ClusterObjects) -> Landing {
         let live = cluster
             .keys()
             .filter(|(api, kind, ..)| api == "v1" && kind == "Namespace")
@@ -144,7 +152,28 @@ impl Namespaces {
                 ))
             })
             .collect();
-        Namespaces { made, tenants }
+        let defined = applies
+            .iter()
+            .filter(|m| m.kind() == "ApplicationDefinition")
+            .filter_map(|m| {
+                let kind = m.object.pointer("/spec/application/kind")?.as_str()?;
+                Some((kind.to_owned(), m.origin.clone()))
+            })
+            .collect();
+        Landing {
+            made,
+            tenants,
+            defined,
+        }
+    }
+
+    /// Why an Application of `kind`, which the cluster does not serve, is refused when its
+    /// definition is in the change set: the kind is not served yet.
+    pub fn not_served_yet(&self, kind: &str) -> Option<String> {
+        let origin = self.defined.get(kind)?;
+        Some(format!(
+            "the API server refuses it before admission: cozystack-api does not serve {kind} yet when Flux applies this (no matches for kind \"{kind}\"); its ApplicationDefinition ({origin}) is in this change set, and cozystack-api serves a new kind only once cozystack-controller has restarted it; apply the definition from a Flux Kustomization this one names in spec.dependsOn"
+        ))
     }
 
     /// Why an object in `namespace` is refused before admission, if it is: the namespace is

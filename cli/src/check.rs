@@ -239,8 +239,8 @@ type Applies = Box<dyn Fn(Value) -> Effect>;
 
 /// The state and what it needs to judge and apply each write.
 struct Judge<'a> {
-    /// The namespaces the change set makes, and the Tenants whose release will make one.
-    namespaces: apiserver::Namespaces,
+    /// What the cluster offers the change set while Flux applies it.
+    landing: apiserver::Landing,
     policy: &'a Policy,
     settings: &'a Value,
     modules: TenantModules,
@@ -274,16 +274,14 @@ impl Judge<'_> {
     /// Applies an admitted write as the platform writes it.
     fn apply(&mut self, effect: Effect) {
         match effect {
+            // A definition the change set applies changes no kind cozystack-api serves while
+            // Flux applies it (see `apiserver::Landing::defined`).
             Effect::Put(object) => {
-                let definition = object["kind"] == "ApplicationDefinition";
                 if writes::is_tenant_release(&object) {
                     self.cluster.put(object.clone());
                     writes::render_tenant(&mut self.cluster, &object, &self.modules);
                 } else {
                     self.cluster.put(object);
-                }
-                if definition {
-                    self.kinds = Kinds::read(self.cluster.cluster());
                 }
             }
             // helm-controller's finalizer keeps a deleted release, terminating, until it has
@@ -304,6 +302,9 @@ impl Judge<'_> {
 
     fn served(&self, manifest: &Manifest) -> Result<Served, Unjudged> {
         self.kinds.get(manifest.kind()).ok_or_else(|| {
+            if let Some(refusal) = self.landing.not_served_yet(manifest.kind()) {
+                return Unjudged(Outcome::Rejected, refusal, None);
+            }
             Unjudged(
                 Outcome::Error,
                 format!(
@@ -397,7 +398,7 @@ impl Judge<'_> {
                 }
             };
         if let Some(namespace) = namespace.filter(|_| needs_namespace && !delete)
-            && let Some(refusal) = self.namespaces.missing(namespace)
+            && let Some(refusal) = self.landing.missing(namespace)
         {
             return Err(Unjudged(Outcome::Rejected, refusal, None));
         }
@@ -519,7 +520,7 @@ pub fn run<'a>(
         .map_err(|e| format!("settings: {e}"))?;
     let kinds = Kinds::read(&cluster);
     let mut judge = Judge {
-        namespaces: apiserver::Namespaces::of(&changes.applies, &cluster),
+        landing: apiserver::Landing::of(&changes.applies, &cluster),
         policy,
         settings,
         modules,

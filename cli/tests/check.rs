@@ -505,6 +505,21 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
         "{}",
         out.stdout
     );
+    // A kind whose definition arrives in the same change set: cozystack-api serves it only
+    // once cozystack-controller has restarted it.
+    let set = write(
+        "new-kind.yaml",
+        "apiVersion: cozystack.io/v1alpha1\nkind: ApplicationDefinition\nmetadata: {name: valkey}\nspec:\n  application: {kind: Valkey, plural: valkeys, singular: valkey, openAPISchema: '{}'}\n  release: {prefix: valkey-}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Valkey\nmetadata: {name: cache, namespace: tenant-acme}\nspec: {}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    let out = check(&args(&[&[set], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(
+        out.stdout.lines().nth(1).unwrap_or_default(),
+        format!(
+            "REJECTED Valkey tenant-acme/cache ({set}, document 2): the API server refuses it before admission: cozystack-api does not serve Valkey yet when Flux applies this (no matches for kind \"Valkey\"); its ApplicationDefinition ({set}, document 1) is in this change set, and cozystack-api serves a new kind only once cozystack-controller has restarted it; apply the definition from a Flux Kustomization this one names in spec.dependsOn | not applied: the manifests after it are judged without it"
+        )
+    );
     // The Namespace in the change set itself is applied first (Flux's first stage), wherever
     // it stands in the files.
     let set = write(
