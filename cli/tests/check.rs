@@ -445,18 +445,23 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
     );
 }
 
+/// Writes a change set, checks it as Flux applies it, and asserts the change set fails (exit 1).
+fn refused(name: &str, text: &str) -> (String, Ran) {
+    let set = write(name, text).to_str().unwrap_or_default().to_owned();
+    let out = check(&args(&[&[set.as_str()], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    (set, out)
+}
+
 #[test]
 fn a_new_tenant_s_apps_wait_for_its_namespace() {
     // One Kustomization with a new Tenant and an app inside it: the Tenant chart makes
     // tenant-shop only once tenant-root/tenant-shop reconciles, so the API server refuses the
     // Postgres before any admission (NamespaceLifecycle), and the change set fails there.
-    let set = write(
+    let (set, out) = refused(
         "new-tenant.yaml",
         "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: shop, namespace: tenant-root}\nspec: {}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-shop}\nspec: {}\n",
     );
-    let set = set.to_str().unwrap_or_default();
-    let out = check(&args(&[&[set], DUMP, FLUX]), None);
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(
         lines[0].starts_with("ALLOWED  CREATE Tenant tenant-root/shop"),
@@ -477,13 +482,10 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
     );
     // cozystack-api validates a new Application's name before its admission chain: the policy
     // never sees a Tenant whose name its chart cannot split.
-    let set = write(
+    let (set, out) = refused(
         "dashed-tenant.yaml",
         "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: my-shop, namespace: tenant-root}\nspec: {}\n",
     );
-    let set = set.to_str().unwrap_or_default();
-    let out = check(&args(&[&[set], DUMP, FLUX]), None);
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert_eq!(
         out.stdout.lines().next().unwrap_or_default(),
         format!(
@@ -491,13 +493,10 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
         )
     );
     // A version the cluster does not serve: Flux's dry-run fails with "no matches for kind".
-    let set = write(
+    let (set, out) = refused(
         "old-version.yaml",
         "apiVersion: helm.toolkit.fluxcd.io/v2beta2\nkind: HelmRelease\nmetadata: {name: redis-cache, namespace: tenant-acme}\nspec: {}\n",
     );
-    let set = set.to_str().unwrap_or_default();
-    let out = check(&args(&[&[set], DUMP, FLUX]), None);
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(
         out.stdout.starts_with(&format!(
             "REJECTED HelmRelease tenant-acme/redis-cache ({set}, document 1): the API server refuses it before admission: no matches for kind \"HelmRelease\" in version \"helm.toolkit.fluxcd.io/v2beta2\""
@@ -507,13 +506,10 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
     );
     // A kind whose definition arrives in the same change set: cozystack-api serves it only
     // once cozystack-controller has restarted it.
-    let set = write(
+    let (set, out) = refused(
         "new-kind.yaml",
         "apiVersion: cozystack.io/v1alpha1\nkind: ApplicationDefinition\nmetadata: {name: valkey}\nspec:\n  application: {kind: Valkey, plural: valkeys, singular: valkey, openAPISchema: '{}'}\n  release: {prefix: valkey-}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Valkey\nmetadata: {name: cache, namespace: tenant-acme}\nspec: {}\n",
     );
-    let set = set.to_str().unwrap_or_default();
-    let out = check(&args(&[&[set], DUMP, FLUX]), None);
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert_eq!(
         out.stdout.lines().nth(1).unwrap_or_default(),
         format!(
