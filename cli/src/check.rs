@@ -99,6 +99,9 @@ pub enum Outcome {
     /// The API server refuses it before admission (its namespace does not exist yet): the
     /// change set fails there, whatever the policy would say.
     Rejected,
+    /// Flux leaves it as it is and sends nothing (`reconcile: disabled`, or `ssa: IfNotPresent`
+    /// on an object that exists).
+    Unchanged,
 }
 
 impl Outcome {
@@ -111,6 +114,7 @@ impl Outcome {
             Outcome::Absent => "ABSENT",
             Outcome::Error => "ERROR",
             Outcome::Rejected => "REJECTED",
+            Outcome::Unchanged => "UNCHANGED",
         }
     }
 }
@@ -319,6 +323,9 @@ impl Judge<'_> {
 
     /// The write a manifest makes on the current state.
     fn write(&self, manifest: &Manifest, delete: bool) -> Result<Write, Unjudged> {
+        if !delete && let Some(why) = flux_skips(&manifest.object, None) {
+            return Err(Unjudged(Outcome::Unchanged, why, None));
+        }
         if let Some(refusal) = apiserver::unserved_version(manifest) {
             return Err(Unjudged(Outcome::Rejected, refusal, None));
         }
@@ -397,6 +404,9 @@ impl Judge<'_> {
                     (plural, live, removed, Box::new(put))
                 }
             };
+        if !delete && let Some(why) = flux_skips(&manifest.object, live.as_ref()) {
+            return Err(Unjudged(Outcome::Unchanged, why, None));
+        }
         if let Some(namespace) = namespace.filter(|_| needs_namespace && !delete)
             && let Some(refusal) = self.landing.missing(namespace)
         {
@@ -492,6 +502,36 @@ impl Judge<'_> {
             response: Some(response),
         })
     }
+}
+
+/// Why kustomize-controller leaves `desired` as it is and sends nothing, with `existing` the
+/// live object (fluxcd/pkg `ssa`, `shouldSkipApply`, with kustomize-controller's selectors):
+/// either carries `kustomize.toolkit.fluxcd.io/reconcile: disabled` as a label or annotation,
+/// or the object exists and the manifest carries `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent`.
+fn flux_skips(desired: &Value, existing: Option<&Value>) -> Option<String> {
+    let marked = |object: &Value, key: &str, value: &str| {
+        ["labels", "annotations"]
+            .iter()
+            .any(|map| object["metadata"][map][key] == value)
+    };
+    const RECONCILE: &str = "kustomize.toolkit.fluxcd.io/reconcile";
+    const SSA: &str = "kustomize.toolkit.fluxcd.io/ssa";
+    if marked(desired, RECONCILE, "disabled") {
+        return Some(format!(
+            "left as it is: the manifest carries {RECONCILE}: disabled, so Flux applies nothing and sends no request"
+        ));
+    }
+    let existing = existing?;
+    if marked(existing, RECONCILE, "disabled") {
+        return Some(format!(
+            "left as it is: the object in the cluster carries {RECONCILE}: disabled, so Flux applies nothing and sends no request"
+        ));
+    }
+    marked(desired, SSA, "IfNotPresent").then(|| {
+        format!(
+            "left as it is: the manifest carries {SSA}: IfNotPresent and the object exists, so Flux applies nothing and sends no request"
+        )
+    })
 }
 
 /// The deletion time a release deleted by the change set shows while it is terminating.
@@ -702,6 +742,10 @@ impl Report {
                 "{rejected} refused by the API server before admission\n"
             ));
         }
+        let unchanged = self.count(Outcome::Unchanged);
+        if unchanged > 0 {
+            out.push_str(&format!("{unchanged} left as they are by Flux\n"));
+        }
         out
     }
 
@@ -722,7 +766,8 @@ impl Report {
             "summary": {"manifests": self.steps.len(), "allowed": self.count(Outcome::Allowed),
                 "warn": self.count(Outcome::Warn), "denied": self.count(Outcome::Denied),
                 "notJudged": self.count(Outcome::NotJudged), "absent": self.count(Outcome::Absent),
-                "errors": self.count(Outcome::Error), "rejected": self.count(Outcome::Rejected)}})
+                "errors": self.count(Outcome::Error), "rejected": self.count(Outcome::Rejected),
+                "unchanged": self.count(Outcome::Unchanged)}})
     }
 
     /// JUnit XML: one test case per manifest (a denial a failure, a write that cannot be made
@@ -746,7 +791,9 @@ impl Report {
             n = self.steps.len(),
             f = self.count(Outcome::Denied) + self.count(Outcome::Rejected),
             e = self.count(Outcome::Error),
-            s = self.count(Outcome::NotJudged) + self.count(Outcome::Absent),
+            s = self.count(Outcome::NotJudged)
+                + self.count(Outcome::Absent)
+                + self.count(Outcome::Unchanged),
         );
         for step in &self.steps {
             let name = if step.operation.is_empty() {
@@ -770,7 +817,7 @@ impl Report {
                 Outcome::Rejected => out.push_str(&format!(
                     "      <failure type=\"rejected\" message=\"{message}\">{message}</failure>\n"
                 )),
-                Outcome::NotJudged | Outcome::Absent => {
+                Outcome::NotJudged | Outcome::Absent | Outcome::Unchanged => {
                     out.push_str(&format!("      <skipped message=\"{message}\"/>\n"))
                 }
                 Outcome::Allowed | Outcome::Warn => {}

@@ -160,7 +160,7 @@ fn a_change_set_is_judged_in_order_as_admission_would() {
     assert_eq!(steps[3]["outcome"], "notJudged");
     assert_eq!(
         report["summary"],
-        json!({"manifests": 4, "allowed": 2, "warn": 0, "denied": 1, "notJudged": 1, "absent": 0, "errors": 0, "rejected": 0})
+        json!({"manifests": 4, "allowed": 2, "warn": 0, "denied": 1, "notJudged": 1, "absent": 0, "errors": 0, "rejected": 0, "unchanged": 0})
     );
 
     // Byte for byte the module's answer: each saved request, on the cluster it was judged on,
@@ -442,6 +442,38 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
             format!("ALLOWED  UPDATE Postgres tenant-ktj/metrics ({kept}, document 1)").as_str(),
             format!("DENIED   DELETE Monitoring tenant-ktj/monitoring ({inventory}, inventory entry 1): {consumed} | not applied: the manifests after it are judged without it").as_str(),
         ]
+    );
+}
+
+#[test]
+fn what_flux_leaves_as_it_is_sends_nothing() {
+    // kustomize-controller skips an object marked reconcile: disabled, and one marked
+    // ssa: IfNotPresent that exists (fluxcd/pkg ssa, shouldSkipApply): no request, nothing applied.
+    let set = write(
+        "left-alone.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: shop, namespace: tenant-acme, annotations: {kustomize.toolkit.fluxcd.io/ssa: IfNotPresent}}\nspec: {replicas: 9}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Monitoring\nmetadata: {name: metrics, namespace: tenant-acme, labels: {kustomize.toolkit.fluxcd.io/reconcile: disabled}}\nspec: {}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: orders, namespace: tenant-acme, annotations: {kustomize.toolkit.fluxcd.io/ssa: IfNotPresent}}\nspec: {}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    let out = check(&args(&[&[set], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines[..3],
+        [
+            format!(
+                "UNCHANGED Postgres tenant-acme/shop ({set}, document 1): left as it is: the manifest carries kustomize.toolkit.fluxcd.io/ssa: IfNotPresent and the object exists, so Flux applies nothing and sends no request"
+            ),
+            format!(
+                "UNCHANGED Monitoring tenant-acme/metrics ({set}, document 2): left as it is: the manifest carries kustomize.toolkit.fluxcd.io/reconcile: disabled, so Flux applies nothing and sends no request"
+            ),
+            // A new object is created once, IfNotPresent or not: judged as any.
+            format!("ALLOWED  CREATE Postgres tenant-acme/orders ({set}, document 3)"),
+        ]
+    );
+    assert!(
+        out.stdout.ends_with("2 left as they are by Flux\n"),
+        "{}",
+        out.stdout
     );
 }
 
