@@ -96,8 +96,9 @@ pub enum Outcome {
     Absent,
     /// The write cannot be made at all (a kind the cluster does not serve).
     Error,
-    /// The API server refuses it before admission (its namespace does not exist yet): the
-    /// change set fails there, whatever the policy would say.
+    /// The API server refuses it before admission (`apiserver`: cozystack-api's validation, a
+    /// version or kind not served, a namespace that does not exist): the change set fails
+    /// there, whatever the policy would say.
     Rejected,
     /// Flux leaves it as it is and sends nothing (`reconcile: disabled`, or `ssa: IfNotPresent`
     /// on an object that exists).
@@ -659,7 +660,6 @@ impl Report {
         self.steps.iter().filter(|s| s.outcome == outcome).count()
     }
 
-    /// Exit 0 when every write is admitted, 1 when one is refused, 2 when one cannot be made.
     /// 2 when a write cannot be made, 1 when one is refused; else 0, or `warn` when one was
     /// admitted with a warning and the caller asked warnings to fail (under the stock
     /// `platformWriters: warn`, every protection problem Flux would cause is a warning).

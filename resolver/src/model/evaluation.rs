@@ -141,8 +141,6 @@ impl<'a> Evaluation<'a> {
     /// `applicationDefinitions` the list the request reads anyway says it (a kind the Tenant
     /// chart renders with no definition, Gateway, is served); the other sources read no
     /// definition, and `tenantModules` states which switches render.
-    // Out of line: inlined, it brought the making of the definitions into each rule that asks.
-    #[inline(never)]
     pub fn serves(&self, kind: &str) -> Result<bool, Violation> {
         if self.settings.definition_source != DefinitionSource::ApplicationDefinitions {
             return Ok(true);
