@@ -224,8 +224,7 @@ pub fn check_run(bundle: &Bundle, dump: &str, items: &[Value]) -> CheckRun {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let summary = stdout
         .lines()
-        .last()
-        .filter(|l| l.contains(" manifests: "))
+        .rfind(|l| l.contains(" manifests: "))
         .map_or_else(|| stderr.trim().to_owned(), str::to_owned);
     let (json_wall, json_output) = run("dump.json");
     let json_peak = json_output.map_or(u64::MAX, |o| peak_mib(&String::from_utf8_lossy(&o.stderr)));
@@ -345,7 +344,8 @@ pub fn live_preflight(policy: &Policy, bundle: &Bundle, items: Vec<Value>) -> Li
         context: None,
     };
     let started = Instant::now();
-    let snapshot = cozystack_policy::live::read(&target, &policy.metadata.context_aware_resources);
+    let snapshot =
+        cozystack_policy::live::read(&target, &policy.metadata.context_aware_resources, None);
     let read = started.elapsed();
     let snapshot = match snapshot {
         Ok(snapshot) => snapshot,

@@ -1,20 +1,23 @@
-//! `check`: a GitOps change set judged against a cluster in the order its writes land. Each
-//! manifest becomes the request the API server would send the policy (a CREATE when the object
-//! does not exist, an UPDATE with the live object as `oldObject` when it does; the prunes after
-//! every apply, as Flux's garbage collection runs after its apply); each admitted write is
-//! applied to the in-memory cluster as the platform writes it ([`crate::writes`]) before the next
-//! is judged. A refused write is not applied.
+//! `check`: a GitOps change set judged against a cluster as its writes land. Each manifest
+//! becomes the request the API server would send the policy (a CREATE when the object does not
+//! exist, an UPDATE with the live object as `oldObject` when it does, its `object` what a
+//! server-side apply leaves, [`flux::applied`]), applied as Flux's kustomize-controller applies
+//! it ([`flux`]: sorted into stages, each dry-run whole before any of it lands, the prune after a
+//! successful apply) or one after the other ([`Applier::InOrder`]). Each admitted write is
+//! applied to the in-memory cluster as the platform writes it ([`crate::writes`]) before the
+//! next is judged on it; a refused write is not applied.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
-use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
 use cozystack_resolver::Settings;
 use cozystack_resolver::request::APPS_GROUP;
 use cozystack_resolver::settings::TenantModules;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::apiserver;
+use crate::flux::{self, Managed, Owner, Stage};
 use crate::manifests::Manifest;
 use crate::state::State;
 use crate::writes::{self, Kinds, RELEASE_API, Served};
@@ -55,11 +58,48 @@ impl Identity {
     }
 }
 
-/// A change set: the manifests applied, in order, then the objects pruned.
+/// A change set: the manifests applied, then the objects pruned.
 #[derive(Debug, Default)]
 pub struct ChangeSet {
     pub applies: Vec<Manifest>,
     pub deletes: Vec<Manifest>,
+}
+
+/// Who applies the change set, and so in which order and with what merge.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Applier {
+    /// Flux's kustomize-controller ([`flux`]): stages, each dry-run whole before any of it is
+    /// applied; the prune after a successful apply, in reverse order; its owner labels when the
+    /// Kustomization is known (`--inventory`).
+    #[default]
+    Flux,
+    /// Flux, applying for this Kustomization.
+    Kustomization(Owner),
+    /// One manifest after the other, in the order given, each applied before the next is sent
+    /// (`kubectl apply --server-side`, one object at a time): no dry run, no stage.
+    InOrder,
+}
+
+impl Applier {
+    fn flux(&self) -> bool {
+        !matches!(self, Applier::InOrder)
+    }
+
+    fn owner(&self) -> Option<&Owner> {
+        match self {
+            Applier::Kustomization(owner) => Some(owner),
+            _ => None,
+        }
+    }
+
+    /// The field manager its server-side apply writes as.
+    fn manager(&self) -> &'static str {
+        if self.flux() {
+            flux::MANAGER
+        } else {
+            "kubectl"
+        }
+    }
 }
 
 /// What the policy matches: apps.cozystack.io Applications, HelmReleases and Namespaces.
@@ -96,6 +136,9 @@ pub enum Outcome {
     Absent,
     /// The write cannot be made at all (a kind the cluster does not serve).
     Error,
+    /// Admitted, but never applied: its stage, an earlier one or the apply failed, so Flux
+    /// applies nothing more of the change set and prunes nothing.
+    Blocked,
     /// The API server refuses it before admission (`apiserver`: cozystack-api's validation, a
     /// version or kind not served, a namespace that does not exist): the change set fails
     /// there, whatever the policy would say.
@@ -116,7 +159,13 @@ impl Outcome {
             Outcome::Error => "ERROR",
             Outcome::Rejected => "REJECTED",
             Outcome::Unchanged => "UNCHANGED",
+            Outcome::Blocked => "BLOCKED",
         }
+    }
+
+    /// The write fails: Flux's dry run of its stage, or its apply, stops there.
+    fn fails(self) -> bool {
+        matches!(self, Outcome::Denied | Outcome::Rejected | Outcome::Error)
     }
 }
 
@@ -135,6 +184,10 @@ pub struct Step {
     /// The AdmissionRequest judged, and the policy's response, as the runtime answered it.
     pub request: Option<Value>,
     pub response: Option<Value>,
+    /// The stage of Flux's apply it belongs to (none when applied in order).
+    pub stage: Option<Stage>,
+    /// What became of it beyond the verdict (not applied, and why).
+    pub note: Option<String>,
 }
 
 impl Step {
@@ -148,7 +201,22 @@ impl Step {
             warnings: Vec::new(),
             request: None,
             response: None,
+            stage: None,
+            note: None,
         }
+    }
+
+    fn note(&mut self, note: &str) {
+        self.note = Some(note.to_owned());
+    }
+
+    /// Admitted (or not for the policy to judge), never applied.
+    fn block(&mut self, why: &str) {
+        if self.request.is_none() {
+            self.message = None;
+        }
+        self.outcome = Outcome::Blocked;
+        self.note(why);
     }
 }
 
@@ -161,62 +229,28 @@ pub struct Report {
 /// Called with each judged request and the cluster it was judged on (to keep them).
 pub type Observer<'a> = dyn FnMut(usize, &Value, &ClusterObjects) -> Result<(), String> + 'a;
 
-/// The merge an apply makes over a live object: the manifest's fields win, the labels and
-/// annotations others set stay, and what the API server owns (uid, resourceVersion, status) is
-/// the live object's.
-fn applied_over(live: &Value, manifest: &Value) -> Value {
-    let mut out = live.clone();
-    let (Some(target), Some(source)) = (out.as_object_mut(), manifest.as_object()) else {
-        return manifest.clone();
-    };
-    for (key, value) in source {
-        match key.as_str() {
-            "status" => {}
-            "metadata" => {
-                let meta = target.entry("metadata").or_insert_with(|| json!({}));
-                for (k, v) in value.as_object().into_iter().flatten() {
-                    match k.as_str() {
-                        "uid" | "resourceVersion" | "creationTimestamp" | "generation"
-                        | "managedFields" | "deletionTimestamp" => {}
-                        "labels" | "annotations" => {
-                            let map = meta[k.as_str()]
-                                .as_object()
-                                .cloned()
-                                .unwrap_or_default()
-                                .into_iter()
-                                .chain(v.as_object().cloned().unwrap_or_default())
-                                .collect::<Map<_, _>>();
-                            meta[k.as_str()] = Value::Object(map);
-                        }
-                        _ => meta[k.as_str()] = v.clone(),
-                    }
-                }
-            }
-            _ => {
-                target.insert(key.clone(), value.clone());
-            }
-        }
-    }
-    out
-}
-
 /// The AdmissionRequest the API server sends for this write.
 fn request(
     operation: &str,
     (group, version, kind, resource): (&str, &str, &str, &str),
     (namespace, name): (Option<&str>, &str),
     identity: &Identity,
-    object: Option<&Value>,
-    old: Option<&Value>,
-    uid: usize,
+    (object, old): (Option<&Value>, Option<&Value>),
+    (uid, dry_run, manager): (usize, bool, &str),
 ) -> Value {
     let gvk = json!({"group": group, "version": version, "kind": kind});
     let gvr = json!({"group": group, "version": version, "resource": resource});
-    let options = match operation {
-        "CREATE" => "CreateOptions",
-        "UPDATE" => "UpdateOptions",
-        _ => "DeleteOptions",
+    // A server-side apply is admitted as a create or an update with its field manager; a
+    // prune deletes in the background (`patchToCreateOptions`, `patchToUpdateOptions`).
+    let mut options = match operation {
+        "CREATE" => json!({"kind": "CreateOptions", "fieldManager": manager}),
+        "UPDATE" => json!({"kind": "UpdateOptions", "fieldManager": manager}),
+        _ => json!({"kind": "DeleteOptions", "propagationPolicy": "Background"}),
     };
+    options["apiVersion"] = json!("meta.k8s.io/v1");
+    if dry_run {
+        options["dryRun"] = json!(["All"]);
+    }
     let mut request = json!({
         "uid": format!("check-{uid:04}"),
         "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
@@ -224,8 +258,8 @@ fn request(
         "userInfo": {"username": identity.username, "groups": identity.groups},
         "object": object.cloned().unwrap_or(Value::Null),
         "oldObject": old.cloned().unwrap_or(Value::Null),
-        "dryRun": false,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": options},
+        "dryRun": dry_run,
+        "options": options,
     });
     if let Some(ns) = namespace {
         request["namespace"] = json!(ns);
@@ -254,6 +288,7 @@ struct Judge<'a> {
     kinds: Kinds,
     observe: &'a mut Observer<'a>,
     judged: usize,
+    applier: Applier,
 }
 
 /// A write to judge: the request's parts, and what applying it does.
@@ -265,6 +300,8 @@ struct Write {
     object: Option<Value>,
     old: Option<Value>,
     effect: Effect,
+    /// The apply changes the object (an object as it is sends its dry run, not its apply).
+    changes: bool,
 }
 
 enum Effect {
@@ -324,7 +361,11 @@ impl Judge<'_> {
 
     /// The write a manifest makes on the current state.
     fn write(&self, manifest: &Manifest, delete: bool) -> Result<Write, Unjudged> {
-        if !delete && let Some(why) = flux_skips(&manifest.object, None) {
+        let flux = self.applier.flux();
+        if flux
+            && !delete
+            && let Some(why) = flux::skips_apply(&manifest.object, None)
+        {
             return Err(Unjudged(Outcome::Unchanged, why, None));
         }
         if let Some(refusal) = apiserver::unserved_version(manifest) {
@@ -405,8 +446,15 @@ impl Judge<'_> {
                     (plural, live, removed, Box::new(put))
                 }
             };
-        if !delete && let Some(why) = flux_skips(&manifest.object, live.as_ref()) {
-            return Err(Unjudged(Outcome::Unchanged, why, None));
+        if flux {
+            let skips = match (delete, live.as_ref()) {
+                (false, live) => flux::skips_apply(&manifest.object, live),
+                (true, Some(live)) => flux::skips_prune(live, self.applier.owner()),
+                (true, None) => None,
+            };
+            if let Some(why) = skips {
+                return Err(Unjudged(Outcome::Unchanged, why, None));
+            }
         }
         if let Some(namespace) = namespace.filter(|_| needs_namespace && !delete)
             && let Some(refusal) = self.landing.missing(namespace)
@@ -427,6 +475,7 @@ impl Judge<'_> {
             object,
             old,
             effect,
+            changes: true,
         };
         if delete {
             return match (live, removed) {
@@ -438,11 +487,24 @@ impl Judge<'_> {
         if needs_namespace {
             object["metadata"]["namespace"] = json!(namespace);
         }
+        if let Some(owner) = self.applier.owner() {
+            owner.stamp(&mut object);
+        }
         Ok(match live {
             Some(live) => {
-                let new = applied_over(&live, &object);
+                let fields = self.cluster.cluster().managed_fields(&index_key(&live));
+                let managed = match (surface, fields.as_ref().and_then(Value::as_array)) {
+                    (Surface::Application, _) => Managed::Aggregated,
+                    (_, Some(entries)) => Managed::Fields(entries),
+                    (_, None) => Managed::Unknown,
+                };
+                let new = flux::applied(&live, &object, self.applier.manager(), managed);
                 let effect = effect_of(new.clone());
-                write("UPDATE", Some(new), Some(live), effect)
+                let changes = new != live;
+                Write {
+                    changes,
+                    ..write("UPDATE", Some(new), Some(live), effect)
+                }
             }
             None => {
                 let effect = effect_of(object.clone());
@@ -451,14 +513,18 @@ impl Judge<'_> {
         })
     }
 
-    fn judge(&mut self, manifest: &Manifest, delete: bool) -> Result<Step, String> {
+    /// Judges `manifest` on the current state and returns the step with what applying it
+    /// does, not applied: the caller applies it when the write goes through.
+    fn judge(
+        &mut self,
+        manifest: &Manifest,
+        delete: bool,
+        dry_run: bool,
+    ) -> Result<(Step, Option<Effect>), String> {
         let write = match self.write(manifest, delete) {
             Ok(write) => write,
             Err(Unjudged(outcome, message, effect)) => {
-                if let Some(effect) = effect {
-                    self.apply(effect);
-                }
-                return Ok(Step::unjudged(manifest, outcome, message));
+                return Ok((Step::unjudged(manifest, outcome, message), effect));
             }
         };
         let (group, version, kind, resource) = &write.gvr;
@@ -468,9 +534,8 @@ impl Judge<'_> {
             (group, version, kind, resource),
             (write.namespace.as_deref(), &write.name),
             self.identity,
-            write.object.as_ref(),
-            write.old.as_ref(),
-            self.judged,
+            (write.object.as_ref(), write.old.as_ref()),
+            (self.judged, dry_run, self.applier.manager()),
         );
         (self.observe)(self.judged, &request, self.cluster.cluster())?;
         // The payload the policy-server sends; GETs through the state's index.
@@ -489,10 +554,8 @@ impl Judge<'_> {
             (true, true) => Outcome::Allowed,
             (true, false) => Outcome::Warn,
         };
-        if accepted {
-            self.apply(write.effect);
-        }
-        Ok(Step {
+        let effect = (accepted && write.changes).then_some(write.effect);
+        let step = Step {
             origin: manifest.origin.clone(),
             reference: manifest.reference(),
             operation: write.operation,
@@ -501,38 +564,111 @@ impl Judge<'_> {
             warnings,
             request: Some(request),
             response: Some(response),
-        })
+            stage: None,
+            note: None,
+        };
+        Ok((step, effect))
     }
-}
 
-/// Why kustomize-controller leaves `desired` as it is and sends nothing, with `existing` the
-/// live object (fluxcd/pkg `ssa`, `shouldSkipApply`, with kustomize-controller's selectors):
-/// either carries `kustomize.toolkit.fluxcd.io/reconcile: disabled` as a label or annotation,
-/// or the object exists and the manifest carries `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent`.
-fn flux_skips(desired: &Value, existing: Option<&Value>) -> Option<String> {
-    let marked = |object: &Value, key: &str, value: &str| {
-        ["labels", "annotations"]
-            .iter()
-            .any(|map| object["metadata"][map][key] == value)
-    };
-    const RECONCILE: &str = "kustomize.toolkit.fluxcd.io/reconcile";
-    const SSA: &str = "kustomize.toolkit.fluxcd.io/ssa";
-    if marked(desired, RECONCILE, "disabled") {
-        return Some(format!(
-            "left as it is: the manifest carries {RECONCILE}: disabled, so Flux applies nothing and sends no request"
-        ));
+    /// Judges and applies one manifest after the other, as `kubectl apply` sends them.
+    fn in_order(
+        &mut self,
+        manifests: &[Manifest],
+        delete: bool,
+        report: &mut Report,
+    ) -> Result<(), String> {
+        for manifest in manifests {
+            let (mut step, effect) = self.judge(manifest, delete, false)?;
+            if let Some(effect) = effect {
+                self.apply(effect);
+            }
+            if matches!(step.outcome, Outcome::Denied | Outcome::Rejected) {
+                step.note("not applied: the manifests after it are judged without it");
+            }
+            report.steps.push(step);
+        }
+        Ok(())
     }
-    let existing = existing?;
-    if marked(existing, RECONCILE, "disabled") {
-        return Some(format!(
-            "left as it is: the object in the cluster carries {RECONCILE}: disabled, so Flux applies nothing and sends no request"
-        ));
+
+    /// One stage of `ApplyAllStaged` (`ApplyAll`): every object dry-run on the state before the
+    /// stage, then, when none failed, each changed one applied in order, through admission again
+    /// on the state the objects before it left. Returns why the stage failed, if it did.
+    fn stage(
+        &mut self,
+        stage: Stage,
+        manifests: &[&Manifest],
+        report: &mut Report,
+    ) -> Result<Option<String>, String> {
+        let mut judged = Vec::with_capacity(manifests.len());
+        for manifest in manifests {
+            let (mut step, effect) = self.judge(manifest, false, true)?;
+            step.stage = Some(stage);
+            judged.push((*manifest, step, effect));
+        }
+        if let Some((_, refused, _)) = judged.iter().find(|(_, step, _)| step.outcome.fails()) {
+            let why = format!(
+                "{} failed the dry run of its stage, so kustomize-controller applies nothing of it, no later stage, and prunes nothing",
+                refused.reference
+            );
+            let first = refused.reference.clone();
+            for (_, mut step, _) in judged {
+                if step.outcome.fails() {
+                    if step.reference == first {
+                        step.note("the dry run fails here: nothing of this stage is applied, no later stage, and no prune runs");
+                    } else {
+                        step.note("the dry run fails here too");
+                    }
+                } else if !matches!(step.outcome, Outcome::Unchanged | Outcome::Absent) {
+                    step.block(&format!(
+                        "not applied: {first} failed the dry run of its stage"
+                    ));
+                }
+                report.steps.push(step);
+            }
+            return Ok(Some(why));
+        }
+        let mut changed = false;
+        let mut failed: Option<String> = None;
+        for (manifest, mut step, effect) in judged {
+            if let Some(reason) = &failed {
+                if effect.is_some() {
+                    step.block(reason);
+                }
+                report.steps.push(step);
+                continue;
+            }
+            let Some(mut effect) = effect else {
+                report.steps.push(step);
+                continue;
+            };
+            // The first write of the stage lands on the state its dry run saw.
+            if changed && step.request.is_some() {
+                let (mut applied, again) = self.judge(manifest, false, false)?;
+                applied.stage = Some(stage);
+                if applied.outcome.fails() {
+                    applied.note("refused when applied, after the objects before it in its stage: the dry run, on the state before the stage, admitted it; the apply stops here, what came before it stays applied, and no prune runs");
+                    failed = Some(format!(
+                        "not applied: the apply of {} before it in its stage failed",
+                        applied.reference
+                    ));
+                    report.steps.push(applied);
+                    continue;
+                }
+                step = applied;
+                match again {
+                    Some(again) => effect = again,
+                    None => {
+                        report.steps.push(step);
+                        continue;
+                    }
+                }
+            }
+            self.apply(effect);
+            changed = true;
+            report.steps.push(step);
+        }
+        Ok(failed.map(|_| "the apply failed, so kustomize-controller prunes nothing".to_owned()))
     }
-    marked(desired, SSA, "IfNotPresent").then(|| {
-        format!(
-            "left as it is: the manifest carries {SSA}: IfNotPresent and the object exists, so Flux applies nothing and sends no request"
-        )
-    })
 }
 
 /// The deletion time a release deleted by the change set shows while it is terminating.
@@ -553,6 +689,7 @@ pub fn run<'a>(
     cluster: ClusterObjects,
     changes: &ChangeSet,
     identity: &'a Identity,
+    applier: Applier,
     observe: &'a mut Observer<'a>,
 ) -> Result<Report, String> {
     crate::settings::check(policy, settings)?;
@@ -570,32 +707,114 @@ pub fn run<'a>(
         kinds,
         observe,
         judged: 0,
+        applier,
     };
     let mut report = Report::default();
-    for manifest in &changes.applies {
-        report.steps.push(judge.judge(manifest, false)?);
+    if !judge.applier.flux() {
+        judge.in_order(&changes.applies, false, &mut report)?;
+        judge.in_order(&changes.deletes, true, &mut report)?;
+        return Ok(report);
     }
-    for manifest in &changes.deletes {
-        report.steps.push(judge.judge(manifest, true)?);
+    let mut applies: Vec<&Manifest> = changes.applies.iter().collect();
+    applies.sort_by(|a, b| flux::order(a, b));
+    let mut failed: Option<String> = None;
+    for stage in [Stage::Definitions, Stage::Classes, Stage::Resources] {
+        let manifests: Vec<&Manifest> = applies
+            .iter()
+            .copied()
+            .filter(|m| Stage::of(m) == stage)
+            .collect();
+        if manifests.is_empty() {
+            continue;
+        }
+        match &failed {
+            None => failed = judge.stage(stage, &manifests, &mut report)?,
+            Some(why) => {
+                for manifest in manifests {
+                    let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
+                    step.stage = Some(stage);
+                    step.block(&format!("not applied: {why}"));
+                    report.steps.push(step);
+                }
+            }
+        }
+    }
+    // `DeleteAll`: the reverse of the apply order, each deleted whatever became of the others.
+    let mut deletes: Vec<&Manifest> = changes.deletes.iter().collect();
+    deletes.sort_by(|a, b| flux::order(b, a));
+    for manifest in deletes {
+        let mut step = match &failed {
+            None => {
+                let (step, effect) = judge.judge(manifest, true, false)?;
+                if let Some(effect) = effect {
+                    judge.apply(effect);
+                }
+                step
+            }
+            Some(why) => {
+                let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
+                step.block(&format!("not pruned: {why}"));
+                step
+            }
+        };
+        step.stage = Some(Stage::Prune);
+        report.steps.push(step);
     }
     Ok(report)
 }
 
+/// Which objects a change set may apply over, whose managed fields a server-side apply merges
+/// with: each manifest's own, and the release an Application is stored as (in its namespace,
+/// named `<prefix><name>`).
+pub fn applies_over(applies: &[Manifest]) -> impl Fn(&ObjectKey) -> bool + Sync + use<> {
+    let names: HashSet<(String, String)> = applies
+        .iter()
+        .map(|m| {
+            (
+                m.namespace().unwrap_or_default().to_owned(),
+                m.name().to_owned(),
+            )
+        })
+        .collect();
+    move |(_, kind, namespace, name): &ObjectKey| {
+        let named = |name: &str| names.contains(&(namespace.clone(), name.to_owned()));
+        named(name)
+            || (kind == "HelmRelease"
+                && name
+                    .match_indices('-')
+                    .any(|(at, _)| named(&name[at + 1..])))
+    }
+}
+
 /// What Flux prunes: the entries of a Kustomization's `status.inventory` that the change set
 /// no longer holds, as manifests naming them (`<namespace>_<name>_<group>_<kind>`, version
-/// `v`), except those the live cluster marks `kustomize.toolkit.fluxcd.io/prune: disabled`.
+/// `v`), with the Kustomization whose owner labels they must carry.
 pub fn pruned(
     kustomization: &Value,
     applies: &[Manifest],
-    cluster: &ClusterObjects,
     origin: &str,
-) -> Result<Vec<Manifest>, String> {
+) -> Result<(Owner, Vec<Manifest>), String> {
     let entries = kustomization
         .pointer("/status/inventory/entries")
         .and_then(Value::as_array)
         .ok_or_else(|| {
             format!("{origin}: no status.inventory.entries (a Flux Kustomization as `kubectl get kustomization NAME -n NS -o yaml` prints it)")
         })?;
+    let owner = Owner {
+        name: kustomization["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        namespace: kustomization["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    if owner.name.is_empty() || owner.namespace.is_empty() {
+        return Err(format!(
+            "{origin}: the Kustomization has no metadata.name or metadata.namespace (its owner labels name both)"
+        ));
+    }
     let kept: BTreeSet<(String, String, String, String)> = applies
         .iter()
         .map(|m| {
@@ -633,26 +852,17 @@ pub fn pruned(
         } else {
             format!("{group}/{version}")
         };
-        let namespace = (!namespace.is_empty()).then_some(*namespace);
-        let live = cluster.get(&api_version, kind, name, namespace);
-        let disabled = live.is_some_and(|o| {
-            o.pointer("/metadata/annotations/kustomize.toolkit.fluxcd.io~1prune")
-                == Some(&json!("disabled"))
-        });
-        if disabled {
-            continue;
-        }
         let mut object =
             json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
-        if let Some(ns) = namespace {
-            object["metadata"]["namespace"] = json!(ns);
+        if !namespace.is_empty() {
+            object["metadata"]["namespace"] = json!(namespace);
         }
         out.push(Manifest {
             origin: format!("{origin}, inventory entry {}", i + 1),
             object,
         });
     }
-    Ok(out)
+    Ok((owner, out))
 }
 
 impl Report {
@@ -694,14 +904,24 @@ impl Report {
                 warnings: Vec::new(),
                 request: None,
                 response: None,
+                stage: None,
+                note: None,
             }],
         }
     }
 
-    /// One line per manifest, then what the change set comes to.
+    /// One line per manifest, under its stage of Flux's apply, then what the change set
+    /// comes to.
     pub fn text(&self) -> String {
         let mut out = String::new();
+        let mut stage = None;
         for step in &self.steps {
+            if step.stage != stage {
+                stage = step.stage;
+                if let Some(stage) = stage {
+                    out.push_str(&format!("{}\n", stage.describe()));
+                }
+            }
             let operation = if step.operation.is_empty() {
                 String::new()
             } else {
@@ -719,8 +939,8 @@ impl Report {
             for warning in &step.warnings {
                 line.push_str(&format!(" | warning: {warning}"));
             }
-            if matches!(step.outcome, Outcome::Denied | Outcome::Rejected) {
-                line.push_str(" | not applied: the manifests after it are judged without it");
+            if let Some(note) = &step.note {
+                line.push_str(&format!(" | {note}"));
             }
             out.push_str(&line);
             out.push('\n');
@@ -736,15 +956,21 @@ impl Report {
             self.count(Outcome::Absent),
             self.count(Outcome::Error),
         ));
-        let rejected = self.count(Outcome::Rejected);
-        if rejected > 0 {
-            out.push_str(&format!(
-                "{rejected} refused by the API server before admission\n"
-            ));
-        }
-        let unchanged = self.count(Outcome::Unchanged);
-        if unchanged > 0 {
-            out.push_str(&format!("{unchanged} left as they are by Flux\n"));
+        for (outcome, what) in [
+            (
+                Outcome::Rejected,
+                "refused by the API server before admission",
+            ),
+            (Outcome::Unchanged, "left as they are by Flux"),
+            (
+                Outcome::Blocked,
+                "admitted but not applied, as an earlier failure stops Flux",
+            ),
+        ] {
+            let n = self.count(outcome);
+            if n > 0 {
+                out.push_str(&format!("{n} {what}\n"));
+            }
         }
         out
     }
@@ -756,7 +982,8 @@ impl Report {
             .iter()
             .map(|s| {
                 json!({"origin": s.origin, "object": s.reference, "operation": s.operation,
-                    "outcome": s.outcome, "message": s.message, "warnings": s.warnings,
+                    "stage": s.stage, "outcome": s.outcome, "message": s.message,
+                    "warnings": s.warnings, "note": s.note,
                     "applied": matches!(s.outcome, Outcome::Allowed | Outcome::Warn | Outcome::NotJudged),
                     "request": s.request, "response": s.response})
             })
@@ -767,7 +994,8 @@ impl Report {
                 "warn": self.count(Outcome::Warn), "denied": self.count(Outcome::Denied),
                 "notJudged": self.count(Outcome::NotJudged), "absent": self.count(Outcome::Absent),
                 "errors": self.count(Outcome::Error), "rejected": self.count(Outcome::Rejected),
-                "unchanged": self.count(Outcome::Unchanged)}})
+                "unchanged": self.count(Outcome::Unchanged),
+                "blocked": self.count(Outcome::Blocked)}})
     }
 
     /// JUnit XML: one test case per manifest (a denial a failure, a write that cannot be made
@@ -793,7 +1021,8 @@ impl Report {
             e = self.count(Outcome::Error),
             s = self.count(Outcome::NotJudged)
                 + self.count(Outcome::Absent)
-                + self.count(Outcome::Unchanged),
+                + self.count(Outcome::Unchanged)
+                + self.count(Outcome::Blocked),
         );
         for step in &self.steps {
             let name = if step.operation.is_empty() {
@@ -819,6 +1048,10 @@ impl Report {
                 )),
                 Outcome::NotJudged | Outcome::Absent | Outcome::Unchanged => {
                     out.push_str(&format!("      <skipped message=\"{message}\"/>\n"))
+                }
+                Outcome::Blocked => {
+                    let note = escape(step.note.as_deref().unwrap_or_default());
+                    out.push_str(&format!("      <skipped message=\"{note}\"/>\n"))
                 }
                 Outcome::Allowed | Outcome::Warn => {}
             }
@@ -861,19 +1094,6 @@ mod tests {
             Identity::impersonated("system:anonymous", &[])
                 .groups
                 .is_empty()
-        );
-    }
-
-    #[test]
-    fn an_apply_keeps_what_others_wrote() {
-        let live = json!({"metadata": {"name": "a", "uid": "u", "labels": {"x": "1", "y": "2"}},
-            "spec": {"old": true}, "status": {"phase": "Active"}});
-        let manifest = json!({"metadata": {"name": "a", "uid": "other", "labels": {"y": "3"}},
-            "spec": {"new": true}, "status": {}});
-        assert_eq!(
-            applied_over(&live, &manifest),
-            json!({"metadata": {"name": "a", "uid": "u", "labels": {"x": "1", "y": "3"}},
-                "spec": {"new": true}, "status": {"phase": "Active"}})
         );
     }
 }

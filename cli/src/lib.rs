@@ -6,6 +6,7 @@
 pub mod apiserver;
 pub mod check;
 pub mod evaluate;
+pub mod flux;
 pub mod live;
 pub mod manifests;
 pub mod output;

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use cozystack_policy_runtime::cluster::{ClusterObjects, strip_store_fields};
+use cozystack_policy_runtime::cluster::{ClusterObjects, Keep, index_key, strip_store_fields};
 use cozystack_policy_runtime::host::ContextAwareResource;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -271,6 +271,7 @@ async fn list_all(
     context: &str,
     api: &ApiResource,
     all: &str,
+    keep: Keep<'_>,
     into: &mut ClusterObjects,
 ) -> Result<(usize, usize), LiveError> {
     let objects: Api<DynamicObject> = Api::all_with(client.clone(), api);
@@ -312,6 +313,9 @@ async fn list_all(
             object.insert("kind".into(), json!(api.kind));
             // Kept as a dump's objects are: stripped, and as text, so that a page is dropped
             // once it is read.
+            if keep.is_some_and(|keep| keep(&index_key(&value))) {
+                into.keep_managed_fields(&value);
+            }
             strip_store_fields(&mut value);
             into.push(value);
             items += 1;
@@ -327,6 +331,7 @@ async fn list_all(
 pub fn read(
     target: &Target,
     resources: &BTreeSet<ContextAwareResource>,
+    keep: Keep<'_>,
 ) -> Result<Snapshot, LiveError> {
     block_on(async {
         let (client, context) = client(target).await?;
@@ -338,7 +343,7 @@ pub fn read(
         let all = apis.iter().map(resource_name).collect::<Vec<_>>().join(",");
         for api in &apis {
             let (items, pages) =
-                list_all(&client, &context, api, &all, &mut snapshot.cluster).await?;
+                list_all(&client, &context, api, &all, keep, &mut snapshot.cluster).await?;
             snapshot.listed.push(format!(
                 "{items} {} ({pages} page{})",
                 resource_name(api),

@@ -17,7 +17,7 @@ use cozystack_policy::supply::{
     VerifyKeyArgs,
 };
 use cozystack_policy::{check, evaluate, manifests, preflight, settings};
-use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::cluster::{ClusterObjects, Keep};
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
 
@@ -150,9 +150,15 @@ struct CheckArgs {
     #[arg(long, value_name = "PATH")]
     delete: Vec<PathBuf>,
     /// A Flux Kustomization with its status.inventory (`kubectl get kustomization NAME -n NS
-    /// -o yaml`): what it lists and the change set no longer holds is pruned.
+    /// -o yaml`): what it lists and the change set no longer holds is pruned, if it carries
+    /// this Kustomization's owner labels, which every object applied gets.
     #[arg(long, value_name = "FILE")]
     inventory: Option<PathBuf>,
+    /// Apply one manifest after the other in the order given, each before the next is sent
+    /// (`kubectl apply --server-side`), instead of as Flux's kustomize-controller does (sorted
+    /// into stages, each dry-run whole before any of it is applied, the prune in reverse).
+    #[arg(long)]
+    in_order: bool,
     /// Judge the writes as this user (as `kubectl --as`); live, the default is who the current
     /// credentials are (SelfSubjectReview); with --dump it is required.
     #[arg(long = "as", value_name = "USER")]
@@ -286,6 +292,14 @@ fn main() -> ExitCode {
 /// The settings, the module and the objects its host calls read: the dump, or the kinds the
 /// policy may read (its `contextAwareResources`) listed live. Says on stderr what it read.
 fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), String> {
+    prepare_keeping(args, None)
+}
+
+/// The same, keeping the managed fields of the objects `keep` names.
+fn prepare_keeping(
+    args: &EvaluationArgs,
+    keep: Keep<'_>,
+) -> Result<(Value, Policy, ClusterObjects), String> {
     let settings = match &args.from_policy {
         Some(name) => {
             let settings =
@@ -298,7 +312,7 @@ fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), Str
     let source = Source::parse(args.policy.policy.as_deref(), args.policy.insecure);
     let (policy, origin) = source.load(args.policy.verify.trust()?.as_ref())?;
     eprintln!("policy: {origin}");
-    let cluster = cluster(&args.cluster, &policy)?;
+    let cluster = cluster(&args.cluster, &policy, keep)?;
     Ok((settings, policy, cluster))
 }
 
@@ -309,10 +323,10 @@ fn target(args: &ClusterArgs) -> Target {
     }
 }
 
-fn cluster(args: &ClusterArgs, policy: &Policy) -> Result<ClusterObjects, String> {
+fn cluster(args: &ClusterArgs, policy: &Policy, keep: Keep<'_>) -> Result<ClusterObjects, String> {
     let started = Instant::now();
     if !args.dump.is_empty() {
-        let cluster = ClusterObjects::read_dump(&args.dump)?;
+        let cluster = ClusterObjects::read_dump_keeping(&args.dump, keep)?;
         eprintln!(
             "read {} objects from the dump in {:.1} s",
             cluster.len(),
@@ -320,8 +334,12 @@ fn cluster(args: &ClusterArgs, policy: &Policy) -> Result<ClusterObjects, String
         );
         return Ok(cluster);
     }
-    let snapshot = live::read(&target(args), &policy.metadata.context_aware_resources)
-        .map_err(|e| e.to_string())?;
+    let snapshot = live::read(
+        &target(args),
+        &policy.metadata.context_aware_resources,
+        keep,
+    )
+    .map_err(|e| e.to_string())?;
     eprintln!(
         "read from context {}: {} in {:.1} s",
         snapshot.context,
@@ -392,13 +410,24 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
             }
         }
     };
-    let (settings, policy, cluster) = prepare(evaluation)?;
+    // The managed fields of what the change set may apply over, for server-side apply's merge.
+    let keep = check::applies_over(&applies);
+    let (settings, policy, cluster) = prepare_keeping(evaluation, Some(&keep))?;
+    let mut applier = if args.in_order {
+        check::Applier::InOrder
+    } else {
+        check::Applier::Flux
+    };
     if let Some(path) = &args.inventory {
         let text = read_text(path)?;
         let kustomization: Value =
             serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let origin = path.display().to_string();
-        deletes.extend(check::pruned(&kustomization, &applies, &cluster, &origin)?);
+        let (owner, pruned) = check::pruned(&kustomization, &applies, &origin)?;
+        deletes.extend(pruned);
+        if !args.in_order {
+            applier = check::Applier::Kustomization(owner);
+        }
     }
     eprintln!(
         "judging {} manifests and {} deletions as {}",
@@ -434,6 +463,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
         cluster,
         &changes,
         &identity,
+        applier,
         &mut observe,
     )?;
     eprintln!(

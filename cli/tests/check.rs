@@ -63,6 +63,8 @@ const DUMP: &[&str] = &[
     "deploy/policy-protect.yaml",
 ];
 const ALICE: &[&str] = &["--as", "alice", "--as-group", "tenant-acme-admin"];
+/// A person applying with `kubectl apply --server-side`: one manifest after the other.
+const IN_ORDER: &[&str] = &["--in-order"];
 const FLUX: &[&str] = &["--as", "system:serviceaccount:cozy-fluxcd:flux"];
 
 /// A tenant administrator's commit: two Monitorings for one tenant, an edit of an existing
@@ -96,13 +98,13 @@ fn args<'a>(parts: &[&'a [&'a str]]) -> Vec<&'a str> {
 }
 
 #[test]
-fn a_change_set_is_judged_in_order_as_admission_would() {
+fn a_change_set_applied_in_order_is_judged_as_admission_would() {
     let commit = write("tenant-commit.yaml", TENANT_COMMIT);
     let commit = commit.to_str().unwrap_or_default();
 
     // The second Monitoring is refused, naming the first of the same change set; the edit is an
     // UPDATE; the ConfigMap is counted, not dropped.
-    let out = check(&args(&[&[commit], DUMP, ALICE]), None);
+    let out = check(&args(&[&[commit], DUMP, ALICE, IN_ORDER]), None);
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let origin = |n: usize| format!("{commit}, document {n}");
     assert_eq!(
@@ -136,6 +138,7 @@ fn a_change_set_is_judged_in_order_as_admission_would() {
             &[commit, "--output", "json", "--save-requests", saved_arg],
             DUMP,
             ALICE,
+            IN_ORDER,
         ]),
         None,
     );
@@ -160,7 +163,7 @@ fn a_change_set_is_judged_in_order_as_admission_would() {
     assert_eq!(steps[3]["outcome"], "notJudged");
     assert_eq!(
         report["summary"],
-        json!({"manifests": 4, "allowed": 2, "warn": 0, "denied": 1, "notJudged": 1, "absent": 0, "errors": 0, "rejected": 0, "unchanged": 0})
+        json!({"manifests": 4, "allowed": 2, "warn": 0, "denied": 1, "notJudged": 1, "absent": 0, "errors": 0, "rejected": 0, "unchanged": 0, "blocked": 0})
     );
 
     // Byte for byte the module's answer: each saved request, on the cluster it was judged on,
@@ -202,7 +205,10 @@ fn a_change_set_is_judged_in_order_as_admission_would() {
     );
 
     // JUnit, read by a real XML parser: one test case per manifest.
-    let out = check(&args(&[&[commit, "--output", "junit"], DUMP, ALICE]), None);
+    let out = check(
+        &args(&[&[commit, "--output", "junit"], DUMP, ALICE, IN_ORDER]),
+        None,
+    );
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let xml = roxmltree::Document::parse(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
     let suite = xml
@@ -247,11 +253,16 @@ fn a_change_set_is_judged_in_order_as_admission_would() {
         ("alice", &["tenant-acme-admin", "system:authenticated"]),
     );
     let live = check(
-        &[commit, "--settings", "deploy/policy-protect.yaml"],
+        &[
+            commit,
+            "--settings",
+            "deploy/policy-protect.yaml",
+            "--in-order",
+        ],
         Some(&api.kubeconfig),
     );
     assert_eq!(live.code, Some(1), "{}", live.stderr);
-    let from_dump = check(&args(&[&[commit], DUMP, ALICE]), None);
+    let from_dump = check(&args(&[&[commit], DUMP, ALICE, IN_ORDER]), None);
     assert_eq!(live.stdout, from_dump.stdout);
     assert!(
         live.stderr
@@ -298,9 +309,9 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
     let awaiting = "Bucket consumes ingress, and namespace tenant-acme resolves it to tenant-root (namespace.cozystack.io/ingress), but tenant-root runs no live ingress provider that serves tenant-acme: the app gets no ingress until tenant-root provides ingress or this tenant gets its own";
     let flux_admits = " (admitted because system:serviceaccount:cozy-fluxcd:flux is a platform writer and platformWriters is warn)";
 
-    // Switched off first (Flux, a platform writer: admitted with the warning): the Tenant chart
+    // Switched off first (a platform writer: admitted with the warning): the Tenant chart
     // uninstalls tenant-root's Ingress, so the Bucket after it awaits one.
-    let out = check(&args(&[&[off_first], DUMP, FLUX]), None);
+    let out = check(&args(&[&[off_first], DUMP, FLUX, IN_ORDER]), None);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
@@ -323,14 +334,20 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
     // A gate that fails on warnings: the same change set, nothing refused, exits with the code
     // asked for, as kyverno's --warn-exit-code.
     let gate = check(
-        &args(&[&[off_first], DUMP, FLUX, &["--warn-exit-code", "3"]]),
+        &args(&[
+            &[off_first],
+            DUMP,
+            FLUX,
+            IN_ORDER,
+            &["--warn-exit-code", "3"],
+        ]),
         None,
     );
     assert_eq!(gate.code, Some(3), "{}", gate.stderr);
     assert_eq!(gate.stdout, out.stdout);
 
     // The consumer first: the switch-off names it among the consumers.
-    let out = check(&args(&[&[bucket_first], DUMP, FLUX]), None);
+    let out = check(&args(&[&[bucket_first], DUMP, FLUX, IN_ORDER]), None);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
@@ -355,6 +372,7 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
         &args(&[
             &[off_first, "--dump", "e2e/cluster", "--settings", deny],
             FLUX,
+            IN_ORDER,
         ]),
         None,
     );
@@ -384,7 +402,7 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
     let consumed = "Monitoring tenant-ktj/monitoring is protected while it provides monitoring to consumers: tenant-ktj-htdev/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)";
     let ktj_admin = &["--as", "bob", "--as-group", "tenant-ktj-admin"];
     let out = check(
-        &args(&[&[empty, "--delete", pruned], DUMP, ktj_admin]),
+        &args(&[&[empty, "--delete", pruned], DUMP, ktj_admin, IN_ORDER]),
         None,
     );
     assert_eq!(out.code, Some(1), "{}", out.stderr);
@@ -404,7 +422,10 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-acme}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: shop, namespace: tenant-acme}\n",
     );
     let namespace = namespace.to_str().unwrap_or_default();
-    let out = check(&args(&[&[empty, "--delete", namespace], DUMP, ALICE]), None);
+    let out = check(
+        &args(&[&[empty, "--delete", namespace], DUMP, ALICE, IN_ORDER]),
+        None,
+    );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(
         out.stdout.lines().take(2).collect::<Vec<_>>(),
@@ -418,30 +439,36 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
         ]
     );
 
-    // The same prune, as Flux computes it from the Kustomization's inventory: what the change
-    // set no longer holds is deleted after every apply; what it still holds is not.
-    let inventory = write(
-        "kustomization.yaml",
-        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: ktj, namespace: tenant-ktj}\nstatus:\n  inventory:\n    entries:\n    - {id: tenant-ktj_monitoring_apps.cozystack.io_Monitoring, v: v1alpha1}\n    - {id: tenant-ktj_metrics_apps.cozystack.io_Postgres, v: v1alpha1}\n",
-    );
-    let inventory = inventory.to_str().unwrap_or_default();
-    let kept = write(
-        "kept.yaml",
-        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: metrics, namespace: tenant-ktj}\nspec: {replicas: 1}\n",
-    );
-    let kept = kept.to_str().unwrap_or_default();
-    let out = check(
-        &args(&[&[kept, "--inventory", inventory], DUMP, ktj_admin]),
-        None,
-    );
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    let lines: Vec<&str> = out.stdout.lines().collect();
+    // Flux sorts what it applies: whichever file comes first, the Bucket (kind Bucket) lands
+    // before the switch-off (kind Tenant) is applied, and the switch-off names it. Both are
+    // dry-run first, on the cluster before either.
+    let flux_off_first = check(&args(&[&[off_first], DUMP, FLUX]), None);
+    let flux_bucket_first = check(&args(&[&[bucket_first], DUMP, FLUX]), None);
+    assert_eq!(flux_off_first.code, Some(0), "{}", flux_off_first.stderr);
+    let lines: Vec<&str> = flux_off_first.stdout.lines().collect();
     assert_eq!(
         lines[..2],
         [
-            format!("ALLOWED  UPDATE Postgres tenant-ktj/metrics ({kept}, document 1)").as_str(),
-            format!("DENIED   DELETE Monitoring tenant-ktj/monitoring ({inventory}, inventory entry 1): {consumed} | not applied: the manifests after it are judged without it").as_str(),
+            "stage 3, resources: every other object, all dry-run before any is applied",
+            format!("ALLOWED  CREATE Bucket tenant-acme/assets ({off_first}, document 2)").as_str(),
         ]
+    );
+    assert!(
+        lines[2].starts_with(&format!(
+            "WARN     UPDATE Tenant tenant-root/root ({off_first}, document 1) | warning: "
+        )) && lines[2]
+            .contains("consumers: tenant-acme/assets (Bucket), tenant-acme/media (Bucket),"),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(
+        flux_off_first.stdout.replace("ingress-off-first", "X"),
+        flux_bucket_first
+            .stdout
+            .replace("bucket-first", "X")
+            .replace("document 2", "document 0")
+            .replace("document 1", "document 2")
+            .replace("document 0", "document 1")
     );
 }
 
@@ -454,18 +481,19 @@ fn what_flux_leaves_as_it_is_sends_nothing() {
         "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: shop, namespace: tenant-acme, annotations: {kustomize.toolkit.fluxcd.io/ssa: IfNotPresent}}\nspec: {replicas: 9}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Monitoring\nmetadata: {name: metrics, namespace: tenant-acme, labels: {kustomize.toolkit.fluxcd.io/reconcile: disabled}}\nspec: {}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: orders, namespace: tenant-acme, annotations: {kustomize.toolkit.fluxcd.io/ssa: IfNotPresent}}\nspec: {}\n",
         0,
     );
+    // In Flux's order: kind, then namespace and name.
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
-        lines[..3],
+        lines[1..4],
         [
-            format!(
-                "UNCHANGED Postgres tenant-acme/shop ({set}, document 1): left as it is: the manifest carries kustomize.toolkit.fluxcd.io/ssa: IfNotPresent and the object exists, so Flux applies nothing and sends no request"
-            ),
             format!(
                 "UNCHANGED Monitoring tenant-acme/metrics ({set}, document 2): left as it is: the manifest carries kustomize.toolkit.fluxcd.io/reconcile: disabled, so Flux applies nothing and sends no request"
             ),
             // A new object is created once, IfNotPresent or not: judged as any.
             format!("ALLOWED  CREATE Postgres tenant-acme/orders ({set}, document 3)"),
+            format!(
+                "UNCHANGED Postgres tenant-acme/shop ({set}, document 1): left as it is: the manifest carries kustomize.toolkit.fluxcd.io/ssa: IfNotPresent and the object exists, so Flux applies nothing and sends no request"
+            ),
         ]
     );
     assert!(
@@ -476,6 +504,10 @@ fn what_flux_leaves_as_it_is_sends_nothing() {
 }
 
 /// Writes a change set, checks it as Flux applies it, and asserts the exit code.
+/// The note on the first object whose dry run fails its stage.
+const DRY_RUN_FAILS: &str =
+    "the dry run fails here: nothing of this stage is applied, no later stage, and no prune runs";
+
 fn flux_applies(name: &str, text: &str, code: i32) -> (String, Ran) {
     let set = write(name, text).to_str().unwrap_or_default().to_owned();
     let out = check(&args(&[&[set.as_str()], DUMP, FLUX]), None);
@@ -493,21 +525,24 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
         "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: shop, namespace: tenant-root}\nspec: {}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-shop}\nspec: {}\n",
         1,
     );
+    // Flux's dry run of the stage fails on the Postgres, so the Tenant is not applied either.
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert!(
-        lines[0].starts_with("ALLOWED  CREATE Tenant tenant-root/shop"),
-        "{}",
-        out.stdout
-    );
     assert_eq!(
         lines[1],
         format!(
-            "REJECTED Postgres tenant-shop/db ({set}, document 2): namespace tenant-shop does not exist when Flux applies this, so the API server refuses it before admission (namespaces \"tenant-shop\" not found): Tenant tenant-root/shop ({set}, document 1) makes it only once its release reconciles; apply this from a second Flux Kustomization with spec.dependsOn naming the one that applies the Tenant (and spec.wait: true there), or after the Tenant is Ready | not applied: the manifests after it are judged without it"
+            "REJECTED Postgres tenant-shop/db ({set}, document 2): namespace tenant-shop does not exist when Flux applies this, so the API server refuses it before admission (namespaces \"tenant-shop\" not found): Tenant tenant-root/shop ({set}, document 1) makes it only once its release reconciles; apply this from a second Flux Kustomization with spec.dependsOn naming the one that applies the Tenant (and spec.wait: true there), or after the Tenant is Ready | {DRY_RUN_FAILS}"
+        )
+    );
+    assert_eq!(
+        lines[2],
+        format!(
+            "BLOCKED  CREATE Tenant tenant-root/shop ({set}, document 1) | not applied: Postgres tenant-shop/db failed the dry run of its stage"
         )
     );
     assert!(
-        out.stdout
-            .ends_with("1 refused by the API server before admission\n"),
+        out.stdout.ends_with(
+            "1 refused by the API server before admission\n1 admitted but not applied, as an earlier failure stops Flux\n"
+        ),
         "{}",
         out.stdout
     );
@@ -519,9 +554,9 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
         1,
     );
     assert_eq!(
-        out.stdout.lines().next().unwrap_or_default(),
+        out.stdout.lines().nth(1).unwrap_or_default(),
         format!(
-            "REJECTED Tenant tenant-root/my-shop ({set}, document 1): cozystack-api refuses it before admission: Tenant.apps.cozystack.io \"my-shop\" is invalid: metadata.name: Invalid value: \"my-shop\": tenant names must start with a lowercase letter and contain only lowercase letters and digits; dashes are not allowed | not applied: the manifests after it are judged without it"
+            "REJECTED Tenant tenant-root/my-shop ({set}, document 1): cozystack-api refuses it before admission: Tenant.apps.cozystack.io \"my-shop\" is invalid: metadata.name: Invalid value: \"my-shop\": tenant names must start with a lowercase letter and contain only lowercase letters and digits; dashes are not allowed | {DRY_RUN_FAILS}"
         )
     );
     // A version the cluster does not serve: Flux's dry-run fails with "no matches for kind".
@@ -531,7 +566,7 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
         1,
     );
     assert!(
-        out.stdout.starts_with(&format!(
+        out.stdout.lines().nth(1).unwrap_or_default().starts_with(&format!(
             "REJECTED HelmRelease tenant-acme/redis-cache ({set}, document 1): the API server refuses it before admission: no matches for kind \"HelmRelease\" in version \"helm.toolkit.fluxcd.io/v2beta2\""
         )),
         "{}",
@@ -547,7 +582,13 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
     assert_eq!(
         out.stdout.lines().nth(1).unwrap_or_default(),
         format!(
-            "REJECTED Valkey tenant-acme/cache ({set}, document 2): the API server refuses it before admission: cozystack-api does not serve Valkey yet when Flux applies this (no matches for kind \"Valkey\"); its ApplicationDefinition ({set}, document 1) is in this change set, and cozystack-api serves a new kind only once cozystack-controller has restarted it; apply the definition from a Flux Kustomization this one names in spec.dependsOn | not applied: the manifests after it are judged without it"
+            "REJECTED Valkey tenant-acme/cache ({set}, document 2): the API server refuses it before admission: cozystack-api does not serve Valkey yet when Flux applies this (no matches for kind \"Valkey\"); its ApplicationDefinition ({set}, document 1) is in this change set, and cozystack-api serves a new kind only once cozystack-controller has restarted it; apply the definition from a Flux Kustomization this one names in spec.dependsOn | {DRY_RUN_FAILS}"
+        )
+    );
+    assert_eq!(
+        out.stdout.lines().nth(2).unwrap_or_default(),
+        format!(
+            "BLOCKED  ApplicationDefinition valkey ({set}, document 1) | not applied: Valkey tenant-acme/cache failed the dry run of its stage"
         )
     );
     // The Namespace in the change set itself is applied first (Flux's first stage), wherever
@@ -565,30 +606,31 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
 
 #[test]
 fn a_deleted_release_stays_terminating_while_the_change_set_is_applied() {
-    // Flux prunes the consumer, then the provider: helm-controller's finalizer keeps the
-    // Kubernetes release, terminating, until it has uninstalled it, after the whole change set,
-    // so the policy still counts it when the Etcd release is deleted.
-    let consumer = write(
-        "prune-consumer.yaml",
-        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Kubernetes\nmetadata: {name: dev, namespace: tenant-ktj-htdev}\n",
-    );
+    // Flux prunes the consumer's release, then the provider's (the reverse of its apply order:
+    // tenant-ktj-htdev after tenant-ktj), whichever way they are listed: helm-controller's
+    // finalizer keeps the Kubernetes release, terminating, until it has uninstalled it, after
+    // the whole change set, so the policy still counts it when the Etcd release is deleted.
     let provider = write(
         "prune-provider.yaml",
         "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: etcd, namespace: tenant-ktj}\n",
+    );
+    let consumer = write(
+        "prune-consumer.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: kubernetes-dev, namespace: tenant-ktj-htdev}\n",
     );
     // What the change set still applies: nothing the policy judges.
     let kept = write(
         "prune-kept.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes, namespace: tenant-ktj}\n",
     );
-    let (consumer, provider, kept) = (
-        consumer.to_str().unwrap_or_default(),
+    let (provider, consumer, kept) = (
         provider.to_str().unwrap_or_default(),
+        consumer.to_str().unwrap_or_default(),
         kept.to_str().unwrap_or_default(),
     );
     let out = check(
         &args(&[
-            &["--delete", consumer, "--delete", provider],
+            &["--delete", provider, "--delete", consumer],
             &[kept],
             DUMP,
             FLUX,
@@ -598,16 +640,14 @@ fn a_deleted_release_stays_terminating_while_the_change_set_is_applied() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
-        lines[1],
-        format!("ALLOWED  DELETE Kubernetes tenant-ktj-htdev/dev ({consumer}, document 1)"),
-        "{}",
-        out.stdout
-    );
-    assert_eq!(
-        lines[2],
-        format!(
-            "WARN     DELETE HelmRelease tenant-ktj/etcd ({provider}, document 1) | warning: Etcd tenant-ktj/etcd is protected while it provides etcd to consumers: tenant-ktj-htdev/dev (Kubernetes) terminating; delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect) (admitted because system:serviceaccount:cozy-fluxcd:flux is a platform writer and platformWriters is warn)"
-        ),
+        lines[2..5],
+        [
+            "prune: what the change set no longer holds, in reverse apply order, once every stage has applied",
+            format!("ALLOWED  DELETE HelmRelease tenant-ktj-htdev/kubernetes-dev ({consumer}, document 1)").as_str(),
+            format!(
+                "WARN     DELETE HelmRelease tenant-ktj/etcd ({provider}, document 1) | warning: Etcd tenant-ktj/etcd is protected while it provides etcd to consumers: tenant-ktj-htdev/dev (Kubernetes) terminating; delete or move those consumers first, or give their tenants another etcd provider (protection.deletion: protect) (admitted because system:serviceaccount:cozy-fluxcd:flux is a platform writer and platformWriters is warn)"
+            ).as_str(),
+        ],
         "{}",
         out.stdout
     );
@@ -710,8 +750,205 @@ fn an_unusable_input_is_exit_2_naming_it() {
     let out = check(&args(&[&[unknown], DUMP, ALICE]), None);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
-        out.stdout.starts_with(&format!("ERROR    Valkey tenant-acme/cache ({unknown}, document 1): the cluster serves no Valkey (no ApplicationDefinition has spec.application.kind Valkey): the API server would answer 404; apply its ApplicationDefinition first\n")),
+        out.stdout.contains(&format!("\nERROR    Valkey tenant-acme/cache ({unknown}, document 1): the cluster serves no Valkey (no ApplicationDefinition has spec.application.kind Valkey): the API server would answer 404; apply its ApplicationDefinition first | {DRY_RUN_FAILS}\n")),
         "{}",
         out.stdout
+    );
+}
+
+/// The bundled install with what a GitOps team's Kustomization cozy-fluxcd/htdev applied on it.
+const GITOPS: &[&str] = &[
+    "--dump",
+    "e2e/cluster",
+    "--dump",
+    "cli/tests/dumps/gitops.yaml",
+    "--settings",
+    "deploy/policy-protect.yaml",
+];
+
+/// A tenant's own Kustomization (`spec.serviceAccountName` its tenant's ServiceAccount): Flux
+/// applies as that ServiceAccount, an administrator of the tenant, not a platform writer.
+fn tenant_flux(namespace: &str) -> [String; 2] {
+    [
+        "--as".to_owned(),
+        format!("system:serviceaccount:{namespace}:{namespace}"),
+    ]
+}
+
+#[test]
+fn flux_dry_runs_each_stage_whole_before_it_applies_any_of_it() {
+    // The tenant administrator's commit, applied by the tenant's Kustomization: sorted, the
+    // Monitoring named metrics comes first, and the dry run of the stage refuses it (on the
+    // cluster before the stage), so nothing of the stage lands, not even the ConfigMap.
+    let set = write("flux-commit.yaml", TENANT_COMMIT);
+    let set = set.to_str().unwrap_or_default();
+    let acme = tenant_flux("tenant-acme");
+    let acme: Vec<&str> = acme.iter().map(String::as_str).collect();
+    let out = check(&args(&[&[set], DUMP, &acme]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "stage 3, resources: every other object, all dry-run before any is applied\n\
+             BLOCKED  ConfigMap tenant-acme/shop-config ({set}, document 4) | not applied: Monitoring tenant-acme/metrics failed the dry run of its stage\n\
+             DENIED   CREATE Monitoring tenant-acme/metrics ({set}, document 2): Monitoring tenant-acme/metrics: Monitoring is held to at most 1 per tenant by its name: create it as tenant-acme/monitoring (cardinality.slots) | {DRY_RUN_FAILS}\n\
+             BLOCKED  CREATE Monitoring tenant-acme/monitoring ({set}, document 1) | not applied: Monitoring tenant-acme/metrics failed the dry run of its stage\n\
+             BLOCKED  UPDATE Postgres tenant-acme/shop ({set}, document 3) | not applied: Monitoring tenant-acme/metrics failed the dry run of its stage\n\
+             \n4 manifests: 3 writes judged (0 allowed, 0 with warnings, 1 denied), 0 not judged by this policy, 0 absent, 0 errors\n\
+             3 admitted but not applied, as an earlier failure stops Flux\n"
+        )
+    );
+    // Each dry run is a request with dryRun set, sent with kustomize-controller's field manager.
+    let json_out = check(&args(&[&[set, "--output", "json"], DUMP, &acme]), None);
+    let report: Value = serde_json::from_str(&json_out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let denied = &report["steps"][1];
+    assert_eq!(denied["stage"], "resources");
+    assert_eq!(denied["request"]["dryRun"], true);
+    assert_eq!(
+        denied["request"]["options"],
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": "kustomize-controller", "dryRun": ["All"]})
+    );
+    assert_eq!(report["summary"]["blocked"], 3);
+}
+
+#[test]
+fn flux_applies_what_its_dry_run_admitted_and_stops_at_the_first_refusal() {
+    // One Bucket per tenant (a platform's own rule): each Bucket alone passes the dry run, on
+    // the cluster before the stage; applied in order, the second finds the first and is
+    // refused, the apply stops there, and nothing is pruned.
+    let mut settings =
+        cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    settings["definitions"]["Bucket"]["cardinality"] = json!({"scope": "tenant", "max": 1});
+    let one_bucket = write("one-bucket.json", &settings.to_string());
+    let one_bucket = one_bucket.to_str().unwrap_or_default();
+    let set = write(
+        "two-buckets.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Bucket\nmetadata: {name: b, namespace: tenant-ktj-htdev}\nspec: {}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Bucket\nmetadata: {name: a, namespace: tenant-ktj-htdev}\nspec: {}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-ktj-htdev}\nspec: {replicas: 3}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    let inventory = write(
+        "htdev.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nstatus:\n  inventory:\n    entries:\n    - {id: tenant-ktj-htdev_orders_apps.cozystack.io_Postgres, v: v1alpha1}\n",
+    );
+    let inventory = inventory.to_str().unwrap_or_default();
+    let htdev = tenant_flux("tenant-ktj-htdev");
+    let htdev: Vec<&str> = htdev.iter().map(String::as_str).collect();
+    let dump = [
+        "--dump",
+        "e2e/cluster",
+        "--dump",
+        "cli/tests/dumps/gitops.yaml",
+        "--settings",
+        one_bucket,
+    ];
+    let out = check(
+        &args(&[&[set, "--inventory", inventory], &dump, &htdev]),
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines[..6],
+        [
+            "stage 3, resources: every other object, all dry-run before any is applied",
+            format!("ALLOWED  CREATE Bucket tenant-ktj-htdev/a ({set}, document 2)").as_str(),
+            format!("DENIED   CREATE Bucket tenant-ktj-htdev/b ({set}, document 1): Bucket: at most 1 per tenant tenant-ktj-htdev; already present: a; use or edit the existing Bucket instead of creating another (cardinality tenant/1) | refused when applied, after the objects before it in its stage: the dry run, on the state before the stage, admitted it; the apply stops here, what came before it stays applied, and no prune runs").as_str(),
+            format!("BLOCKED  UPDATE Postgres tenant-ktj-htdev/db ({set}, document 3) | not applied: the apply of Bucket tenant-ktj-htdev/b before it in its stage failed").as_str(),
+            "prune: what the change set no longer holds, in reverse apply order, once every stage has applied",
+            format!("BLOCKED  Postgres tenant-ktj-htdev/orders ({inventory}, inventory entry 1) | not pruned: the apply failed, so kustomize-controller prunes nothing").as_str(),
+        ],
+        "{}",
+        out.stdout
+    );
+
+    // Without the rule the apply succeeds and the prune runs: the Postgres the Kustomization
+    // applied before (its owner labels on the Application, carried onto the release by
+    // cozystack-api) is deleted.
+    let out = check(
+        &args(&[&[set, "--inventory", inventory], GITOPS, &htdev]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!(
+            "\nALLOWED  DELETE Postgres tenant-ktj-htdev/orders ({inventory}, inventory entry 1)\n"
+        )),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_server_side_apply_keeps_what_the_manifest_omits_unless_flux_alone_owned_it() {
+    // The Tenant ktj manifest leaves etcd out. cozystack-api keeps no managed fields of an
+    // Application, so every live field is before-first-apply's and stays: etcd is not turned off
+    // (no removal to judge). The release cache leaves authEnabled (kustomize-controller's alone:
+    // removed) and size (kubectl-edit's: kept) out.
+    let set = write(
+        "omits.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: ktj, namespace: tenant-root}\nspec: {monitoring: true}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cache, namespace: tenant-ktj-htdev}\nspec:\n  chart:\n    spec:\n      chart: redis\n      sourceRef: {kind: HelmRepository, name: bitnami}\n  interval: 10m\n  values: {replicas: 3}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    // The Kustomization also applied Postgres db once; it no longer carries its owner labels
+    // (the bundled release has none), so the prune leaves it.
+    let inventory = write(
+        "htdev-kept.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nstatus:\n  inventory:\n    entries:\n    - {id: tenant-ktj-htdev_cache_helm.toolkit.fluxcd.io_HelmRelease, v: v2}\n    - {id: tenant-ktj-htdev_db_apps.cozystack.io_Postgres, v: v1alpha1}\n",
+    );
+    let inventory = inventory.to_str().unwrap_or_default();
+    let out = check(
+        &args(&[&[set, "--inventory", inventory], GITOPS, FLUX]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "stage 3, resources: every other object, all dry-run before any is applied\n\
+             ALLOWED  UPDATE Tenant tenant-root/ktj ({set}, document 1)\n\
+             ALLOWED  UPDATE HelmRelease tenant-ktj-htdev/cache ({set}, document 2)\n\
+             prune: what the change set no longer holds, in reverse apply order, once every stage has applied\n\
+             UNCHANGED Postgres tenant-ktj-htdev/db ({inventory}, inventory entry 2): left in place: the object in the cluster does not carry the owner labels of Kustomization cozy-fluxcd/htdev (kustomize.toolkit.fluxcd.io/name: htdev, kustomize.toolkit.fluxcd.io/namespace: cozy-fluxcd), so Flux's garbage collection skips it\n\
+             \n3 manifests: 2 writes judged (2 allowed, 0 with warnings, 0 denied), 0 not judged by this policy, 0 absent, 0 errors\n\
+             1 left as they are by Flux\n"
+        )
+    );
+    let json_out = check(
+        &args(&[
+            &[set, "--inventory", inventory, "--output", "json"],
+            GITOPS,
+            FLUX,
+        ]),
+        None,
+    );
+    let report: Value = serde_json::from_str(&json_out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let tenant = &report["steps"][0]["request"]["object"];
+    assert_eq!(tenant["spec"], json!({"etcd": true, "monitoring": true}));
+    // Flux's owner labels, stamped on what it applies.
+    assert_eq!(
+        tenant["metadata"]["labels"],
+        json!({"kustomize.toolkit.fluxcd.io/name": "htdev", "kustomize.toolkit.fluxcd.io/namespace": "cozy-fluxcd"})
+    );
+    let cache = &report["steps"][1]["request"]["object"];
+    assert_eq!(
+        cache["spec"]["values"],
+        json!({"replicas": 3, "size": "2Gi"})
+    );
+    assert_eq!(
+        cache["metadata"]["finalizers"],
+        json!(["finalizers.fluxcd.io"])
+    );
+    assert!(cache["metadata"].get("managedFields").is_none());
+
+    // Applied one by one by another manager (kubectl), nothing of Flux's is removed.
+    let by_hand = check(
+        &args(&[&[set, "--output", "json"], GITOPS, FLUX, IN_ORDER]),
+        None,
+    );
+    let report: Value = serde_json::from_str(&by_hand.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        report["steps"][1]["request"]["object"]["spec"]["values"],
+        json!({"authEnabled": true, "replicas": 3, "size": "2Gi"})
     );
 }

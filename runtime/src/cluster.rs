@@ -1,6 +1,6 @@
 //! A fixture cluster: ordinary Kubernetes manifests, as `kubectl get -o yaml` prints them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use std::path::Path;
 
@@ -47,10 +47,15 @@ impl Stored {
     }
 
     /// An object read from a dump or a live list, kept as a reflector stores it
-    /// ([`strip_store_fields`]).
-    fn stripped(mut object: Value) -> Stored {
+    /// ([`strip_store_fields`]), with its managed fields when `keep` asks for them.
+    fn read(mut object: Value, keep: Keep<'_>) -> (Stored, Option<Box<str>>) {
+        let managed = keep
+            .filter(|keep| keep(&index_key(&object)))
+            .and_then(|_| object.pointer("/metadata/managedFields"))
+            .filter(|m| m.as_array().is_some_and(|a| !a.is_empty()))
+            .map(|m| m.to_string().into_boxed_str());
         strip_store_fields(&mut object);
-        Stored::new(&object)
+        (Stored::new(&object), managed)
     }
 
     /// The object again: the text is serde_json's own output of a `Value`, which reads back
@@ -68,13 +73,13 @@ impl Stored {
 /// order; `None` if any item gives `None`.
 fn on_all_cores<T: Sync>(
     items: &[T],
-    read: impl Fn(&T) -> Option<Stored> + Sync,
-) -> Option<Vec<Stored>> {
+    read: impl Fn(&T) -> Option<Read> + Sync,
+) -> Option<Vec<Read>> {
     if items.is_empty() {
         return Some(Vec::new());
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runs: Vec<Option<Vec<Stored>>> = std::thread::scope(|scope| {
+    let runs: Vec<Option<Vec<Read>>> = std::thread::scope(|scope| {
         let read = &read;
         let handles: Vec<_> = items
             .chunks(items.len().div_ceil(cores))
@@ -95,9 +100,17 @@ fn on_all_cores<T: Sync>(
 /// Items parsed on all cores at a time while a dump is streamed: a few megabytes of text.
 const BATCH: usize = 2048;
 
+/// Which objects' managed fields a read keeps (`None`: none, and a List's are dropped as lines).
+pub type Keep<'k> = Option<&'k (dyn Fn(&ObjectKey) -> bool + Sync)>;
+
+/// An object read, with the managed fields kept of it.
+type Read = (Stored, Option<Box<str>>);
+
 /// One item of a kubectl List, its lines taken out of the list's indentation.
-fn yaml_item(item: &str) -> Option<Stored> {
-    serde_yaml::from_str(item).ok().map(Stored::stripped)
+fn yaml_item(item: &str, keep: Keep<'_>) -> Option<Read> {
+    serde_yaml::from_str(item)
+        .ok()
+        .map(|object| Stored::read(object, keep))
 }
 
 /// Where an item's lines stand with respect to `metadata.managedFields`, which the snapshot
@@ -136,15 +149,15 @@ impl ManagedFields {
 /// kubectl lays a List out with each item starting `- ` at the margin and its lines indented by
 /// two; any other layout, or an item that does not read alone (an alias of another item's
 /// anchor), gives `None`, and the text is read whole.
-fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
+fn list_items(mut reader: impl BufRead, keep: Keep<'_>) -> Result<Option<Vec<Read>>, String> {
     std::thread::scope(|scope| {
         let (mut skeleton, mut line) = (String::new(), String::new());
         let (mut stored, mut batch) = (Vec::new(), Vec::<String>::new());
-        let mut parsing: Option<std::thread::ScopedJoinHandle<'_, Option<Vec<Stored>>>> = None;
+        let mut parsing: Option<std::thread::ScopedJoinHandle<'_, Option<Vec<Read>>>> = None;
         // The batch being parsed, joined: `None` if an item did not read alone.
         let joined =
-            |parsing: &mut Option<std::thread::ScopedJoinHandle<'_, Option<Vec<Stored>>>>,
-             stored: &mut Vec<Stored>|
+            |parsing: &mut Option<std::thread::ScopedJoinHandle<'_, Option<Vec<Read>>>>,
+             stored: &mut Vec<Read>|
              -> Option<()> {
                 if let Some(parsed) = parsing.take() {
                     stored.extend(parsed.join().ok()??);
@@ -166,7 +179,8 @@ fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
                         return Ok(None);
                     }
                     let full = std::mem::take(&mut batch);
-                    parsing = Some(scope.spawn(move || on_all_cores(&full, |i| yaml_item(i))));
+                    parsing =
+                        Some(scope.spawn(move || on_all_cores(&full, |i| yaml_item(i, keep))));
                 }
                 batch.push(String::new());
             } else if !item_line {
@@ -178,14 +192,14 @@ fn list_items(mut reader: impl BufRead) -> Result<Option<Vec<Stored>>, String> {
                 return Ok(None);
             };
             let text = line.get(2..).unwrap_or(line.trim_start_matches(' '));
-            if !managed.skips(text) {
+            if keep.is_some() || !managed.skips(text) {
                 item.push_str(text);
             }
         }
         if joined(&mut parsing, &mut stored).is_none() {
             return Ok(None);
         }
-        let Some(last) = on_all_cores(&batch, |i| yaml_item(i)) else {
+        let Some(last) = on_all_cores(&batch, |i| yaml_item(i, keep)) else {
             return Ok(None);
         };
         stored.extend(last);
@@ -202,9 +216,9 @@ fn is_json(head: &[u8]) -> bool {
 
 /// A dump's objects from its whole text, in any layout: JSON documents, or YAML documents
 /// (`List`s flattened).
-fn whole(text: &str) -> Result<Vec<Stored>, String> {
+fn whole(text: &str, keep: Keep<'_>) -> Result<Vec<Read>, String> {
     if is_json(text.as_bytes()) {
-        return json_documents(text);
+        return json_documents(text, keep);
     }
     let mut stored = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
@@ -212,10 +226,10 @@ fn whole(text: &str) -> Result<Vec<Stored>, String> {
             Value::Null => {}
             Value::Object(mut list) if list.get("kind").and_then(Value::as_str) == Some("List") => {
                 if let Some(Value::Array(items)) = list.remove("items") {
-                    stored.extend(items.into_iter().map(Stored::stripped));
+                    stored.extend(items.into_iter().map(|item| Stored::read(item, keep)));
                 }
             }
-            object => stored.push(Stored::stripped(object)),
+            object => stored.push(Stored::read(object, keep)),
         }
     }
     Ok(stored)
@@ -223,7 +237,7 @@ fn whole(text: &str) -> Result<Vec<Stored>, String> {
 
 /// `kubectl get -o json`'s documents, each `List` read item by item from the text (the items
 /// borrowed as raw JSON): only one item at a time is ever a tree.
-fn json_documents(text: &str) -> Result<Vec<Stored>, String> {
+fn json_documents(text: &str, keep: Keep<'_>) -> Result<Vec<Read>, String> {
     #[derive(serde::Deserialize)]
     struct Document<'t> {
         #[serde(borrow)]
@@ -231,9 +245,9 @@ fn json_documents(text: &str) -> Result<Vec<Stored>, String> {
         #[serde(borrow)]
         items: Option<Vec<&'t serde_json::value::RawValue>>,
     }
-    let read = |raw: &str| -> Result<Stored, String> {
+    let read = |raw: &str| -> Result<Read, String> {
         serde_json::from_str(raw)
-            .map(Stored::stripped)
+            .map(|object| Stored::read(object, keep))
             .map_err(|e| e.to_string())
     };
     let mut stored = Vec::new();
@@ -270,12 +284,16 @@ fn json_documents(text: &str) -> Result<Vec<Stored>, String> {
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects {
     stored: Vec<Stored>,
+    /// The managed fields kept (JSON text), by object: what the API server's field manager
+    /// merges a server-side apply with, never shown to the policy.
+    managed: HashMap<ObjectKey, Box<str>>,
 }
 
 impl FromIterator<Value> for ClusterObjects {
     fn from_iter<I: IntoIterator<Item = Value>>(objects: I) -> ClusterObjects {
         ClusterObjects {
             stored: objects.into_iter().map(|o| Stored::new(&o)).collect(),
+            managed: HashMap::new(),
         }
     }
 }
@@ -338,37 +356,79 @@ impl ClusterObjects {
         // and no event buffer of the whole document in memory.
         let listed = match is_json(text.as_bytes()) {
             true => None,
-            false => list_items(text.as_bytes())?,
+            false => list_items(text.as_bytes(), None)?,
         };
-        let stored = match listed {
-            Some(stored) => stored,
-            None => whole(text)?,
+        let read = match listed {
+            Some(read) => read,
+            None => whole(text, None)?,
         };
-        Ok(ClusterObjects { stored })
+        Ok(ClusterObjects::of(read))
+    }
+
+    fn of(read: Vec<Read>) -> ClusterObjects {
+        let mut cluster = ClusterObjects::default();
+        cluster.add_read(read);
+        cluster
+    }
+
+    fn add_read(&mut self, read: Vec<Read>) {
+        for (stored, managed) in read {
+            if let Some(managed) = managed {
+                self.managed.insert(stored.key.clone(), managed);
+            }
+            self.stored.push(stored);
+        }
+    }
+
+    fn append(&mut self, other: ClusterObjects) {
+        self.stored.extend(other.stored);
+        self.managed.extend(other.managed);
+    }
+
+    /// Keeps `object`'s managed fields beside the snapshot.
+    pub fn keep_managed_fields(&mut self, object: &Value) {
+        if let Some(managed) = object
+            .pointer("/metadata/managedFields")
+            .filter(|m| m.as_array().is_some_and(|a| !a.is_empty()))
+        {
+            self.managed
+                .insert(index_key(object), managed.to_string().into_boxed_str());
+        }
+    }
+
+    /// The managed fields kept of an object (`metadata.managedFields`).
+    pub fn managed_fields(&self, key: &ObjectKey) -> Option<Value> {
+        self.managed
+            .get(key)
+            .and_then(|text| serde_json::from_str(text).ok())
     }
 
     /// Reads one dump file: a kubectl List streamed line by line, anything else read whole.
-    fn read_file(path: &Path) -> Result<ClusterObjects, String> {
+    fn read_file(path: &Path, keep: Keep<'_>) -> Result<ClusterObjects, String> {
         let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         let file = std::fs::File::open(path).map_err(|e| failed(&e))?;
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
         let json = is_json(reader.fill_buf().map_err(|e| failed(&e))?);
         let listed = match json {
             true => None,
-            false => list_items(reader).map_err(|e| failed(&e))?,
+            false => list_items(reader, keep).map_err(|e| failed(&e))?,
         };
-        let stored = match listed {
-            Some(stored) => stored,
+        let read = match listed {
+            Some(read) => read,
             None => {
                 let text = std::fs::read_to_string(path).map_err(|e| failed(&e))?;
-                whole(&text).map_err(|e| failed(&e))?
+                whole(&text, keep).map_err(|e| failed(&e))?
             }
         };
-        Ok(ClusterObjects { stored })
+        Ok(ClusterObjects::of(read))
     }
 
     /// Loads every `*.yaml` of a directory, in name order.
     pub fn load_dir(dir: &Path) -> Result<ClusterObjects, String> {
+        Self::load_dir_keeping(dir, None)
+    }
+
+    fn load_dir_keeping(dir: &Path, keep: Keep<'_>) -> Result<ClusterObjects, String> {
         let mut cluster = ClusterObjects::default();
         let paths = crate::yaml_files(dir)?;
         // settings.yaml beside the manifests is the bundle's settings, not a manifest.
@@ -376,7 +436,7 @@ impl ClusterObjects {
             .iter()
             .filter(|p| p.file_name().is_some_and(|n| n != "settings.yaml"))
         {
-            cluster.stored.extend(Self::read_file(path)?.stored);
+            cluster.append(Self::read_file(path, keep)?);
         }
         Ok(cluster)
     }
@@ -384,13 +444,21 @@ impl ClusterObjects {
     /// A dump: `kubectl get … -o yaml` output (a `List`, or several documents), a file or a
     /// folder of such files.
     pub fn read_dump(paths: &[std::path::PathBuf]) -> Result<ClusterObjects, String> {
+        Self::read_dump_keeping(paths, None)
+    }
+
+    /// The same, keeping the managed fields of the objects `keep` names.
+    pub fn read_dump_keeping(
+        paths: &[std::path::PathBuf],
+        keep: Keep<'_>,
+    ) -> Result<ClusterObjects, String> {
         let mut cluster = ClusterObjects::default();
         for path in paths {
             let part = match path.is_dir() {
-                true => Self::load_dir(path)?,
-                false => Self::read_file(path)?,
+                true => Self::load_dir_keeping(path, keep)?,
+                false => Self::read_file(path, keep)?,
             };
-            cluster.stored.extend(part.stored);
+            cluster.append(part);
         }
         Ok(cluster)
     }
@@ -614,11 +682,14 @@ metadata:
 
     #[test]
     fn a_kubectl_list_is_read_item_by_item_as_it_reads_whole() {
-        let items: Vec<Value> = list_items(LIST.as_bytes())
+        let items: Vec<Value> = list_items(LIST.as_bytes(), None)
             .expect("read")
             .expect("kubectl's layout")
             .iter()
-            .map(Stored::value)
+            .map(|(stored, managed)| {
+                assert!(managed.is_none());
+                stored.value()
+            })
             .collect();
         assert_eq!(items, reference(LIST));
         assert_eq!(items.len(), 2);
@@ -655,7 +726,7 @@ metadata:
             two_documents.as_str(),
             "items: []\nkind: List\n",
         ] {
-            assert!(list_items(text.as_bytes()) == Ok(None), "{text}");
+            assert!(list_items(text.as_bytes(), None) == Ok(None), "{text}");
         }
         // Read whole, the same objects come out.
         assert_eq!(
@@ -675,6 +746,48 @@ metadata:
     }
 
     #[test]
+    fn managed_fields_are_kept_beside_the_snapshot_of_the_objects_asked_for() {
+        let dir = std::env::temp_dir().join(format!("managed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let keep = |key: &ObjectKey| key.3 == "postgres-db";
+        for (name, text) in [
+            ("list.yaml", LIST.to_owned()),
+            (
+                "list.json",
+                serde_json::to_string(&serde_yaml::from_str::<Value>(LIST).expect("yaml"))
+                    .expect("json"),
+            ),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).expect("write");
+            let cluster =
+                ClusterObjects::read_dump_keeping(std::slice::from_ref(&path), Some(&keep))
+                    .expect("read");
+            let postgres = cluster
+                .find("HelmRelease/tenant-a/postgres-db")
+                .expect("postgres");
+            assert!(
+                postgres["metadata"].get("managedFields").is_none(),
+                "{name}"
+            );
+            let key = index_key(&postgres);
+            let managed = cluster.managed_fields(&key).expect("kept");
+            assert_eq!(managed[0]["manager"], "helm-controller", "{name}");
+            assert_eq!(managed[1]["manager"], "kubectl", "{name}");
+            let namespace = cluster.find("Namespace/tenant-a").expect("namespace");
+            assert_eq!(
+                cluster.managed_fields(&index_key(&namespace)),
+                None,
+                "{name}"
+            );
+            // Not asked: none kept.
+            let plain = ClusterObjects::read_dump(&[path]).expect("read");
+            assert_eq!(plain.managed_fields(&key), None, "{name}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_list_longer_than_a_batch_keeps_its_order() {
         let count = 2 * BATCH + 1;
         let mut text = String::from("apiVersion: v1\nitems:\n");
@@ -684,8 +797,10 @@ metadata:
             ));
         }
         text.push_str("kind: List\nmetadata:\n  resourceVersion: \"\"\n");
-        let stored = list_items(text.as_bytes()).expect("read").expect("layout");
-        let names: Vec<&str> = stored.iter().map(|s| s.key.3.as_str()).collect();
+        let stored = list_items(text.as_bytes(), None)
+            .expect("read")
+            .expect("layout");
+        let names: Vec<&str> = stored.iter().map(|(s, _)| s.key.3.as_str()).collect();
         let expected: Vec<String> = (0..count).map(|i| format!("tenant-t{i}")).collect();
         assert_eq!(names, expected);
     }
