@@ -11,7 +11,7 @@ TOOLS := cargo test $(CARGO_FLAGS) --no-run -q -p cozystack-e2e -p cozystack-pol
 E2E := $(TOOLS) && target/debug/cozystack-e2e
 POLICY_CLI := $(TOOLS) && target/debug/cozystack-policy
 
-.PHONY: all hack-test cli install binaryen bench fuzz js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: all hack-test cli install binaryen bench fuzz simulate simulate-ci js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -163,7 +163,24 @@ hack-test:
 	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
 	python3 -m unittest discover -s hack -p 'test_*.py'
 
-test: fmt lint hack-test unit e2e registry-test js-test
+# The lifecycle simulator (docs/simulator.md): random lifecycles of the bundled install through a
+# module, the rules' guarantees checked after every step. POLICY is any module, plain or annotated.
+POLICY ?= annotated-policy.wasm
+SEED ?= 1
+STEPS ?= 200
+BUDGET ?= 60
+SETTINGS ?= e2e/cluster/settings.yaml
+simulate: annotated-policy.wasm
+	cargo build $(CARGO_FLAGS) --release -q -p cozystack-policy
+	target/release/cozystack-policy simulate --policy $(POLICY) --dump e2e/cluster --settings $(SETTINGS) \
+	  --seed $(SEED) --steps $(STEPS) --seconds $(BUDGET)
+
+# CI's bounded share: fixed seeds under the bundled settings and under the stock deployment's.
+simulate-ci: annotated-policy.wasm
+	$(POLICY_CLI) simulate --dump e2e/cluster --settings e2e/cluster/settings.yaml --seed 1 --runs 10 --steps 200
+	$(POLICY_CLI) simulate --dump e2e/cluster --settings deploy/policy-protect.yaml --seed 11 --runs 10 --steps 200
+
+test: fmt lint hack-test unit e2e simulate-ci registry-test js-test
 
 clean:
 	cargo clean

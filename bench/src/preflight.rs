@@ -77,6 +77,8 @@ pub struct PreflightRun {
     pub live: LiveRun,
     /// A 1,000-manifest change set judged against the same dump by `check`.
     pub check: CheckRun,
+    /// The lifecycle simulator on the bundled cluster.
+    pub simulate: SimulateRun,
     /// With `BENCH_PREFLIGHT_TENANTS` set.
     pub large: Option<LargeRun>,
 }
@@ -94,6 +96,55 @@ pub struct CheckRun {
     pub code: Option<i32>,
     /// The same against the dump as `kubectl get -o json` prints it: wall time and peak.
     pub json: (Duration, u64),
+}
+
+/// `cozystack-policy simulate` on the bundled cluster with fixed seeds, run by the release
+/// binary as a child: its steps per second and its first line.
+pub struct SimulateRun {
+    pub steps_per_second: f64,
+    pub summary: String,
+    pub code: Option<i32>,
+}
+
+/// The simulator's 10 runs of 200 steps from seed 1, through the module measured.
+pub fn simulate_run() -> SimulateRun {
+    let binary = workspace().join("target/release/cozystack-policy");
+    let output = std::process::Command::new(&binary)
+        .current_dir(workspace())
+        .args([
+            "simulate",
+            "--dump",
+            "e2e/cluster",
+            "--settings",
+            "e2e/cluster/settings.yaml",
+        ])
+        .args(["--seed", "1", "--runs", "10", "--steps", "200"])
+        .arg("--policy")
+        .arg(cozystack_e2e::policy_path())
+        .output();
+    let output = match output {
+        Ok(output) => output,
+        Err(e) => {
+            return SimulateRun {
+                steps_per_second: 0.0,
+                summary: format!("{}: {e} (make bench builds it)", binary.display()),
+                code: None,
+            };
+        }
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary = stdout.lines().next().unwrap_or_default().to_owned();
+    // `N runs (seeds …), N steps, R steps/s: …`
+    let steps_per_second = summary
+        .split(", ")
+        .find_map(|part| part.split_once(" steps/s").map(|(rate, _)| rate))
+        .and_then(|rate| rate.parse().ok())
+        .unwrap_or(0.0);
+    SimulateRun {
+        steps_per_second,
+        summary,
+        code: output.status.code(),
+    }
 }
 
 pub struct LiveRun {
@@ -135,6 +186,7 @@ pub fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
         read: read_time,
         replay,
         check: check_run(bundle, &dump, &items),
+        simulate: simulate_run(),
         // Opt-in: at 40,000 tenants the replay runs for more than a quarter of an hour.
         large: std::env::var("BENCH_PREFLIGHT_TENANTS")
             .ok()

@@ -428,6 +428,14 @@ pub fn targets(
                 && preflight.check.peak_mib < 500,
             "the release binary as a child: the dump is read item by item into the snapshot's JSON text; the writes update the reflectors' lists in place and are found by identity, so judging is no longer the cost".to_owned(),
         ),
+        (
+            format!(
+                "lifecycle simulator on the bundled cluster, 10 runs of 200 steps, at least 200 steps/s: {:.0} steps/s (exit {:?}: {})",
+                preflight.simulate.steps_per_second, preflight.simulate.code, preflight.simulate.summary
+            ),
+            preflight.simulate.code == Some(0) && preflight.simulate.steps_per_second >= 200.0,
+            "each step is one to a dozen evaluations, each on a fresh instance as the policy-server makes one, and the settled state's facts read again after every change".to_owned(),
+        ),
     ];
     // The 40,000-tenant pre-flight's two halves, from one run.
     checks.extend(match &preflight.large {

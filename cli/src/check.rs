@@ -230,7 +230,7 @@ pub struct Report {
 pub type Observer<'a> = dyn FnMut(usize, &Value, &ClusterObjects) -> Result<(), String> + 'a;
 
 /// The AdmissionRequest the API server sends for this write.
-fn request(
+pub(crate) fn request(
     operation: &str,
     (group, version, kind, resource): (&str, &str, &str, &str),
     (namespace, name): (Option<&str>, &str),
@@ -302,6 +302,8 @@ struct Write {
     effect: Effect,
     /// The apply changes the object (an object as it is sends its dry run, not its apply).
     changes: bool,
+    /// Why the write fails after admission admits it.
+    conflict: Option<String>,
 }
 
 enum Effect {
@@ -396,6 +398,7 @@ impl Judge<'_> {
             .rsplit_once('/')
             .unwrap_or(("", manifest.api_version()));
         let cluster = &self.cluster;
+        let mut conflict = None;
         // The resource, the live object as the request shows it, what deleting it removes, and
         // what applying the manifest puts.
         let (resource, live, removed, effect_of): (String, Option<Value>, Option<Effect>, Applies) =
@@ -436,6 +439,25 @@ impl Judge<'_> {
                     {
                         return Err(Unjudged(Outcome::Rejected, refusal, None));
                     }
+                    // cozystack-api creates the release after its admission chain: a release of
+                    // another kind under the name makes that create fail (409).
+                    let release_name = format!("{}{name}", served.prefix);
+                    conflict = cluster
+                        .get(RELEASE_API, "HelmRelease", &release_name, namespace)
+                        .filter(|_| release.is_none() && !delete)
+                        .map(|other| {
+                            let holder = match other["metadata"]["labels"]
+                                ["apps.cozystack.io/application.kind"]
+                                .as_str()
+                            {
+                                Some(kind) => format!("a {kind} release"),
+                                None => "a HelmRelease of no app".to_owned(),
+                            };
+                            format!(
+                                "cozystack-api refuses it after admission: failed to create HelmRelease: helmreleases.helm.toolkit.fluxcd.io \"{release_name}\" already exists ({holder} holds the name in {}); choose another name",
+                                namespace.unwrap_or_default()
+                            )
+                        });
                     let live = release
                         .as_ref()
                         .map(|hr| served.application_of(hr, manifest.api_version()));
@@ -476,6 +498,7 @@ impl Judge<'_> {
             old,
             effect,
             changes: true,
+            conflict: None,
         };
         if delete {
             return match (live, removed) {
@@ -508,7 +531,10 @@ impl Judge<'_> {
             }
             None => {
                 let effect = effect_of(object.clone());
-                write("CREATE", Some(object), None, effect)
+                Write {
+                    conflict,
+                    ..write("CREATE", Some(object), None, effect)
+                }
             }
         })
     }
@@ -538,29 +564,27 @@ impl Judge<'_> {
             (self.judged, dry_run, self.applier.manager()),
         );
         (self.observe)(self.judged, &request, self.cluster.cluster())?;
-        // The payload the policy-server sends; GETs through the state's index.
-        let payload = payload(&request, self.settings)?;
-        let (cluster, cache) = self.cluster.lend();
-        let state = self
-            .policy
-            .host_state(cluster, Vec::new(), Some(cache.clone()));
-        let evaluation = self.policy.validate_with(&payload, state);
-        self.cluster.restore(cache);
-        let response = evaluation?.response;
+        let response = evaluate(self.policy, self.settings, &mut self.cluster, &request)?;
         let accepted = response["accepted"] == true;
         let warnings = warnings_of(&response);
-        let outcome = match (accepted, warnings.is_empty()) {
-            (false, _) => Outcome::Denied,
-            (true, true) => Outcome::Allowed,
-            (true, false) => Outcome::Warn,
+        let outcome = match (accepted, warnings.is_empty(), &write.conflict) {
+            (false, _, _) => Outcome::Denied,
+            (true, _, Some(_)) => Outcome::Rejected,
+            (true, true, None) => Outcome::Allowed,
+            (true, false, None) => Outcome::Warn,
         };
-        let effect = (accepted && write.changes).then_some(write.effect);
+        let message = match (accepted, write.conflict) {
+            (true, Some(conflict)) => Some(conflict),
+            _ => response["message"].as_str().map(str::to_owned),
+        };
+        let effect =
+            (outcome != Outcome::Rejected && accepted && write.changes).then_some(write.effect);
         let step = Step {
             origin: manifest.origin.clone(),
             reference: manifest.reference(),
             operation: write.operation,
             outcome,
-            message: response["message"].as_str().map(str::to_owned),
+            message,
             warnings,
             request: Some(request),
             response: Some(response),
@@ -669,6 +693,22 @@ impl Judge<'_> {
         }
         Ok(failed.map(|_| "the apply failed, so kustomize-controller prunes nothing".to_owned()))
     }
+}
+
+/// The policy's response to `request` on `cluster`: the payload the policy-server sends, its GETs
+/// and lists served through the state's index and reflectors.
+pub(crate) fn evaluate(
+    policy: &Policy,
+    settings: &Value,
+    cluster: &mut State,
+    request: &Value,
+) -> Result<Value, String> {
+    let payload = payload(request, settings)?;
+    let (objects, cache) = cluster.lend();
+    let state = policy.host_state(objects, Vec::new(), Some(cache.clone()));
+    let evaluation = policy.validate_with(&payload, state);
+    cluster.restore(cache);
+    Ok(evaluation?.response)
 }
 
 /// The deletion time a release deleted by the change set shows while it is terminating.

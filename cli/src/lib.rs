@@ -12,6 +12,7 @@ pub mod manifests;
 pub mod output;
 pub mod preflight;
 pub mod settings;
+pub mod simulate;
 pub mod source;
 pub mod state;
 pub mod supply;

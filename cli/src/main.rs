@@ -16,7 +16,7 @@ use cozystack_policy::supply::{
     self, KeygenArgs, PullArgs, PushArgs, SbomArgs, SignArgs, VerificationConfigArgs, VerifyArgs,
     VerifyKeyArgs,
 };
-use cozystack_policy::{check, evaluate, manifests, preflight, settings};
+use cozystack_policy::{check, evaluate, manifests, preflight, settings, simulate};
 use cozystack_policy_runtime::cluster::{ClusterObjects, Keep};
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
@@ -41,14 +41,20 @@ enum Command {
     /// Evaluate one AdmissionRequest or AdmissionReview and print the verdict, the message and
     /// the host calls the policy made. Exit 0 allowed, 1 denied, 2 when it cannot be evaluated.
     Run(RunArgs),
-    /// Judge a change set (manifests as Flux or `kubectl apply` would apply them, then the
-    /// prunes) in order against the cluster, each admitted write applied before the next.
+    /// Judge a change set against the cluster as Flux applies it (sorted into stages, each
+    /// dry-run whole before any of it is applied, then the prunes), or in order (--in-order).
     /// Exit 0 every write admitted, 1 one refused, 2 when the input, the settings or the cluster
     /// cannot be used.
     Check(CheckArgs),
     /// Replay every Namespace and HelmRelease as the audit scanner would and report what the
     /// policy flags. Exit 0 clean, 1 findings, 2 when the cluster or settings cannot be used.
     Preflight(PreflightArgs),
+    /// Play random lifecycles of the install (Tenants, switches, apps created and deleted by
+    /// their administrators through cozystack-api, and what cozystack-api and helm-controller
+    /// write after them) through the module, checking the rules' guarantees after every step.
+    /// Exit 0 none broken, 1 one broken (the shrunk counterexample written as an e2e scenario),
+    /// 2 when it cannot run.
+    Simulate(SimulateArgs),
     /// Embed policy-metadata.yml in the module (the io.kubewarden.metadata section), as kwctl
     /// annotate does.
     Annotate(AnnotateArgs),
@@ -120,6 +126,27 @@ struct EvaluationArgs {
     cluster: ClusterArgs,
     #[command(flatten)]
     policy: PolicyArgs,
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    #[command(flatten)]
+    evaluation: EvaluationArgs,
+    /// The first seed; each run takes the next. The same seed plays the same run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Steps per run.
+    #[arg(long, default_value_t = 200)]
+    steps: usize,
+    /// Runs, one seed each; with --seconds, as many as fit (at least one).
+    #[arg(long)]
+    runs: Option<u64>,
+    /// Stop starting runs after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
+    /// Where the counterexample goes (counterexample.yaml).
+    #[arg(long, value_name = "DIR", default_value = "target/simulate")]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -270,6 +297,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Check(args) => run_check(args),
         Command::Preflight(args) => run_preflight(args),
+        Command::Simulate(args) => run_simulate(args),
         Command::Annotate(args) => annotate(args).map(|()| ExitCode::SUCCESS),
         Command::Inspect(args) => inspect(args).map(|()| ExitCode::SUCCESS),
         Command::Artifacthub(args) => package(args).map(|()| ExitCode::SUCCESS),
@@ -478,6 +506,106 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
         CheckOutput::Junit => emit(&report.junit())?,
     }
     Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
+}
+
+fn run_simulate(args: SimulateArgs) -> Result<ExitCode, String> {
+    let started = Instant::now();
+    let evaluation = &args.evaluation;
+    let settings = settings::read(evaluation.settings.as_deref())?;
+    let source = Source::parse(
+        evaluation.policy.policy.as_deref(),
+        evaluation.policy.insecure,
+    );
+    let (policy, origin) = source.load_plain_too(evaluation.policy.verify.trust()?.as_ref())?;
+    eprintln!("policy: {origin}");
+    let cluster = cluster(&evaluation.cluster, &policy, None)?;
+    cozystack_policy::settings::check(&policy, &settings)?;
+    let modules = cozystack_resolver::Settings::for_request(&settings.to_string())
+        .map(|s| s.tenant_modules)
+        .map_err(|e| format!("settings: {e}"))?;
+    let run = simulate::Run {
+        policy: &policy,
+        settings: &settings,
+        modules,
+        cluster,
+    };
+    let bar = indicatif::ProgressBar::new(args.steps as u64).with_style(
+        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} steps")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let mut tally = simulate::Tally::default();
+    let budget = simulate::budget(args.seconds);
+    let mut seed = args.seed;
+    let mut runs = 0u64;
+    loop {
+        bar.set_message(format!("seed {seed}"));
+        bar.set_position(0);
+        let (actions, violation) = run.random(seed, args.steps, &mut tally, &mut || bar.inc(1))?;
+        runs += 1;
+        if let Some(violation) = violation {
+            bar.finish_and_clear();
+            let found = actions.len();
+            let (actions, violation) = run.shrink(actions, violation)?;
+            std::fs::create_dir_all(&args.out)
+                .map_err(|e| format!("{}: {e}", args.out.display()))?;
+            let path = args.out.join("counterexample.yaml");
+            let text = simulate::scenario(&run, &actions, &violation, seed)?;
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            println!(
+                "BROKEN {}\n  seed {seed}, step {found}, shrunk to {} steps: {}\n  {}\n  counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)",
+                violation.invariant,
+                actions.len(),
+                actions
+                    .iter()
+                    .map(simulate::world::Action::describe)
+                    .collect::<Vec<_>>()
+                    .join("; then "),
+                violation.what,
+                path.display()
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        seed += 1;
+        let done = match args.runs {
+            Some(n) => runs >= n,
+            None => started.elapsed() >= budget,
+        };
+        if done {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let list = |map: &std::collections::BTreeMap<String, usize>| {
+        map.iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "{} runs (seeds {}..={}), {} steps, {:.0} steps/s: no guarantee broken",
+        runs,
+        args.seed,
+        seed - 1,
+        tally.steps,
+        simulate::rate(tally.steps, started)
+    );
+    println!("actions: {}", list(&tally.actions));
+    println!(
+        "writes judged: {}; refused by the API server before admission: {}",
+        tally
+            .verdicts
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        tally.rejected
+    );
+    println!("rules in messages: {}", list(&tally.rules));
+    println!("largest state: {} objects", tally.largest);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {

@@ -78,6 +78,25 @@ impl Source {
         let policy = Policy::from_annotated(&wasm).map_err(|e| format!("{origin}: {e}"))?;
         Ok((policy, origin))
     }
+
+    /// The same, and a plain module (no metadata section: `make policy.wasm`'s, or an older
+    /// build) run under the metadata this tool's own module carries, which its origin says.
+    pub fn load_plain_too(&self, trust: Option<&Trust>) -> Result<(Policy, String), String> {
+        let (wasm, origin) = self.read(trust)?;
+        let section = cozystack_packaging::section::read_metadata(&wasm)
+            .map_err(|e| format!("{origin}: {e}"))?;
+        if section.is_some() {
+            let policy = Policy::from_annotated(&wasm).map_err(|e| format!("{origin}: {e}"))?;
+            return Ok((policy, origin));
+        }
+        let (embedded, _) = Source::Embedded.load(None)?;
+        let policy =
+            Policy::load(&wasm, embedded.metadata.clone()).map_err(|e| format!("{origin}: {e}"))?;
+        Ok((
+            policy,
+            format!("{origin} (plain: under the metadata of the embedded module)"),
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -233,7 +233,7 @@ pub fn is_tenant_release(release: &Value) -> bool {
 }
 
 /// The tenant namespace a Tenant release renders, by the chart's `tenant.name`.
-fn tenant_namespace_of(release: &Value) -> Option<String> {
+pub fn tenant_namespace_of(release: &Value) -> Option<String> {
     let parent = str_of(release, "/metadata/namespace");
     let name = str_of(release, "/metadata/name").strip_prefix(TENANT_RELEASE_PREFIX)?;
     tenant::tenant_namespace(parent, name)

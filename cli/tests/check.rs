@@ -952,3 +952,23 @@ fn a_server_side_apply_keeps_what_the_manifest_omits_unless_flux_alone_owned_it(
         json!({"authEnabled": true, "replicas": 3, "size": "2Gi"})
     );
 }
+
+#[test]
+fn a_release_name_another_release_holds_fails_after_admission() {
+    // ExternalDNS releases take the app's own name: `cache` is the HelmRelease the Kustomization
+    // applied as it is. cozystack-api runs the admission chain, then creates the release, and
+    // the API server answers 409 (pkg/registry/apps/application/rest.go, Create).
+    let set = write(
+        "taken.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: ExternalDNS\nmetadata: {name: cache, namespace: tenant-ktj-htdev}\nspec: {}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    let out = check(&args(&[&[set], GITOPS, FLUX]), None);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(
+        out.stdout.lines().nth(1).unwrap_or_default(),
+        format!(
+            "REJECTED CREATE ExternalDNS tenant-ktj-htdev/cache ({set}, document 1): cozystack-api refuses it after admission: failed to create HelmRelease: helmreleases.helm.toolkit.fluxcd.io \"cache\" already exists (a HelmRelease of no app holds the name in tenant-ktj-htdev); choose another name | {DRY_RUN_FAILS}"
+        )
+    );
+}

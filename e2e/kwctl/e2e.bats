@@ -1073,3 +1073,11 @@ check_invalid_settings() {
 @test "charts-off-slot-info-remedy" {
   check charts-off-slot-info-remedy
 }
+
+@test "simulate-leftover-off-its-slot-keeps-no-ingress-served" {
+  check simulate-leftover-off-its-slot-keeps-no-ingress-served
+}
+
+@test "simulate-another-kind-under-the-bootbox-name" {
+  check simulate-another-kind-under-the-bootbox-name
+}

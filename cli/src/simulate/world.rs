@@ -1,0 +1,618 @@
+//! The world the simulator plays: the cluster as the platform writes it ([`crate::writes`], the
+//! model `check` applies), the actors who act on it with their identities, and each action
+//! turned into the admission requests the API server would send, one after the other, each
+//! judged by the module on the state the writes before it left.
+
+use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
+use cozystack_policy_runtime::policy::{Policy, warnings_of};
+use cozystack_resolver::settings::TenantModules;
+use serde_json::{Value, json};
+
+use crate::apiserver;
+use crate::check::{Identity, evaluate, request};
+use crate::state::State;
+use crate::writes::{self, Kinds, RELEASE_API};
+
+/// cozystack-api, which writes an Application's release (`pkg/registry/apps/application`).
+pub const COZYSTACK_API: &str = "system:serviceaccount:cozy-system:cozystack-api";
+/// Every Flux controller, helm-controller rendering a Tenant's chart among them.
+pub const FLUX: &str = "system:serviceaccount:cozy-fluxcd:flux";
+/// The resource the policy's webhook rules match for app and module releases.
+const RELEASES: (&str, &str, &str, &str) = (
+    "helm.toolkit.fluxcd.io",
+    "v2",
+    "HelmRelease",
+    "helmreleases",
+);
+/// helm-controller's finalizer on every release it has reconciled.
+const FINALIZER: &str = "finalizers.fluxcd.io";
+
+/// Who acts.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum Actor {
+    /// A member of `<namespace>-admin`, administrator of that tenant and every descendant.
+    Admin(String),
+    /// The tenant's own ServiceAccount `<namespace>:<namespace>`.
+    TenantAccount(String),
+}
+
+impl Actor {
+    pub fn identity(&self) -> Identity {
+        match self {
+            Actor::Admin(ns) => {
+                Identity::impersonated(&format!("admin@{ns}"), &[format!("{ns}-admin")])
+            }
+            Actor::TenantAccount(ns) => {
+                Identity::impersonated(&format!("system:serviceaccount:{ns}:{ns}"), &[])
+            }
+        }
+    }
+}
+
+/// One thing an actor does through cozystack-api.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase", tag = "action")]
+pub enum Action {
+    /// Creates an Application (`spec` as given: a Tenant's switches).
+    Create {
+        by: Actor,
+        kind: String,
+        namespace: String,
+        name: String,
+        spec: Value,
+    },
+    /// Deletes an Application.
+    Delete {
+        by: Actor,
+        kind: String,
+        namespace: String,
+        name: String,
+    },
+    /// Turns one switch of a Tenant on or off.
+    Switch {
+        by: Actor,
+        namespace: String,
+        name: String,
+        key: String,
+        on: bool,
+    },
+    /// An app release from before the policy was deployed, as cozystack-api wrote it then
+    /// (an instance off its slot, a second one): put, not judged.
+    Leftover {
+        kind: String,
+        namespace: String,
+        name: String,
+    },
+    /// helm-controller reconciles a Tenant's release on its interval, as Flux: its chart is
+    /// rendered again, adopting what holds the names it renders.
+    Reconcile { namespace: String, name: String },
+}
+
+impl Action {
+    /// What it is, for the summary.
+    pub fn label(&self) -> String {
+        match self {
+            Action::Create { kind, .. } => format!("create {kind}"),
+            Action::Delete { kind, .. } => format!("delete {kind}"),
+            Action::Switch { on, key, .. } => {
+                format!("switch {key} {}", if *on { "on" } else { "off" })
+            }
+            Action::Leftover { kind, .. } => format!("leftover {kind}"),
+            Action::Reconcile { .. } => "reconcile Tenant".to_owned(),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Create {
+                by,
+                kind,
+                namespace,
+                name,
+                spec,
+            } => {
+                format!("{by:?} creates {kind} {namespace}/{name} with spec {spec}")
+            }
+            Action::Delete {
+                by,
+                kind,
+                namespace,
+                name,
+            } => {
+                format!("{by:?} deletes {kind} {namespace}/{name}")
+            }
+            Action::Switch {
+                by,
+                namespace,
+                name,
+                key,
+                on,
+            } => {
+                format!(
+                    "{by:?} turns {key} {} on Tenant {namespace}/{name}",
+                    if *on { "on" } else { "off" }
+                )
+            }
+            Action::Leftover {
+                kind,
+                namespace,
+                name,
+            } => {
+                format!("{kind} {namespace}/{name} is left from before the policy")
+            }
+            Action::Reconcile { namespace, name } => {
+                format!("helm-controller reconciles Tenant {namespace}/{name}")
+            }
+        }
+    }
+}
+
+/// Who sent a judged write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// The actor's own request.
+    User,
+    /// A stock component writing what the admitted user request makes it write.
+    Platform,
+}
+
+/// One judged write: the request, who sent it, and the policy's response.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub writer: Writer,
+    pub request: Value,
+    pub response: Value,
+}
+
+impl Judged {
+    pub fn allowed(&self) -> bool {
+        self.response["accepted"] == true
+    }
+
+    pub fn warned(&self) -> bool {
+        !warnings_of(&self.response).is_empty()
+    }
+}
+
+/// What an action came to.
+#[derive(Debug, Clone, Default)]
+pub struct Played {
+    /// Every request judged, in order.
+    pub writes: Vec<Judged>,
+    /// The API server refused it before admission (the action changes nothing).
+    pub rejected: bool,
+    /// The release cozystack-api wrote, when it created or updated one.
+    pub release: Option<Value>,
+    /// The cluster the action's first request was judged on. A refused write is the last one
+    /// judged, on the cluster the world still holds.
+    pub before: Option<ClusterObjects>,
+}
+
+/// The cluster, and how cozystack-api and the Tenant chart write to it.
+pub struct World<'p> {
+    pub policy: &'p Policy,
+    pub settings: &'p Value,
+    pub modules: TenantModules,
+    pub kinds: Kinds,
+    pub state: State,
+    uid: usize,
+}
+
+impl<'p> World<'p> {
+    pub fn new(
+        policy: &'p Policy,
+        settings: &'p Value,
+        modules: TenantModules,
+        cluster: ClusterObjects,
+    ) -> World<'p> {
+        World {
+            policy,
+            settings,
+            modules,
+            kinds: Kinds::read(&cluster),
+            state: State::new(cluster),
+            uid: 0,
+        }
+    }
+
+    /// Judges `request` on the current state, keeps it in `played`, and says whether it was
+    /// admitted.
+    fn send(
+        &mut self,
+        writer: Writer,
+        request: Value,
+        played: &mut Played,
+    ) -> Result<bool, String> {
+        let response = evaluate(self.policy, self.settings, &mut self.state, &request)?;
+        let judged = Judged {
+            writer,
+            request,
+            response,
+        };
+        let admitted = judged.allowed();
+        played.writes.push(judged);
+        Ok(admitted)
+    }
+
+    /// The request `identity` sends, with the field manager its client writes as.
+    fn request(
+        &mut self,
+        operation: &str,
+        gvrk: (&str, &str, &str, &str),
+        (namespace, name): (Option<&str>, &str),
+        (identity, manager): (&Identity, &str),
+        objects: (Option<&Value>, Option<&Value>),
+    ) -> Value {
+        self.uid += 1;
+        request(
+            operation,
+            gvrk,
+            (namespace, name),
+            identity,
+            objects,
+            (self.uid, false, manager),
+        )
+    }
+
+    /// The cluster once helm-controller has reconciled every Tenant (the root's render renders
+    /// its sub-tenants), not judged: the state a step's guarantees are read from.
+    pub fn settled(&self) -> ClusterObjects {
+        let mut state = State::new(self.state.cluster().clone());
+        if let Some(root) = state.get(
+            RELEASE_API,
+            "HelmRelease",
+            "tenant-root",
+            Some("tenant-root"),
+        ) {
+            writes::render_tenant(&mut state, &root, &self.modules);
+        }
+        state.cluster().clone()
+    }
+
+    /// A uid as the API server gives one, counted so that a seed plays the same run.
+    fn next_uid(&mut self) -> String {
+        self.uid += 1;
+        format!("00000000-0000-4000-8000-{:012}", self.uid)
+    }
+
+    /// The audit scanner's replay of `object` on the current state (no userInfo).
+    pub fn replay(&mut self, object: &Value) -> Result<Value, String> {
+        let request = cozystack_policy_runtime::audit::replay_request(object)?;
+        evaluate(self.policy, self.settings, &mut self.state, &request)
+    }
+
+    /// Plays `action`: its request, and when admitted, what cozystack-api and helm-controller
+    /// write after it, each judged. Stops at the first refusal.
+    pub fn play(&mut self, action: &Action) -> Result<Played, String> {
+        let mut played = Played::default();
+        if let Action::Reconcile { namespace, name } = action {
+            match self.state.get(
+                RELEASE_API,
+                "HelmRelease",
+                &format!("tenant-{name}"),
+                Some(namespace),
+            ) {
+                Some(release) if release["metadata"].get("deletionTimestamp").is_none() => {
+                    self.render(release, &mut played)?;
+                }
+                _ => played.rejected = true,
+            }
+            return Ok(played);
+        }
+        if let Action::Leftover {
+            kind,
+            namespace,
+            name,
+        } = action
+        {
+            let Some(served) = self.kinds.get(kind) else {
+                played.rejected = true;
+                return Ok(played);
+            };
+            let release = format!("{}{name}", served.prefix);
+            if self
+                .state
+                .get(RELEASE_API, "HelmRelease", &release, Some(namespace))
+                .is_some()
+            {
+                played.rejected = true;
+                return Ok(played);
+            }
+            let app = json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": kind,
+                "metadata": {"name": name, "namespace": namespace}, "spec": {}});
+            let mut release = served.release_for(&app, None);
+            release["metadata"]["uid"] = json!(self.next_uid());
+            release["metadata"]["finalizers"] = json!([FINALIZER]);
+            self.state.put(release);
+            return Ok(played);
+        }
+        let (by, kind, namespace, name) = match action {
+            Action::Create {
+                by,
+                kind,
+                namespace,
+                name,
+                ..
+            }
+            | Action::Delete {
+                by,
+                kind,
+                namespace,
+                name,
+            } => (by, kind.as_str(), namespace, name),
+            Action::Switch {
+                by,
+                namespace,
+                name,
+                ..
+            } => (by, "Tenant", namespace, name),
+            Action::Leftover { .. } | Action::Reconcile { .. } => return Ok(played),
+        };
+        let Some(served) = self.kinds.get(kind) else {
+            played.rejected = true;
+            return Ok(played);
+        };
+        let identity = by.identity();
+        let release = served.release(&self.state, namespace, name);
+        let api_version = "apps.cozystack.io/v1alpha1";
+        let gvrk = (
+            "apps.cozystack.io",
+            "v1alpha1",
+            kind,
+            served.plural.as_str(),
+        );
+        let (operation, app, old) = match (action, &release) {
+            (Action::Create { spec, .. }, None) => {
+                if apiserver::application_refusal(kind, &served.prefix, namespace, name, spec)
+                    .is_some()
+                {
+                    played.rejected = true;
+                    return Ok(played);
+                }
+                let app = json!({"apiVersion": api_version, "kind": kind,
+                    "metadata": {"name": name, "namespace": namespace}, "spec": spec});
+                ("CREATE", Some(app), None)
+            }
+            (Action::Delete { .. }, Some(hr)) => {
+                ("DELETE", None, Some(served.application_of(hr, api_version)))
+            }
+            (Action::Switch { key, on, .. }, Some(hr)) => {
+                let old = served.application_of(hr, api_version);
+                let mut new = old.clone();
+                new["spec"][key.as_str()] = json!(on);
+                ("UPDATE", Some(new), Some(old))
+            }
+            // Nothing to create over, delete or switch: the API server answers 409 or 404.
+            _ => {
+                played.rejected = true;
+                return Ok(played);
+            }
+        };
+        played.before = Some(self.state.cluster().clone());
+        let user = self.request(
+            operation,
+            gvrk,
+            (Some(namespace), name),
+            (&identity, "kubectl"),
+            (app.as_ref(), old.as_ref()),
+        );
+        if !self.send(Writer::User, user, &mut played)? {
+            return Ok(played);
+        }
+        // cozystack-api writes the release as itself.
+        let api = Identity::impersonated(COZYSTACK_API, &[]);
+        let release_name = format!("{}{name}", served.prefix);
+        let new_release = app
+            .as_ref()
+            .map(|app| served.release_for(app, release.as_ref()));
+        let write = self.request(
+            operation,
+            RELEASES,
+            (Some(namespace), &release_name),
+            (&api, "cozystack-api"),
+            (new_release.as_ref(), release.as_ref()),
+        );
+        if !self.send(Writer::Platform, write, &mut played)? {
+            return Ok(played);
+        }
+        // A release of another kind holds the name: admission ran first, and the API server's
+        // storage answers 409 (`failed to create HelmRelease: … already exists`).
+        if release.is_none()
+            && self
+                .state
+                .get(RELEASE_API, "HelmRelease", &release_name, Some(namespace))
+                .is_some()
+        {
+            played.rejected = true;
+            return Ok(played);
+        }
+        played.release = new_release.clone();
+        let new = match (&new_release, &release) {
+            // The API server gives a new release its uid; helm-controller's first reconcile
+            // adds its finalizer (fluxcd/helm-controller v1.5.0, a metadata update as Flux).
+            (Some(new), None) => {
+                let mut stored = new.clone();
+                stored["metadata"]["uid"] = json!(self.next_uid());
+                self.state.put(stored.clone());
+                let mut finalized = stored.clone();
+                finalized["metadata"]["finalizers"] = json!([FINALIZER]);
+                let flux = Identity::impersonated(FLUX, &[]);
+                let write = self.request(
+                    "UPDATE",
+                    RELEASES,
+                    (Some(namespace), &release_name),
+                    (&flux, "helm-controller"),
+                    (Some(&finalized), Some(&stored)),
+                );
+                if !self.send(Writer::Platform, write, &mut played)? {
+                    return Ok(played);
+                }
+                finalized
+            }
+            (Some(new), _) => new.clone(),
+            // helm-controller uninstalls it once its finalizer's work is done; a Tenant's first
+            // runs the chart's pre-delete cleanup.
+            (None, Some(old)) if writes::is_tenant_release(old) => {
+                self.teardown(old, &mut played)?;
+                return Ok(played);
+            }
+            (None, Some(old)) => {
+                self.state.remove(old);
+                return Ok(played);
+            }
+            (None, None) => return Ok(played),
+        };
+        self.render(new, &mut played)?;
+        Ok(played)
+    }
+
+    /// helm-controller reconciles `release` (a Tenant's renders its chart, and its sub-tenants
+    /// theirs): what changes is judged as it writes it, as Flux, and stops at a refusal.
+    fn render(&mut self, release: Value, played: &mut Played) -> Result<(), String> {
+        let before = self.state.cluster().clone();
+        self.state.put(release.clone());
+        if writes::is_tenant_release(&release) {
+            writes::render_tenant(&mut self.state, &release, &self.modules);
+        }
+        let after = self.state.cluster().clone();
+        self.state = State::new(before.clone());
+        self.state.put(release.clone());
+        let flux = Identity::impersonated(FLUX, &[]);
+        for (old, new) in rendered(&before, &after, &release) {
+            let object = new.as_ref().or(old.as_ref()).cloned().unwrap_or_default();
+            let (operation, gvrk) = match (&old, &new) {
+                (None, _) => ("CREATE", gvrk_of(&object)),
+                (Some(_), Some(_)) => ("UPDATE", gvrk_of(&object)),
+                (Some(_), None) => ("DELETE", gvrk_of(&object)),
+            };
+            let Some(gvrk) = gvrk else { continue };
+            let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let write = self.request(
+                operation,
+                (gvrk.0, gvrk.1, gvrk.2, gvrk.3),
+                (namespace.as_deref(), &name),
+                (&flux, "helm-controller"),
+                (new.as_ref(), old.as_ref()),
+            );
+            if !self.send(Writer::Platform, write, played)? {
+                return Ok(());
+            }
+            match (new, old) {
+                (Some(new), _) => self.state.put(new),
+                (None, Some(old)) => self.state.remove(&old),
+                (None, None) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A deleted Tenant's uninstall (`packages/apps/tenant/templates/cleanup-job.yaml`): its
+    /// release stays, terminating, while the pre-delete Job, as
+    /// `cozy-system:<child-ns>-cleanup`, deletes the child namespace's app releases (nested
+    /// Tenants, each uninstalled the same way), then its module releases; then Helm deletes the
+    /// child Namespace and the garbage collector the namespaces below it. Returns whether every
+    /// write was admitted.
+    fn teardown(&mut self, release: &Value, played: &mut Played) -> Result<bool, String> {
+        let mut terminating = release.clone();
+        terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        self.state.put(terminating);
+        let Some(child) = writes::tenant_namespace_of(release) else {
+            return Ok(true);
+        };
+        let job = Identity::impersonated(
+            &format!("system:serviceaccount:cozy-system:{child}-cleanup"),
+            &[],
+        );
+        for modules in [false, true] {
+            let wave: Vec<Value> = self
+                .state
+                .in_namespace(&child)
+                .into_iter()
+                .filter(|o| o["apiVersion"] == RELEASE_API && o["kind"] == "HelmRelease")
+                .filter(|o| {
+                    o["metadata"]["labels"]
+                        .get("apps.cozystack.io/application.kind")
+                        .is_some()
+                })
+                .filter(|o| {
+                    (o["metadata"]["labels"]["internal.cozystack.io/tenantmodule"] == "true")
+                        == modules
+                })
+                .collect();
+            for hr in wave {
+                let name = hr["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let write = self.request(
+                    "DELETE",
+                    RELEASES,
+                    (Some(&child), &name),
+                    (&job, "kubectl"),
+                    (None, Some(&hr)),
+                );
+                if !self.send(Writer::Platform, write, played)? {
+                    return Ok(false);
+                }
+                if writes::is_tenant_release(&hr) {
+                    if !self.teardown(&hr, played)? {
+                        return Ok(false);
+                    }
+                } else {
+                    self.state.remove(&hr);
+                }
+            }
+        }
+        writes::remove_release(&mut self.state, release);
+        Ok(true)
+    }
+}
+
+/// The resource of a write helm-controller makes, for the kinds the policy matches.
+fn gvrk_of(object: &Value) -> Option<(&'static str, &'static str, &'static str, &'static str)> {
+    match (object["apiVersion"].as_str(), object["kind"].as_str()) {
+        (Some("v1"), Some("Namespace")) => Some(("", "v1", "Namespace", "namespaces")),
+        (Some(RELEASE_API), Some("HelmRelease")) => Some(RELEASES),
+        _ => None,
+    }
+}
+
+/// What a render changed, as helm-controller writes it: Namespaces, then releases created or
+/// updated, then releases removed; `release` itself (cozystack-api's write) left out.
+fn rendered(
+    before: &ClusterObjects,
+    after: &ClusterObjects,
+    release: &Value,
+) -> Vec<(Option<Value>, Option<Value>)> {
+    let skip = index_key(release);
+    let old: std::collections::HashMap<_, Value> =
+        before.values().map(|o| (index_key(&o), o)).collect();
+    let new: std::collections::HashMap<_, Value> =
+        after.values().map(|o| (index_key(&o), o)).collect();
+    let mut changes: Vec<(u8, ObjectKey, Option<Value>, Option<Value>)> = Vec::new();
+    for (key, object) in &new {
+        if *key != skip && old.get(key) != Some(object) {
+            let rank = if key.1 == "Namespace" { 0 } else { 1 };
+            changes.push((
+                rank,
+                key.clone(),
+                old.get(key).cloned(),
+                Some(object.clone()),
+            ));
+        }
+    }
+    for (key, object) in &old {
+        if *key != skip && !new.contains_key(key) {
+            changes.push((2, key.clone(), Some(object.clone()), None));
+        }
+    }
+    changes.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    changes
+        .into_iter()
+        .map(|(_, _, old, new)| (old, new))
+        .collect()
+}
