@@ -140,7 +140,11 @@ impl Run<'_> {
             self.cluster.clone(),
         );
         let facts = Facts::of(&world.settled());
-        Player { world, facts }
+        Player {
+            world,
+            facts,
+            steps: 0,
+        }
     }
 
     /// Plays `steps` actions drawn from `seed`; the actions played and the first violation.
@@ -235,18 +239,101 @@ struct Player<'p> {
     /// Read from the cluster as helm-controller's next reconcile of every Tenant leaves it:
     /// what a reconcile would bring back anyway is not a step's doing.
     facts: Facts,
+    /// Steps played, for the ones `check` replays.
+    steps: usize,
 }
+
+/// Every how many steps `check` replays the step's own request.
+const CHECKED: usize = 4;
 
 impl Player<'_> {
     /// Plays one action and checks what it left.
     fn step(&mut self, action: &Action) -> Result<Stepped, String> {
         let played = self.world.play(action)?;
-        let violation = self.judge(action, &played)?;
+        self.steps += 1;
+        let mut violation = None;
+        if self.steps.is_multiple_of(CHECKED) {
+            violation = self.check_agrees(action, &played)?;
+        }
+        if violation.is_none() {
+            violation = self.judge(action, &played)?;
+        }
         Ok(Stepped {
             violation,
             writes: played.writes,
             rejected: played.rejected,
         })
+    }
+
+    /// One answer: `check` of the action's own manifest, applied as the actor applies it, on
+    /// the cluster the request was judged on, answers as admission did.
+    fn check_agrees(
+        &self,
+        action: &Action,
+        played: &world::Played,
+    ) -> Result<Option<Violation>, String> {
+        let (Some(user), Some(before)) = (
+            played.writes.iter().find(|j| j.writer == Writer::User),
+            &played.before,
+        ) else {
+            return Ok(None);
+        };
+        let request = &user.request;
+        let manifest = |object: &Value| crate::manifests::Manifest {
+            origin: "simulate".to_owned(),
+            object: object.clone(),
+        };
+        let changes = match request["operation"].as_str() {
+            Some("DELETE") => crate::check::ChangeSet {
+                applies: Vec::new(),
+                deletes: vec![manifest(&request["oldObject"])],
+            },
+            _ => crate::check::ChangeSet {
+                applies: vec![manifest(&request["object"])],
+                deletes: Vec::new(),
+            },
+        };
+        let identity = crate::check::Identity {
+            username: request["userInfo"]["username"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            groups: serde_json::from_value(request["userInfo"]["groups"].clone())
+                .unwrap_or_default(),
+        };
+        let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
+        let report = crate::check::run(
+            self.world.policy,
+            self.world.settings,
+            before.clone(),
+            &changes,
+            &identity,
+            crate::check::Applier::InOrder,
+            &mut observe,
+        )?;
+        let answer = |response: &Value| {
+            (
+                response["accepted"].clone(),
+                response["message"].clone(),
+                cozystack_policy_runtime::policy::warnings_of(response),
+            )
+        };
+        let checked = report.steps.first().and_then(|step| step.response.as_ref());
+        if checked.map(answer) == Some(answer(&user.response)) {
+            return Ok(None);
+        }
+        Ok(Some(Violation {
+            invariant: "one answer: check on the step answers as admission did".into(),
+            what: format!(
+                "{}: admission answered {}, check {}",
+                action.describe(),
+                user.response,
+                checked.cloned().unwrap_or(Value::Null)
+            ),
+            request: request.clone(),
+            expect_allowed: user.allowed(),
+            cluster: before.clone(),
+        }))
     }
 
     fn judge(
@@ -388,6 +475,7 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     }
     let admin = |rng: &mut Pcg64, ns: &str| match rng.random_range(0..10) {
         0 | 1 => Actor::TenantAccount(ns.to_owned()),
+        2 => Actor::SuperAdmin(ns.to_owned()),
         _ => Actor::Admin(ns.to_owned()),
     };
     let root = "tenant-root".to_owned();

@@ -32,6 +32,8 @@ const FINALIZER: &str = "finalizers.fluxcd.io";
 pub enum Actor {
     /// A member of `<namespace>-admin`, administrator of that tenant and every descendant.
     Admin(String),
+    /// A member of `<namespace>-super-admin`.
+    SuperAdmin(String),
     /// The tenant's own ServiceAccount `<namespace>:<namespace>`.
     TenantAccount(String),
 }
@@ -41,6 +43,9 @@ impl Actor {
         match self {
             Actor::Admin(ns) => {
                 Identity::impersonated(&format!("admin@{ns}"), &[format!("{ns}-admin")])
+            }
+            Actor::SuperAdmin(ns) => {
+                Identity::impersonated(&format!("super-admin@{ns}"), &[format!("{ns}-super-admin")])
             }
             Actor::TenantAccount(ns) => {
                 Identity::impersonated(&format!("system:serviceaccount:{ns}:{ns}"), &[])
@@ -297,6 +302,20 @@ impl<'p> World<'p> {
                 }
                 _ => played.rejected = true,
             }
+            return Ok(played);
+        }
+        // NamespaceLifecycle: nothing is written into a namespace that is not there (a
+        // shrunk sequence can leave out the Tenant that made it).
+        let into = match action {
+            Action::Create { namespace, .. } | Action::Leftover { namespace, .. } => {
+                Some(namespace)
+            }
+            _ => None,
+        };
+        if let Some(namespace) = into
+            && self.state.get("v1", "Namespace", namespace, None).is_none()
+        {
+            played.rejected = true;
             return Ok(played);
         }
         if let Action::Leftover {
