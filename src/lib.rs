@@ -7,8 +7,6 @@
 pub mod admission;
 pub mod cluster;
 pub mod definitions;
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod host;
 pub mod scan;
 pub mod settings;

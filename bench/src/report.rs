@@ -15,22 +15,25 @@ pub fn header() {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
 }
 
+/// kwctl's range, and the model's ratio to its middle.
+fn against_kwctl(kwctl: Option<(f64, f64)>, model_micros: f64) -> (String, String) {
+    match kwctl {
+        None => ("–".to_owned(), "–".to_owned()),
+        Some((low, high)) => (
+            if low == high {
+                format!("{low:.0}")
+            } else {
+                format!("{low:.0}–{high:.0}")
+            },
+            format!("{:.2}", model_micros / ((low + high) / 2.0)),
+        ),
+    }
+}
+
 /// One workload's row, with kwctl's figure beside the model's where the workload has one.
 pub fn row(row: &Row) {
     let (w, model) = (&row.workload, &row.model);
-    let kwctl = w.kwctl.map_or("–".to_owned(), |(low, high)| {
-        if low == high {
-            format!("{low:.0}")
-        } else {
-            format!("{low:.0}–{high:.0}")
-        }
-    });
-    let ratio = w.kwctl.map_or("–".to_owned(), |(low, high)| {
-        format!(
-            "{:.2}",
-            model.total.as_secs_f64() * 1e6 / ((low + high) / 2.0)
-        )
-    });
+    let (kwctl, ratio) = against_kwctl(w.kwctl, model.total.as_secs_f64() * 1e6);
     // kwctl bench's loop, timed for requests without host calls.
     let warm = row
         .warm_floors
@@ -52,22 +55,28 @@ pub fn row(row: &Row) {
     );
 }
 
-/// The accept-all floor's row (kwctl measured 28–44 µs; 36 is their middle).
+/// What kwctl measured of the accept-all floor (settings `{}`) and of the context-aware peer,
+/// in the runs the model is calibrated on (docs/benchmarks.md#calibration).
+const KWCTL_FLOOR: (f64, f64) = (14.0, 21.0);
+const KWCTL_PEER: (f64, f64) = (445.0, 506.0);
+
+/// The accept-all floor's row.
 pub fn floor(floor: &Stats) {
+    let (kwctl, ratio) = against_kwctl(Some(KWCTL_FLOOR), floor.median().as_secs_f64() * 1e6);
     println!(
-        "| accept-all floor | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | 1.00 | 1.00 | – | 28–44 | {:.2} |",
+        "| accept-all floor | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | 1.00 | 1.00 | – | {kwctl} | {ratio} |",
         micros(floor.median()),
         micros(floor.median()),
         micros(floor.p99()),
         floor.spread(),
-        floor.median().as_secs_f64() * 1e6 / 36.0
     );
 }
 
 /// The context-aware peer's row (`bench/src/peer.rs`).
 pub fn peer(peer: &Modelled) {
+    let (kwctl, ratio) = against_kwctl(Some(KWCTL_PEER), peer.total.as_secs_f64() * 1e6);
     println!(
-        "| context-aware peer (the context-aware test policy's {} lookups, SDK) | {} | {} | – | – | {} | {} | {} | – | – | – | – | – | – | – |",
+        "| context-aware peer (the context-aware test policy's {} lookups, SDK) | {} | {} | – | – | {} | {} | {} | – | – | – | – | – | {kwctl} | {ratio} |",
         peer.calls,
         peer.calls,
         peer.bytes,

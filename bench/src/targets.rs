@@ -13,6 +13,7 @@ use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
 
 use crate::model::{Modelled, measure, micros, timed};
+use crate::model::{RESIDUAL_PER_BYTE_NS, RESIDUAL_PER_CALL_US};
 use crate::peer::LOOKUPS;
 use crate::preflight::PreflightRun;
 use crate::workloads::Row;
@@ -205,10 +206,11 @@ pub fn targets(
             ),
             consumer_ratio <= 0.5,
             format!(
-                "its {} calls: the namespace (which providers its labels name) and, its monitoring label naming tenant-root, whose Namespace carries no provider label, the root Tenant's release for its switches (is the provider it will use running, or must the user be warned it awaits one); the host's share is {} µs of {} µs, and each call carries the model's 160 µs residual",
+                "its {} calls: the namespace (which providers its labels name) and, its monitoring label naming tenant-root, whose Namespace carries no provider label, the root Tenant's release for its switches (is the provider it will use running, or must the user be warned it awaits one); the host's share is {} µs of {} µs, of which the model's residual is {} µs ({RESIDUAL_PER_CALL_US} µs a call, {RESIDUAL_PER_BYTE_NS} ns a byte)",
                 stock_consumer.model.calls,
                 micros(stock_consumer.model.host),
                 micros(stock_consumer.model.total),
+                micros(stock_consumer.model.residual()),
             ),
         ),
         (
@@ -304,7 +306,7 @@ pub fn targets(
                 slowest.workload.name
             ),
             slowest.model.total <= Duration::from_micros(500),
-            "a host call costs ~200–300 µs in this model (160 µs of residual fitted to kwctl, plus the mechanism); one call and the guest's fixed work fit, two do not".to_owned(),
+            format!("a host call costs ~60–150 µs in this model (the mechanism, which the fit to kwctl leaves a residual of {RESIDUAL_PER_CALL_US} µs a call, plus {RESIDUAL_PER_BYTE_NS} ns a byte the host serialises); one call and the guest's fixed work fit, more do not"),
         ),
         (
             format!(

@@ -1,3 +1,3 @@
 #![no_main]
-//! See `cozystack_capabilities_policy::fuzzing::admission`.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| cozystack_capabilities_policy::fuzzing::admission(data));
+//! See `cozystack_fuzz_targets::admission`.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cozystack_fuzz_targets::admission(data));

@@ -1,3 +1,3 @@
 #![no_main]
-//! See `cozystack_capabilities_policy::fuzzing::lists`.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| cozystack_capabilities_policy::fuzzing::lists(data));
+//! See `cozystack_fuzz_targets::lists`.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cozystack_fuzz_targets::lists(data));

@@ -1,12 +1,13 @@
-//! Fuzz targets, shared by `fuzz/` (cargo-fuzz, nightly) and the corpus replay test that runs
-//! on stable in `make test`. Each target panics only when an invariant breaks.
+//! Fuzz targets of the policy crate, shared by `fuzz/` (cargo-fuzz, nightly) and the corpus
+//! replay test that runs on stable in `make test`. Each target panics only when an invariant
+//! breaks. A workshop crate: the policy module carries none of it.
 
 use cozystack_resolver::facts::{Instance, Namespace, Snapshot};
 use cozystack_resolver::request::{ObjectState, Operation, Request, Surface};
 use cozystack_resolver::{Definition, RawField, Settings, User};
 use serde_json::json;
 
-use crate::host::Host;
+use cozystack_capabilities_policy::host::Host;
 
 /// A host that answers every lookup with an error: decoding must never need it.
 struct NoHost;
@@ -19,7 +20,7 @@ impl Host for NoHost {
 
 /// Settings decoding: any bytes, no panic; what decodes also validates consistently.
 pub fn settings(data: &[u8]) {
-    if let Ok(settings) = crate::settings::parse(data) {
+    if let Ok(settings) = cozystack_capabilities_policy::settings::parse(data) {
         assert!(
             settings.validate().is_ok(),
             "parse returned settings that do not validate"
@@ -32,16 +33,16 @@ pub fn settings(data: &[u8]) {
 /// shared fields, and no kind's block until a rule needs it (`validate_settings` checks every
 /// block when the policy is loaded; a bad block of another kind is not this request's error).
 pub fn admission(data: &[u8]) {
-    let verdict = crate::evaluate(data, &NoHost);
-    let decodes = serde_json::from_slice::<crate::admission::Payload>(data)
+    let verdict = cozystack_capabilities_policy::evaluate(data, &NoHost);
+    let decodes = serde_json::from_slice::<cozystack_capabilities_policy::admission::Payload>(data)
         .ok()
         .and_then(|p| {
-            let settings = crate::settings::parse_for_request(
+            let settings = cozystack_capabilities_policy::settings::parse_for_request(
                 p.settings
                     .map_or(b"null".as_slice(), |s| s.get().as_bytes()),
             )
             .ok()?;
-            crate::admission::decode(p.request.get(), &settings).ok()
+            cozystack_capabilities_policy::admission::decode(p.request.get(), &settings).ok()
         });
     if decodes.is_none() {
         assert!(!verdict.allowed, "an undecodable request was allowed");
@@ -173,7 +174,7 @@ fn reference_definitions(data: &[u8]) -> Listed<DefinitionFacts> {
 pub fn lists(data: &[u8]) {
     use cozystack_resolver::Cluster;
     let host = Echo(data);
-    let cluster = crate::cluster::HostCluster::new(&host);
+    let cluster = cozystack_capabilities_policy::cluster::HostCluster::new(&host);
     let keep: std::collections::BTreeSet<String> = [
         "tenant.cozystack.io/tenant-root",
         "namespace.cozystack.io/monitoring",

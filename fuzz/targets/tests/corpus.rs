@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use cozystack_capabilities_policy::fuzzing;
+use cozystack_fuzz_targets as fuzzing;
 
 fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
+        .join("../corpus")
         .join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
