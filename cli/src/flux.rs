@@ -279,25 +279,30 @@ pub fn applied(live: &Value, manifest: &Value, manager: &str, managed: Managed<'
     let mut out = live.clone();
     merge(&mut out, manifest, &[]);
     let (mut mine, mut others) = (BTreeSet::new(), BTreeSet::new());
-    if let Managed::Unknown = managed {
-        if let Some(spec) = manifest.get("spec") {
-            out["spec"] = spec.clone();
+    match managed {
+        Managed::Aggregated => {}
+        Managed::Unknown => {
+            if let Some(spec) = manifest.get("spec") {
+                out["spec"] = spec.clone();
+            }
         }
-    } else if let Managed::Fields(entries) = managed {
-        let merging = marked(manifest, &format!("{GROUP}/ssa"), "Merge")
-            || marked(live, &format!("{GROUP}/ssa"), "Merge");
-        for entry in entries {
-            let (who, operation) = (
-                entry["manager"].as_str().unwrap_or_default(),
-                entry["operation"].as_str().unwrap_or_default(),
-            );
-            let taken = manager == MANAGER && !merging && TAKEN_OVER.contains(&(who, operation));
-            let set = if (who == manager && operation == "Apply") || taken {
-                &mut mine
-            } else {
-                &mut others
-            };
-            owned_paths(&entry["fieldsV1"], &mut Vec::new(), set);
+        Managed::Fields(entries) => {
+            let merging = marked(manifest, &format!("{GROUP}/ssa"), "Merge")
+                || marked(live, &format!("{GROUP}/ssa"), "Merge");
+            for entry in entries {
+                let (who, operation) = (
+                    entry["manager"].as_str().unwrap_or_default(),
+                    entry["operation"].as_str().unwrap_or_default(),
+                );
+                let taken =
+                    manager == MANAGER && !merging && TAKEN_OVER.contains(&(who, operation));
+                let set = if (who == manager && operation == "Apply") || taken {
+                    &mut mine
+                } else {
+                    &mut others
+                };
+                owned_paths(&entry["fieldsV1"], &mut Vec::new(), set);
+            }
         }
     }
     for path in &mine {
