@@ -803,6 +803,25 @@ pub fn run<'a>(
     Ok(report)
 }
 
+/// The change set is not what Flux applies while it still holds a post-build variable
+/// ([`flux::unsubstituted`]) where it counts: anywhere in an object the policy judges, in the
+/// metadata of any other. The error names the first, with its file and document.
+pub fn unsubstituted(applies: &[Manifest]) -> Option<String> {
+    applies.iter().find_map(|manifest| {
+        let read = match surface(manifest) {
+            Some(_) => &manifest.object,
+            None => &manifest.object["metadata"],
+        };
+        flux::unsubstituted(read).map(|variable| {
+            format!(
+                "{}: {} holds {variable}, a post-build variable kustomize-controller substitutes (spec.postBuild) before it applies: check the change set with its values, as `flux build kustomization NAME --path DIR` prints it (or pass --in-order to apply it as written)",
+                manifest.origin,
+                manifest.reference()
+            )
+        })
+    })
+}
+
 /// Which objects a change set may apply over, whose managed fields a server-side apply merges
 /// with: each manifest's own, and the release an Application is stored as (in its namespace,
 /// named `<prefix><name>`).

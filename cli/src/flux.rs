@@ -165,6 +165,38 @@ pub fn skips_apply(desired: &Value, existing: Option<&Value>) -> Option<String> 
     })
 }
 
+/// The first post-build variable (`${NAME}`, `${NAME:-default}`, `${NAME:=default}`) left in
+/// `object`'s strings: kustomize-controller substitutes them (`spec.postBuild`) after the build
+/// and before the apply, so a change set that still holds one is not what Flux applies. `$${`
+/// is the escape for a literal `${`.
+pub fn unsubstituted(object: &Value) -> Option<String> {
+    match object {
+        Value::String(text) => {
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find("${") {
+                let escaped = rest[..at].ends_with('$');
+                let after = &rest[at + 2..];
+                let name: String = after
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let starts = name
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+                if !escaped && starts && after.contains('}') {
+                    return Some(format!("${{{name}}}"));
+                }
+                rest = after;
+            }
+            None
+        }
+        Value::Array(items) => items.iter().find_map(unsubstituted),
+        Value::Object(map) => map.values().find_map(unsubstituted),
+        _ => None,
+    }
+}
+
 /// The Kustomization that applies the change set, whose owner labels Flux stamps on every
 /// object it applies (`SetOwnerLabels`) and requires on every object it prunes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -480,6 +512,15 @@ mod tests {
             applied(&live, &manifest, MANAGER, Managed::Unknown)["spec"],
             json!({"host": "example.com"})
         );
+    }
+
+    #[test]
+    fn a_post_build_variable_is_found_unless_escaped() {
+        let object = json!({"metadata": {"name": "db", "namespace": "tenant-${tenant}"},
+            "spec": {"host": "$${literal}", "size": "${size:-10Gi}"}});
+        assert_eq!(unsubstituted(&object).as_deref(), Some("${tenant}"));
+        let escaped = json!({"spec": {"host": "$${literal}", "cost": "$5 {x}", "n": "${1}"}});
+        assert_eq!(unsubstituted(&escaped), None);
     }
 
     #[test]

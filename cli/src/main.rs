@@ -406,6 +406,12 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
     // The input first: a change set that cannot be read is refused before any cluster is.
     let read = manifests::read(&args.paths)
         .and_then(|applies| manifests::read(&args.delete).map(|deletes| (applies, deletes)));
+    // Flux substitutes its post-build variables before it applies: a change set holding one is
+    // not yet what it applies.
+    let read = read.and_then(|(applies, deletes)| match check::unsubstituted(&applies) {
+        Some(error) if !args.in_order => Err(error),
+        _ => Ok((applies, deletes)),
+    });
     let (mut applies, mut deletes) = match read {
         Ok(read) => read,
         Err(error) if matches!(args.output, CheckOutput::Junit) => {

@@ -731,6 +731,32 @@ fn an_unusable_input_is_exit_2_naming_it() {
         )
     );
 
+    // A post-build variable left where the policy reads it: not what Flux applies. One in the
+    // data of a ConfigMap, or escaped (`$${`), is no matter.
+    let variables = write(
+        "variables.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: script, namespace: tenant-acme}\ndata: {run.sh: \"echo ${HOME}\"}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-acme}\nspec: {size: \"${db_size:=10Gi}\", note: \"$${kept}\"}\n",
+    );
+    let variables = variables.to_str().unwrap_or_default();
+    let out = check(&args(&[&[variables], DUMP, FLUX]), None);
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert!(
+        out.stderr.ends_with(&format!(
+            "error: {variables}, document 2: Postgres tenant-acme/db holds ${{db_size}}, a post-build variable kustomize-controller substitutes (spec.postBuild) before it applies: check the change set with its values, as `flux build kustomization NAME --path DIR` prints it (or pass --in-order to apply it as written)\n"
+        )),
+        "{}",
+        out.stderr
+    );
+    let escaped = write(
+        "escaped.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: script, namespace: tenant-acme}\ndata: {run.sh: \"echo ${HOME}\"}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-acme}\nspec: {note: \"$${kept}\"}\n",
+    );
+    let out = check(
+        &args(&[&[escaped.to_str().unwrap_or_default()], DUMP, FLUX]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+
     // Offline, who applies must be said.
     let commit = write("who.yaml", TENANT_COMMIT);
     let out = check(&args(&[&[commit.to_str().unwrap_or_default()], DUMP]), None);
