@@ -721,8 +721,8 @@ fn has_finalizers(object: &Value) -> bool {
         .is_some_and(|f| !f.is_empty())
 }
 
-/// Judges `changes` in order against `cluster` as `identity` under `settings`; `observe` sees
-/// each request and the cluster it is judged on.
+/// Judges `changes` against `cluster` as `identity` applies them under `settings`; `observe`
+/// sees each request and the cluster it is judged on.
 pub fn run<'a>(
     policy: &'a Policy,
     settings: &'a Value,
@@ -732,6 +732,22 @@ pub fn run<'a>(
     applier: Applier,
     observe: &'a mut Observer<'a>,
 ) -> Result<Report, String> {
+    run_leaving(
+        policy, settings, cluster, changes, identity, applier, observe,
+    )
+    .map(|(report, _)| report)
+}
+
+/// The same, with the cluster the change set leaves (the lifecycle simulator plays on).
+pub fn run_leaving<'a>(
+    policy: &'a Policy,
+    settings: &'a Value,
+    cluster: ClusterObjects,
+    changes: &ChangeSet,
+    identity: &'a Identity,
+    applier: Applier,
+    observe: &'a mut Observer<'a>,
+) -> Result<(Report, ClusterObjects), String> {
     crate::settings::check(policy, settings)?;
     let modules = Settings::for_request(&settings.to_string())
         .map(|s| s.tenant_modules)
@@ -750,57 +766,65 @@ pub fn run<'a>(
         applier,
     };
     let mut report = Report::default();
-    if !judge.applier.flux() {
+    if judge.applier.flux() {
+        judge.as_flux(changes, &mut report)?;
+    } else {
         judge.in_order(&changes.applies, false, &mut report)?;
         judge.in_order(&changes.deletes, true, &mut report)?;
-        return Ok(report);
     }
-    let mut applies: Vec<&Manifest> = changes.applies.iter().collect();
-    applies.sort_by(|a, b| flux::order(a, b));
-    let mut failed: Option<String> = None;
-    for stage in [Stage::Definitions, Stage::Classes, Stage::Resources] {
-        let manifests: Vec<&Manifest> = applies
-            .iter()
-            .copied()
-            .filter(|m| Stage::of(m) == stage)
-            .collect();
-        if manifests.is_empty() {
-            continue;
+    Ok((report, judge.cluster.cluster().clone()))
+}
+
+impl Judge<'_> {
+    /// `ApplyAllStaged`, then `DeleteAll` when every stage applied.
+    fn as_flux(&mut self, changes: &ChangeSet, report: &mut Report) -> Result<(), String> {
+        let mut applies: Vec<&Manifest> = changes.applies.iter().collect();
+        applies.sort_by(|a, b| flux::order(a, b));
+        let mut failed: Option<String> = None;
+        for stage in [Stage::Definitions, Stage::Classes, Stage::Resources] {
+            let manifests: Vec<&Manifest> = applies
+                .iter()
+                .copied()
+                .filter(|m| Stage::of(m) == stage)
+                .collect();
+            if manifests.is_empty() {
+                continue;
+            }
+            match &failed {
+                None => failed = self.stage(stage, &manifests, report)?,
+                Some(why) => {
+                    for manifest in manifests {
+                        let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
+                        step.stage = Some(stage);
+                        step.block(&format!("not applied: {why}"));
+                        report.steps.push(step);
+                    }
+                }
+            }
         }
-        match &failed {
-            None => failed = judge.stage(stage, &manifests, &mut report)?,
-            Some(why) => {
-                for manifest in manifests {
+        // `DeleteAll`: the reverse of the apply order, each deleted whatever became of the others.
+        let mut deletes: Vec<&Manifest> = changes.deletes.iter().collect();
+        deletes.sort_by(|a, b| flux::order(b, a));
+        for manifest in deletes {
+            let mut step = match &failed {
+                None => {
+                    let (step, effect) = self.judge(manifest, true, false)?;
+                    if let Some(effect) = effect {
+                        self.apply(effect);
+                    }
+                    step
+                }
+                Some(why) => {
                     let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
-                    step.stage = Some(stage);
-                    step.block(&format!("not applied: {why}"));
-                    report.steps.push(step);
+                    step.block(&format!("not pruned: {why}"));
+                    step
                 }
-            }
+            };
+            step.stage = Some(Stage::Prune);
+            report.steps.push(step);
         }
+        Ok(())
     }
-    // `DeleteAll`: the reverse of the apply order, each deleted whatever became of the others.
-    let mut deletes: Vec<&Manifest> = changes.deletes.iter().collect();
-    deletes.sort_by(|a, b| flux::order(b, a));
-    for manifest in deletes {
-        let mut step = match &failed {
-            None => {
-                let (step, effect) = judge.judge(manifest, true, false)?;
-                if let Some(effect) = effect {
-                    judge.apply(effect);
-                }
-                step
-            }
-            Some(why) => {
-                let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
-                step.block(&format!("not pruned: {why}"));
-                step
-            }
-        };
-        step.stage = Some(Stage::Prune);
-        report.steps.push(step);
-    }
-    Ok(report)
 }
 
 /// The change set is not what Flux applies while it still holds a post-build variable

@@ -52,6 +52,7 @@ fn fixed_seeds_play_the_same_lifecycles_and_break_no_guarantee() {
         "switch etcd off",
         "reconcile Tenant",
         "leftover",
+        "Flux change set",
     ] {
         assert!(lines[1].contains(action), "{action}: {}", lines[1]);
     }
@@ -95,7 +96,7 @@ fn a_deployment_without_the_ingress_protection_is_caught_with_a_scenario() {
         stdout,
         format!(
             "BROKEN protection: no consumer left without the provider it resolved to\n  \
-             seed 2, step 45, shrunk to 1 steps: Admin(\"tenant-root\") turns ingress off on Tenant tenant-root/root\n  \
+             seed 3, step 30, shrunk to 1 steps: Admin(\"tenant-root\") turns ingress off on Tenant tenant-root/root\n  \
              Admin(\"tenant-root\") turns ingress off on Tenant tenant-root/root: Bucket tenant-acme/bucket-media consumed ingress from a live provider and no longer does\n  \
              counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)\n",
             counterexample.display()
@@ -106,7 +107,7 @@ fn a_deployment_without_the_ingress_protection_is_caught_with_a_scenario() {
     let mut written = scenario::load_file(&counterexample).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(written.len(), 1);
     let mut case = written.remove(0);
-    assert_eq!(case.name, "simulate-seed-2");
+    assert_eq!(case.name, "simulate-seed-3");
     assert_eq!(case.expect.allowed, Some(false));
     assert_eq!(
         case.expect.message_matches.as_deref(),

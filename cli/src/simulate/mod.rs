@@ -35,6 +35,8 @@ const KINDS: &[&str] = &[
     "SeaweedFS",
     "Info",
 ];
+/// The catalog kinds, each released under its own prefix: what a GitOps repository applies.
+const CATALOG: &[&str] = &["Postgres", "Redis", "Bucket", "Kubernetes", "Harbor"];
 /// Names tried: slots, names the charts render, and others.
 const NAMES: &[&str] = &[
     "monitoring",
@@ -359,7 +361,10 @@ impl Player<'_> {
                 ),
                 request: refused.request.clone(),
                 expect_allowed: true,
-                cluster: self.world.state.cluster().clone(),
+                cluster: played
+                    .refused_on
+                    .clone()
+                    .unwrap_or_else(|| self.world.state.cluster().clone()),
             }));
         }
         let changed = matches!(action, Action::Leftover { .. } | Action::Reconcile { .. })
@@ -480,7 +485,35 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     };
     let root = "tenant-root".to_owned();
     let namespace = pick(rng, &namespaces).cloned().unwrap_or(root);
-    match rng.random_range(0..20) {
+    match rng.random_range(0..22) {
+        // A GitOps Kustomization: catalog apps applied where their tenants are, one pruned.
+        20 | 21 => {
+            let mut applies = Vec::new();
+            for _ in 0..rng.random_range(1..4) {
+                let namespace = pick(rng, &namespaces)
+                    .cloned()
+                    .unwrap_or_else(|| "tenant-root".to_owned());
+                let kind = pick(rng, CATALOG).copied().unwrap_or("Postgres");
+                let name = pick(rng, &["db", "cache", "www", "dev"])
+                    .copied()
+                    .unwrap_or("db");
+                let app = json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": kind,
+                    "metadata": {"name": name, "namespace": namespace}, "spec": {}});
+                // kustomize refuses an object twice in one build.
+                if !applies.contains(&app) {
+                    applies.push(app);
+                }
+            }
+            let prunes = pick(rng, &apps)
+                .filter(|(_, kind, _)| CATALOG.contains(&kind.as_str()))
+                .map(|(ns, kind, name)| {
+                    json!({"apiVersion": "apps.cozystack.io/v1alpha1",
+                    "kind": kind, "metadata": {"name": name, "namespace": ns}})
+                })
+                .into_iter()
+                .collect();
+            Action::Flux { applies, prunes }
+        }
         0..=6 => {
             let kind = pick(rng, KINDS).copied().unwrap_or("Postgres");
             let name = pick(rng, NAMES).copied().unwrap_or("db");

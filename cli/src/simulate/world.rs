@@ -91,6 +91,13 @@ pub enum Action {
     /// helm-controller reconciles a Tenant's release on its interval, as Flux: its chart is
     /// rendered again, adopting what holds the names it renders.
     Reconcile { namespace: String, name: String },
+    /// A GitOps Kustomization applies Applications and prunes others, as Flux's
+    /// kustomize-controller does (the model `check` applies: stages dry-run whole, the prune
+    /// after), as the Flux ServiceAccount.
+    Flux {
+        applies: Vec<Value>,
+        prunes: Vec<Value>,
+    },
 }
 
 impl Action {
@@ -104,6 +111,7 @@ impl Action {
             }
             Action::Leftover { kind, .. } => format!("leftover {kind}"),
             Action::Reconcile { .. } => "reconcile Tenant".to_owned(),
+            Action::Flux { .. } => "Flux change set".to_owned(),
         }
     }
 
@@ -148,6 +156,21 @@ impl Action {
             Action::Reconcile { namespace, name } => {
                 format!("helm-controller reconciles Tenant {namespace}/{name}")
             }
+            Action::Flux { applies, prunes } => {
+                let name = |o: &Value| {
+                    format!(
+                        "{} {}/{}",
+                        o["kind"].as_str().unwrap_or_default(),
+                        o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                        o["metadata"]["name"].as_str().unwrap_or_default()
+                    )
+                };
+                format!(
+                    "Flux applies [{}] and prunes [{}]",
+                    applies.iter().map(name).collect::<Vec<_>>().join(", "),
+                    prunes.iter().map(name).collect::<Vec<_>>().join(", ")
+                )
+            }
         }
     }
 }
@@ -189,8 +212,11 @@ pub struct Played {
     /// The release cozystack-api wrote, when it created or updated one.
     pub release: Option<Value>,
     /// The cluster the action's first request was judged on. A refused write is the last one
-    /// judged, on the cluster the world still holds.
+    /// judged, on the cluster the world still holds, unless `refused_on` says otherwise.
     pub before: Option<ClusterObjects>,
+    /// The cluster a refused write was judged on, when the world no longer holds it (Flux's
+    /// dry run of a stage, judged before what else landed).
+    pub refused_on: Option<ClusterObjects>,
 }
 
 /// The cluster, and how cozystack-api and the Tenant chart write to it.
@@ -290,6 +316,10 @@ impl<'p> World<'p> {
     /// write after it, each judged. Stops at the first refusal.
     pub fn play(&mut self, action: &Action) -> Result<Played, String> {
         let mut played = Played::default();
+        if let Action::Flux { applies, prunes } = action {
+            self.flux(applies, prunes, &mut played)?;
+            return Ok(played);
+        }
         if let Action::Reconcile { namespace, name } = action {
             match self.state.get(
                 RELEASE_API,
@@ -365,7 +395,9 @@ impl<'p> World<'p> {
                 name,
                 ..
             } => (by, "Tenant", namespace, name),
-            Action::Leftover { .. } | Action::Reconcile { .. } => return Ok(played),
+            Action::Leftover { .. } | Action::Reconcile { .. } | Action::Flux { .. } => {
+                return Ok(played);
+            }
         };
         let Some(served) = self.kinds.get(kind) else {
             played.rejected = true;
@@ -526,6 +558,58 @@ impl<'p> World<'p> {
                 (None, None) => {}
             }
         }
+        Ok(())
+    }
+
+    /// Flux applies a change set through `check`'s model of kustomize-controller; the cluster
+    /// it leaves is the world's. A write it could not make (refused, before or at admission) is
+    /// kept as refused; the world keeps what landed.
+    fn flux(
+        &mut self,
+        applies: &[Value],
+        prunes: &[Value],
+        played: &mut Played,
+    ) -> Result<(), String> {
+        let manifest = |object: &Value| crate::manifests::Manifest {
+            origin: "simulate".to_owned(),
+            object: object.clone(),
+        };
+        let changes = crate::check::ChangeSet {
+            applies: applies.iter().map(manifest).collect(),
+            deletes: prunes.iter().map(manifest).collect(),
+        };
+        let flux = Identity::impersonated(FLUX, &[]);
+        let before = self.state.cluster().clone();
+        let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
+        let (report, after) = crate::check::run_leaving(
+            self.policy,
+            self.settings,
+            before.clone(),
+            &changes,
+            &flux,
+            crate::check::Applier::Flux,
+            &mut observe,
+        )?;
+        played.before = Some(before.clone());
+        played.refused_on = Some(before);
+        for step in report.steps {
+            use crate::check::Outcome;
+            let refused = matches!(
+                step.outcome,
+                Outcome::Denied | Outcome::Rejected | Outcome::Error
+            );
+            let response = match (step.response, refused) {
+                (Some(response), _) => response,
+                (None, true) => json!({"accepted": false, "message": step.message}),
+                (None, false) => continue,
+            };
+            played.writes.push(Judged {
+                writer: Writer::Platform,
+                request: step.request.unwrap_or(Value::Null),
+                response,
+            });
+        }
+        self.state = State::new(after);
         Ok(())
     }
 
