@@ -1074,8 +1074,8 @@ check_invalid_settings() {
   check charts-off-slot-info-remedy
 }
 
-@test "simulate-leftover-off-its-slot-keeps-no-ingress-served" {
-  check simulate-leftover-off-its-slot-keeps-no-ingress-served
+@test "simulate-leftover-off-its-slot-keeps-no-monitoring-served" {
+  check simulate-leftover-off-its-slot-keeps-no-monitoring-served
 }
 
 @test "simulate-another-kind-under-the-bootbox-name" {
