@@ -28,7 +28,7 @@ const RELEASES: (&str, &str, &str, &str) = (
 const FINALIZER: &str = "finalizers.fluxcd.io";
 
 /// Who acts.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Actor {
     /// A member of `<namespace>-admin`, administrator of that tenant and every descendant.
     Admin(String),
@@ -55,8 +55,7 @@ impl Actor {
 }
 
 /// One thing an actor does through cozystack-api.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase", tag = "action")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Creates an Application (`spec` as given: a Tenant's switches).
     Create {
