@@ -210,6 +210,14 @@ impl Step {
         self.note = Some(note.to_owned());
     }
 
+    /// Never judged: an earlier failure stopped Flux before it.
+    fn blocked(manifest: &Manifest, stage: Stage, why: String) -> Step {
+        let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
+        step.stage = Some(stage);
+        step.block(&why);
+        step
+    }
+
     /// Admitted (or not for the policy to judge), never applied.
     fn block(&mut self, why: &str) {
         if self.request.is_none() {
@@ -722,7 +730,8 @@ fn has_finalizers(object: &Value) -> bool {
 }
 
 /// Judges `changes` against `cluster` as `identity` applies them under `settings`; `observe`
-/// sees each request and the cluster it is judged on.
+/// sees each request and the cluster it is judged on. The state is what the change set leaves
+/// (the lifecycle simulator plays on).
 pub fn run<'a>(
     policy: &'a Policy,
     settings: &'a Value,
@@ -731,23 +740,7 @@ pub fn run<'a>(
     identity: &'a Identity,
     applier: Applier,
     observe: &'a mut Observer<'a>,
-) -> Result<Report, String> {
-    run_leaving(
-        policy, settings, cluster, changes, identity, applier, observe,
-    )
-    .map(|(report, _)| report)
-}
-
-/// The same, with the cluster the change set leaves (the lifecycle simulator plays on).
-pub fn run_leaving<'a>(
-    policy: &'a Policy,
-    settings: &'a Value,
-    cluster: ClusterObjects,
-    changes: &ChangeSet,
-    identity: &'a Identity,
-    applier: Applier,
-    observe: &'a mut Observer<'a>,
-) -> Result<(Report, ClusterObjects), String> {
+) -> Result<(Report, State), String> {
     crate::settings::check(policy, settings)?;
     let modules = Settings::for_request(&settings.to_string())
         .map(|s| s.tenant_modules)
@@ -772,7 +765,7 @@ pub fn run_leaving<'a>(
         judge.in_order(&changes.applies, false, &mut report)?;
         judge.in_order(&changes.deletes, true, &mut report)?;
     }
-    Ok((report, judge.cluster.cluster().clone()))
+    Ok((report, judge.cluster))
 }
 
 impl Judge<'_> {
@@ -794,10 +787,8 @@ impl Judge<'_> {
                 None => failed = self.stage(stage, &manifests, report)?,
                 Some(why) => {
                     for manifest in manifests {
-                        let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
-                        step.stage = Some(stage);
-                        step.block(&format!("not applied: {why}"));
-                        report.steps.push(step);
+                        let why = format!("not applied: {why}");
+                        report.steps.push(Step::blocked(manifest, stage, why));
                     }
                 }
             }
@@ -814,11 +805,7 @@ impl Judge<'_> {
                     }
                     step
                 }
-                Some(why) => {
-                    let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
-                    step.block(&format!("not pruned: {why}"));
-                    step
-                }
+                Some(why) => Step::blocked(manifest, Stage::Prune, format!("not pruned: {why}")),
             };
             step.stage = Some(Stage::Prune);
             report.steps.push(step);
@@ -884,14 +871,8 @@ pub fn pruned(
             format!("{origin}: no status.inventory.entries (a Flux Kustomization as `kubectl get kustomization NAME -n NS -o yaml` prints it)")
         })?;
     let owner = Owner {
-        name: kustomization["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        namespace: kustomization["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
+        name: writes::str_of(kustomization, "/metadata/name").to_owned(),
+        namespace: writes::str_of(kustomization, "/metadata/namespace").to_owned(),
     };
     if owner.name.is_empty() || owner.namespace.is_empty() {
         return Err(format!(

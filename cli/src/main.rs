@@ -491,7 +491,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
             serde_yaml::to_string(&list).map_err(|e| e.to_string())?,
         )
     };
-    let report = check::run(
+    let (report, _) = check::run(
         &policy,
         &settings,
         cluster,

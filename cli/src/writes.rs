@@ -112,7 +112,7 @@ impl Kinds {
     }
 }
 
-fn str_of<'v>(value: &'v Value, pointer: &str) -> &'v str {
+pub(crate) fn str_of<'v>(value: &'v Value, pointer: &str) -> &'v str {
     value
         .pointer(pointer)
         .and_then(Value::as_str)

@@ -19,7 +19,7 @@ use rand_pcg::Pcg64;
 use serde_json::{Value, json};
 
 use oracle::Facts;
-use world::{Action, Actor, Judged, World, Writer};
+use world::{Action, Actor, Judged, World, Writer, manifest};
 
 /// Kinds an actor creates, module kinds among them (the policy decides who may).
 const KINDS: &[&str] = &[
@@ -281,10 +281,6 @@ impl Player<'_> {
             return Ok(None);
         };
         let request = &user.request;
-        let manifest = |object: &Value| crate::manifests::Manifest {
-            origin: "simulate".to_owned(),
-            object: object.clone(),
-        };
         let changes = match request["operation"].as_str() {
             Some("DELETE") => crate::check::ChangeSet {
                 applies: Vec::new(),
@@ -304,7 +300,7 @@ impl Player<'_> {
                 .unwrap_or_default(),
         };
         let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
-        let report = crate::check::run(
+        let (report, _) = crate::check::run(
             self.world.policy,
             self.world.settings,
             before.clone(),

@@ -569,10 +569,6 @@ impl<'p> World<'p> {
         prunes: &[Value],
         played: &mut Played,
     ) -> Result<(), String> {
-        let manifest = |object: &Value| crate::manifests::Manifest {
-            origin: "simulate".to_owned(),
-            object: object.clone(),
-        };
         let changes = crate::check::ChangeSet {
             applies: applies.iter().map(manifest).collect(),
             deletes: prunes.iter().map(manifest).collect(),
@@ -580,7 +576,7 @@ impl<'p> World<'p> {
         let flux = Identity::impersonated(FLUX, &[]);
         let before = self.state.cluster().clone();
         let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
-        let (report, after) = crate::check::run_leaving(
+        let (report, after) = crate::check::run(
             self.policy,
             self.settings,
             before.clone(),
@@ -608,7 +604,7 @@ impl<'p> World<'p> {
                 response,
             });
         }
-        self.state = State::new(after);
+        self.state = after;
         Ok(())
     }
 
@@ -671,6 +667,14 @@ impl<'p> World<'p> {
         }
         writes::remove_release(&mut self.state, release);
         Ok(true)
+    }
+}
+
+/// An object as a change set `check` applies holds it.
+pub(crate) fn manifest(object: &Value) -> crate::manifests::Manifest {
+    crate::manifests::Manifest {
+        origin: "simulate".to_owned(),
+        object: object.clone(),
     }
 }
 
