@@ -9,23 +9,21 @@
 //! 1. [`model`]: the naming rule, identities, the request, each kind's rules and the settings,
 //!    the facts of the cluster, what the Tenant chart renders, and the evaluation context that
 //!    reads them once per request;
-//! 2. [`rules`]: one rule each — visibility, cardinality and slots, protection, capability,
-//!    namespace labels, tenant groups;
-//! 3. [`composed`]: the rules that compose others (a Tenant's module switches are a count and a
-//!    removal; a module the chart renders is removed by its switch);
-//! 4. [`decide`]: routes a request to the rules of its surface;
+//! 2. [`change`]: every surface normalised into one change — the instances that enter and
+//!    leave kinds (a Tenant's switches as the modules its chart renders), as whom;
+//! 3. [`rules`]: one rule each, and the one table ([`rules::RULES`]) that orders them;
+//! 4. [`decide`]: normalises a request and runs the table over it;
 //! 5. [`dashboard`]: the catalog a dashboard shows, from the same decision.
 //!
 //! Inside the crate each module is named by its own path (`crate::model::facts`); the short
 //! paths below are for users of the crate.
 
-pub mod composed;
+pub mod change;
 pub mod dashboard;
 pub mod decide;
 pub mod model;
 pub mod rules;
 
-pub use composed::tenant_modules;
 #[cfg(feature = "js")]
 pub use dashboard::js;
 pub use dashboard::{access, catalog};
@@ -44,4 +42,4 @@ pub use model::{
     chart, collect, definition, definition_set, error, facts, identity, kinds, listing, request,
     settings, tenant, verdict,
 };
-pub use rules::{capability, cardinality, groups, namespace, protection, visibility};
+pub use rules::{capability, cardinality, groups, namespace, protection, slots, visibility};

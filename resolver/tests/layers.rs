@@ -1,5 +1,5 @@
-//! The resolver's modules form layers a reader climbs bottom up: the model, the rules, the rules
-//! that compose rules, the routing, the dashboard. This reads every `crate::` path of
+//! The resolver's modules form layers a reader climbs bottom up: the model, the change, the
+//! rules, the routing, the dashboard. This reads every `crate::` path of
 //! `src/` (comments left out) and fails on a path that names no module file, on an import of a
 //! higher layer, and on any import cycle between modules. It reads files: native builds only.
 #![cfg(not(target_arch = "wasm32"))]
@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom up: the first path segment of each module.
-const LAYERS: &[&str] = &["model", "rules", "composed", "decide", "dashboard"];
+const LAYERS: &[&str] = &["model", "change", "rules", "decide", "dashboard"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

@@ -14,7 +14,7 @@ use crate::model::identity::User;
 use crate::model::kinds::{KindRules, Visibility};
 use crate::model::request::{ObjectState, Operation, Request, Surface};
 use crate::model::settings::Settings;
-use crate::rules::cardinality;
+use crate::rules::slots;
 
 /// Where the dashboard shows a kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,8 +141,7 @@ fn slot(
     let cardinality = rules.cardinality.as_ref()?;
     let slots = cardinality.slots.as_ref()?;
     let eval = Evaluation::new(request, settings, snapshot);
-    let home =
-        cardinality::slot_namespace(&eval, cardinality.scope, slots, &request.namespace).ok()?;
-    let free = cardinality::free_slots(&eval, rules, slots, &home).ok()?;
+    let home = slots::slot_namespace(&eval, cardinality.scope, slots, &request.namespace).ok()?;
+    let free = slots::free_slots(&eval, rules, slots, &home).ok()?;
     free.into_iter().next()
 }

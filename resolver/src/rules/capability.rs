@@ -1,13 +1,16 @@
 //! Providers and consumers: which namespace a class resolves to, and the warning for a
 //! consumer created where its class has no provider yet (Cozystack's `awaiting-*` beacon).
 
+use crate::change::{Change, Entry, Origin};
 use crate::model::chart;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::Namespace;
 use crate::model::kinds::{Class, KindRules, Role, Share};
+use crate::model::request::Operation;
 use crate::model::settings::Settings;
 use crate::model::tenant::{CAPABILITY_PREFIX, LABEL_PREFIX, ROOT};
 use crate::model::verdict::{Violation, list_some};
+use crate::rules::Outcome;
 
 fn capability_key(class: &str) -> String {
     format!("{CAPABILITY_PREFIX}{class}")
@@ -217,7 +220,20 @@ pub fn check_resolution(
 /// child of tenant-root sees: the Tenant chart copies the parent's `_namespace.<class>` into
 /// the child's labels whether or not the parent runs a provider, and the chart then points
 /// the app at a provider that is not there.
-pub fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<String>, Violation> {
+/// Warns about an app the request creates where a class it consumes has no provider yet.
+pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
+    match &entry.rules {
+        Some(rules)
+            if matches!(entry.origin, Origin::Request)
+                && eval.request.operation == Operation::Create =>
+        {
+            awaiting_warnings(eval, rules)
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<String>, Violation> {
     if rules.capability.consumes.is_empty() {
         return Ok(Vec::new());
     }

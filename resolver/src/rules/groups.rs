@@ -1,16 +1,26 @@
 //! Tenant groups do not collide: a new Tenant's namespace gets the groups `<ns>-view`, `-use`,
 //! `-admin` and `-super-admin`, which must not be groups of one of its ancestors.
 
+use crate::change::Change;
 use crate::model::chart::GROUP_LEVELS;
 use crate::model::evaluation::Evaluation;
 use crate::model::tenant::{self, tenant_namespace};
 use crate::model::verdict::Violation;
+use crate::rules::Outcome;
+
+/// Judges the Tenant the write creates.
+pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
+    if let Some(tenant) = &change.new_tenant {
+        check(eval, &tenant.parent, &tenant.name)?;
+    }
+    Ok(Vec::new())
+}
 
 /// Refuses a new Tenant whose groups would be groups of one of its ancestors: `super` under
 /// `tenant-a` gets `tenant-a-super-admin` as its admin group, which is tenant-a's own
 /// super-admin group, so whoever is made an administrator of the child would administer
 /// tenant-a. Every writer is refused: the collision is a flaw of the name, not of who asks.
-pub fn check_groups(eval: &Evaluation, parent: &str, name: &str) -> Result<(), Violation> {
+fn check(eval: &Evaluation, parent: &str, name: &str) -> Result<(), Violation> {
     let Some(child) = tenant_namespace(parent, name) else {
         return Ok(());
     };

@@ -1,8 +1,58 @@
-//! The rules, one module each, reading the model through the evaluation context.
+//! The rules, one module each, and the one table that orders them.
+//!
+//! Every surface is first normalised into a [`Change`] (`crate::change`); the table below then
+//! judges it, rule by rule, in the order a person must clear what they refuse: who may write
+//! at all first, then the names, the counts, and what a removal strands. The first refusal
+//! ends the evaluation (a platform writer's waivable one is a warning instead, see
+//! `Evaluation::enforce`). A rule is one module here and one line in [`RULES`].
 
+use crate::change::{Change, Entry};
+use crate::model::evaluation::Evaluation;
+use crate::model::verdict::Violation;
+
+pub mod adoption;
 pub mod capability;
 pub mod cardinality;
+pub mod edit;
 pub mod groups;
+pub mod names;
 pub mod namespace;
 pub mod protection;
+pub mod releases;
+pub mod rendered;
+pub mod root_tenant;
+pub mod slots;
 pub mod visibility;
+
+/// What a rule says: its warnings, or the refusal.
+pub type Outcome = Result<Vec<String>, Violation>;
+
+/// What a rule judges: the change as a whole, or each instance it makes enter or leave a kind.
+pub enum Judge {
+    Change(fn(&Evaluation, &Change) -> Outcome),
+    Entering(fn(&Evaluation, &Change, &Entry) -> Outcome),
+    Leaving(fn(&Evaluation, &Change, &Entry) -> Outcome),
+}
+
+/// The rules, in the order their refusals must be met.
+pub const RULES: &[Judge] = &[
+    // Who may write: the platform alone writes app releases; the kind's visibility; adminOnly.
+    Judge::Change(releases::judge),
+    Judge::Change(visibility::judge),
+    Judge::Change(edit::judge),
+    Judge::Leaving(root_tenant::judge),
+    // The names a write takes: a new Tenant's groups, a name Cozystack renders.
+    Judge::Change(groups::judge),
+    Judge::Entering(names::judge),
+    // The state: how many, on which slots, over what.
+    Judge::Entering(cardinality::judge),
+    Judge::Entering(slots::judge),
+    Judge::Entering(adoption::judge),
+    // What a removal strands, and what the chart would create again.
+    Judge::Leaving(protection::judge),
+    Judge::Leaving(rendered::judge),
+    // A consumer made where its class has no provider yet (a warning).
+    Judge::Entering(capability::judge),
+    // Namespace labels.
+    Judge::Change(namespace::judge),
+];

@@ -4,13 +4,23 @@
 //! write ancestor labels that match the naming rule, and must point a capability label at the
 //! provider nearest-ancestor resolution gives, because every other rule trusts them.
 
+use crate::change::Change;
 use crate::model::collect::StrSet;
 use crate::model::evaluation::Evaluation;
 use crate::model::tenant::{self, ANCESTOR_PREFIX, Labels};
 use crate::model::verdict::{BAD_REQUEST, Violation, list_some};
+use crate::rules::Outcome;
 use crate::rules::capability::{self, is_provider_key, provider_class};
 
-pub fn check(eval: &Evaluation) -> Result<(), Violation> {
+/// Judges the labels a Namespace write sets.
+pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
+    if change.labels {
+        check(eval)?;
+    }
+    Ok(Vec::new())
+}
+
+fn check(eval: &Evaluation) -> Result<(), Violation> {
     let request = eval.request;
     let Some(new) = &request.object else {
         return Err(Violation::failure(

@@ -1,4 +1,4 @@
-//! `protection`: deletion of a provider while consumers depend on it, and admin-only kinds.
+//! `protection.deletion: protect`: no removal of a provider while consumers depend on it.
 //!
 //! A provider instance in namespace X is referenced by class C when a namespace of X's
 //! subtree (X itself, plus descendants when the kind shares with children) resolves C to X
@@ -13,16 +13,16 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
+use crate::change::{Change, Entry, Origin, Subject, renders};
 use crate::model::collect::{StrSet, cmp_joined, front_positions, inserted, sorted_by};
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
-use crate::model::kinds::{Class, Deletion, Edit, KindRules, Role, Share};
-use crate::model::request::Operation;
+use crate::model::kinds::{Class, Deletion, KindRules, Role, Share};
 use crate::model::settings::DefinitionSource;
 use crate::model::tenant::{self, ANCESTOR_PREFIX};
 use crate::model::verdict::{Violation, list_head};
+use crate::rules::Outcome;
 use crate::rules::capability::ProviderKeys;
-use crate::rules::cardinality::{Subject, renders};
 
 const SHOWN: usize = 5;
 /// Namespaces a removal looks up one by one (a cached GET each) before it lists them all.
@@ -89,17 +89,30 @@ pub enum After {
     LabelsMoveUp,
 }
 
+/// Judges an instance the write removes, unless it is being deleted already.
+pub fn judge(eval: &Evaluation, change: &Change, entry: &Entry) -> Outcome {
+    let Some(rules) = entry.rules.as_ref().filter(|_| !entry.terminating) else {
+        return Ok(Vec::new());
+    };
+    let after = match entry.origin {
+        Origin::Request => After::LabelsStay,
+        Origin::Switch(_) => After::LabelsMoveUp,
+    };
+    check(eval, rules, &entry.subject, &change.leaving, after)?;
+    Ok(Vec::new())
+}
+
 /// Denies removing `subject` (an instance of `rules.kind`) while it is referenced.
 ///
-/// `together` are the instances (kind and subject) the same write removes beside it: a Tenant
-/// turning `ingress` and `seaweedfs` off at once uninstalls both, so neither is a consumer
-/// stranded by the other, nor a provider that keeps the class served. `after` says whether
-/// the consumers' labels stay on the namespace.
-pub fn check_removal(
+/// `leaving` are the instances the same write removes, this one among them: a Tenant turning
+/// `ingress` and `seaweedfs` off at once uninstalls both, so neither is a consumer stranded by
+/// the other, nor a provider that keeps the class served. `after` says whether the consumers'
+/// labels stay on the namespace.
+fn check(
     eval: &Evaluation,
     rules: &KindRules,
     subject: &Subject,
-    together: &[(&str, Subject)],
+    leaving: &[Entry],
     after: After,
 ) -> Result<(), Violation> {
     if rules.deletion != Deletion::Protect || rules.capability.provides.is_empty() {
@@ -110,12 +123,14 @@ pub fn check_removal(
     if !subject.renders(rules) {
         return Ok(());
     }
-    let namespace = subject.namespace;
+    let namespace = subject.namespace.as_str();
     let definitions = eval.definitions()?;
     let is_self = |kind: &str, instance: &InstanceRef| kind == rules.kind && subject.is(instance);
     // What this write removes, the subject included: it neither consumes nor serves afterwards.
     let is_gone = |kind: &str, instance: &InstanceRef| {
-        is_self(kind, instance) || together.iter().any(|(k, s)| *k == kind && s.is(instance))
+        leaving
+            .iter()
+            .any(|e| e.kind == kind && e.subject.is(instance))
     };
     // Per class still at stake, the instances of its consumer kinds. The release lists come
     // first: they are small, and without a consumer no namespace is looked up at all.
@@ -305,7 +320,7 @@ pub fn check_removal(
 /// The refusal when the instance being removed is not among its kind's listed releases: the
 /// release name the policy derives from the Application (`<prefix><name>`) is not the real one.
 fn unlisted_self(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Violation {
-    let release = subject.release.as_deref().unwrap_or(subject.app);
+    let release = subject.release.as_deref().unwrap_or(&subject.app);
     let prefix = rules.release_prefix.as_deref().unwrap_or_default();
     let fix = match eval.settings.definition_source {
         DefinitionSource::Settings => format!(
@@ -401,66 +416,4 @@ fn shown_text(consumer: &[&str; 4]) -> String {
 /// the list as the text reads without formatting every consumer.
 fn text<'a>([ns, app, kind, mark]: &[&'a str; 4]) -> [&'a str; 7] {
     [*ns, "/", *app, " (", *kind, ")", *mark]
-}
-
-/// Denies every write of an `adminOnly` kind by anyone but the platform: creating, deleting,
-/// and changing the spec. Metadata-only updates are no edit. A kind whose instance anyone
-/// could delete and create anew with their own spec would not be admin-only at all.
-pub fn check_admin_only(
-    eval: &Evaluation,
-    rules: &KindRules,
-    operation: Operation,
-    namespace: &str,
-    app: &str,
-) -> Result<(), Violation> {
-    if rules.edit != Edit::AdminOnly || eval.is_platform() {
-        return Ok(());
-    }
-    let request = eval.request;
-    let verb = match operation {
-        Operation::Create => "create it",
-        Operation::Delete => "delete it",
-        Operation::Update => match (&request.object, &request.old_object) {
-            (Some(new), Some(old)) if new.spec != old.spec => "change its spec",
-            _ => return Ok(()),
-        },
-        Operation::Connect => return Ok(()),
-    };
-    // A create the dashboard's catalog judges has no name yet.
-    let instance = if app.is_empty() {
-        format!("a {} in {namespace}", rules.kind)
-    } else {
-        format!("{} {namespace}/{app}", rules.kind)
-    };
-    Err(Violation::rule(format!(
-        "{instance}: only the platform may {verb} (protection.edit: adminOnly), and {user} is not a platform identity; {remedy}",
-        user = request.user.username,
-        remedy = eval.remedy("ask a platform administrator to make the change"),
-    )))
-}
-
-/// Denies deleting the root Tenant (`tenants/root` in tenant-root) by anyone but the platform:
-/// its release, `tenant-root/tenant-root`, renders every tenant namespace, so the DELETE
-/// uninstalls every tenant of the platform. Cozystack guards the release with the
-/// `platform.cozystack.io/no-delete` label and a ValidatingAdmissionPolicy
-/// (`packages/core/platform/templates/deletion-protection.yaml`), but cozystack-api's UPDATE
-/// rebuilds the release's labels without it (`REST.Update`): after one edit of the root Tenant
-/// through the API, a tenant-root super-admin's DELETE meets no guard but this one.
-pub fn check_root_tenant_removal(
-    eval: &Evaluation,
-    namespace: &str,
-    app: &str,
-) -> Result<(), Violation> {
-    if namespace != tenant::ROOT || app != tenant::ROOT_TENANT || eval.is_platform() {
-        return Ok(());
-    }
-    let (release_ns, release) =
-        crate::model::chart::tenant_release(tenant::ROOT).unwrap_or_default();
-    Err(Violation::rule(format!(
-        "Tenant {namespace}/{app} is the root tenant: deleting it uninstalls every tenant of the platform (its Helm release {release_ns}/{release} renders them all), and {user} is not a platform identity; {remedy}",
-        user = eval.request.user.username,
-        remedy = eval.remedy(
-            "delete the tenants you mean to remove one by one, or have a platform administrator uninstall Cozystack"
-        ),
-    )))
 }

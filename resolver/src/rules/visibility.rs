@@ -1,14 +1,26 @@
 //! Who may write a kind: `catalog` anyone RBAC allows, `module` tenant administrators and
 //! the platform, `hidden` the platform only.
 
+use crate::change::Change;
 use crate::model::evaluation::Evaluation;
 use crate::model::identity::admin_groups;
 use crate::model::kinds::{KindRules, Visibility};
 use crate::model::verdict::{Violation, list_some};
+use crate::rules::Outcome;
+
+/// Judges the app the request authors through the apps API.
+pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
+    if let Some(app) = &change.authored
+        && let Some(rules) = &app.rules
+    {
+        check(eval, rules, &app.subject.namespace, eval.verb())?;
+    }
+    Ok(Vec::new())
+}
 
 /// Whether the requester may `verb` (create, change, delete) an instance of `rules.kind` in
 /// `namespace`.
-pub fn check(
+fn check(
     eval: &Evaluation,
     rules: &KindRules,
     namespace: &str,

@@ -1,3 +1,0 @@
-//! The rules that compose other rules.
-
-pub mod tenant_modules;
