@@ -7,6 +7,8 @@
 //! values are the modules its chart renders or stops rendering (a switch turned on enters the
 //! module's kind in the tenant's namespace, turned off leaves it).
 
+use std::cell::OnceCell;
+
 use serde_json::Value;
 
 use crate::model::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
@@ -94,16 +96,50 @@ pub enum Origin {
 /// An instance entering or leaving a kind.
 pub struct Entry {
     pub kind: String,
-    pub subject: Subject,
-    /// The kind's rules, `None` when no source states any (the rules of kinds have nothing to
-    /// judge then) or when a release being deleted only loses its finalizer.
-    pub rules: Option<KindRules>,
+    pub namespace: String,
+    /// The application name.
+    pub app: String,
+    /// Its release and its kind's rules (`None` when no source states any, or for a release
+    /// being deleted, which only loses its finalizer): an Application's are read from the
+    /// definitions when a rule first asks, so a rule that needs neither reads nothing.
+    known: OnceCell<(Subject, Option<KindRules>)>,
     /// Being deleted already: it strands no one it did not strand when its DELETE was admitted.
     pub terminating: bool,
     pub origin: Origin,
 }
 
 impl Entry {
+    /// An instance whose release and rules are known now.
+    fn known_now(kind: &str, subject: Subject, rules: Option<KindRules>, origin: Origin) -> Self {
+        Entry {
+            kind: kind.to_owned(),
+            namespace: subject.namespace.clone(),
+            app: subject.app.clone(),
+            known: OnceCell::from((subject, rules)),
+            terminating: false,
+            origin,
+        }
+    }
+
+    /// The instance as its release, and its kind's rules.
+    pub fn known(&self, eval: &Evaluation) -> Result<(&Subject, Option<&KindRules>), Violation> {
+        let known = match self.known.get() {
+            Some(known) => known,
+            None => {
+                // The instance is its release, `<prefix><name>`, known whether or not the
+                // kind has rules.
+                let subject = Subject {
+                    namespace: self.namespace.clone(),
+                    app: self.app.clone(),
+                    release: eval.release_of(&self.kind, &self.app)?,
+                };
+                let rules = eval.rules_of(&self.kind)?;
+                self.known.get_or_init(|| (subject, rules))
+            }
+        };
+        Ok((&known.0, known.1.as_ref()))
+    }
+
     /// A rule's message about this instance, told as what the write does: a module's as the
     /// switch that renders or removes it.
     pub fn told(&self, message: String) -> String {
@@ -117,7 +153,7 @@ impl Entry {
                 state = if s.on { "on" } else { "off" },
                 action = if s.on { "creates" } else { "removes" },
                 kind = self.kind,
-                namespace = self.subject.namespace,
+                namespace = self.namespace,
             ),
         }
     }
@@ -203,17 +239,6 @@ fn teardown_delete(eval: &Evaluation) -> bool {
     eval.request.operation == Operation::Delete && eval.user().is_teardown(eval.settings)
 }
 
-/// The written instance of `kind` as the request names it.
-fn requested(kind: &str, subject: Subject, rules: Option<KindRules>, terminating: bool) -> Entry {
-    Entry {
-        kind: kind.to_owned(),
-        subject,
-        rules,
-        terminating,
-        origin: Origin::Request,
-    }
-}
-
 fn is_terminating(state: &Option<ObjectState>) -> bool {
     state.as_ref().is_some_and(|o| o.terminating)
 }
@@ -236,30 +261,20 @@ fn application(eval: &Evaluation) -> Result<Change, Violation> {
         };
         tenant_values(eval, &mut change, &request.name, old, &new.spec)?;
     }
-    // The instance is its release, `<prefix><name>`, known whether or not the kind has rules.
-    let subject = || -> Result<Subject, Violation> {
-        Ok(Subject {
-            namespace: request.namespace.clone(),
-            app: request.name.clone(),
-            release: eval.release_of(&request.kind, &request.name)?,
-        })
-    };
-    let rules = eval.rules_of(&request.kind)?;
-    let terminating = is_terminating(&request.old_object);
-    let direct = || -> Result<Entry, Violation> {
-        Ok(requested(
-            &request.kind,
-            subject()?,
-            rules.clone(),
-            terminating,
-        ))
+    let direct = || Entry {
+        kind: request.kind.clone(),
+        namespace: request.namespace.clone(),
+        app: request.name.clone(),
+        known: OnceCell::new(),
+        terminating: is_terminating(&request.old_object),
+        origin: Origin::Request,
     };
     match request.operation {
-        Operation::Create => change.entering.insert(0, direct()?),
-        Operation::Delete => change.leaving.insert(0, direct()?),
+        Operation::Create => change.entering.insert(0, direct()),
+        Operation::Delete => change.leaving.insert(0, direct()),
         Operation::Update | Operation::Connect => {}
     }
-    change.authored = Some(direct()?);
+    change.authored = Some(direct());
     Ok(change)
 }
 
@@ -293,11 +308,11 @@ fn helm_release(eval: &Evaluation) -> Result<Change, Violation> {
         release: Some(request.name.clone()),
     };
     let mut change = Change {
-        release: Some(requested(
+        release: Some(Entry::known_now(
             &identity.kind,
             subject(&identity.app),
             None,
-            false,
+            Origin::Request,
         )),
         ..Change::default()
     };
@@ -327,21 +342,15 @@ fn helm_release(eval: &Evaluation) -> Result<Change, Violation> {
             true => None,
             false => eval.rules_of(&left.kind)?,
         };
-        change.leaving.push(requested(
-            &left.kind,
-            subject(&left.app),
-            rules,
+        change.leaving.push(Entry {
             terminating,
-        ));
+            ..Entry::known_now(&left.kind, subject(&left.app), rules, Origin::Request)
+        });
     }
     if let Some(entered) = entering {
         let rules = eval.rules_of(&entered.kind)?;
-        change.entering.push(requested(
-            &entered.kind,
-            subject(&entered.app),
-            rules,
-            false,
-        ));
+        let entry = Entry::known_now(&entered.kind, subject(&entered.app), rules, Origin::Request);
+        change.entering.push(entry);
     }
     // A Tenant release, new (or relabelled into the kind) or staying one: a new one makes a
     // namespace, and its values switch modules either way.
@@ -394,24 +403,21 @@ fn tenant_values(
         if switched_on(old, key) == on || !eval.serves(kind)? {
             continue;
         }
-        let module = Entry {
-            kind: kind.to_owned(),
-            // The chart names each module's release after its key, in the tenant's namespace.
-            subject: Subject {
-                namespace: child.clone(),
-                app: key.to_owned(),
-                release: Some(key.to_owned()),
-            },
-            rules: eval.rules_of(kind)?,
-            terminating: false,
-            origin: Origin::Switch(Switch {
-                parent: parent.clone(),
-                tenant: name.to_owned(),
-                key: key.to_owned(),
-                on,
-                tenant_created: old.is_none(),
-            }),
+        // The chart names each module's release after its key, in the tenant's namespace.
+        let subject = Subject {
+            namespace: child.clone(),
+            app: key.to_owned(),
+            release: Some(key.to_owned()),
         };
+        let switch = Switch {
+            parent: parent.clone(),
+            tenant: name.to_owned(),
+            key: key.to_owned(),
+            on,
+            tenant_created: old.is_none(),
+        };
+        let rules = eval.rules_of(kind)?;
+        let module = Entry::known_now(kind, subject, rules, Origin::Switch(switch));
         match on {
             true => change.entering.push(module),
             false => change.leaving.push(module),

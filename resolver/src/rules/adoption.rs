@@ -14,20 +14,14 @@ use crate::rules::Outcome;
 /// makes the tenant's namespace, which does not exist, or is terminating with everything in it
 /// (nothing keeps it), so no object can hold the name.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    let (Some(rules), Some(switch)) = (&entry.rules, entry.switch()) else {
+    let Some(switch) = entry.switch().filter(|s| !s.tenant_created) else {
         return Ok(Vec::new());
     };
-    if switch.tenant_created {
+    let (subject, Some(rules)) = entry.known(eval)? else {
         return Ok(Vec::new());
-    }
+    };
     let owner = format!("{TENANT_RELEASE_PREFIX}{}", switch.tenant);
-    let adopted = check(
-        eval,
-        rules,
-        &entry.subject,
-        (&switch.parent, &owner),
-        &switch.key,
-    )?;
+    let adopted = check(eval, rules, subject, (&switch.parent, &owner), &switch.key)?;
     Ok(adopted.into_iter().collect())
 }
 

@@ -222,14 +222,12 @@ pub fn check_resolution(
 /// the app at a provider that is not there.
 /// Warns about an app the request creates where a class it consumes has no provider yet.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    match &entry.rules {
-        Some(rules)
-            if matches!(entry.origin, Origin::Request)
-                && eval.request.operation == Operation::Create =>
-        {
-            awaiting_warnings(eval, rules)
-        }
-        _ => Ok(Vec::new()),
+    if !matches!(entry.origin, Origin::Request) || eval.request.operation != Operation::Create {
+        return Ok(Vec::new());
+    }
+    match entry.known(eval)? {
+        (_, Some(rules)) => awaiting_warnings(eval, rules),
+        (_, None) => Ok(Vec::new()),
     }
 }
 

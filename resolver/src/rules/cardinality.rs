@@ -24,8 +24,8 @@ const SHOWN: usize = 5;
 
 /// Judges an instance the write makes enter its kind.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if let Some(rules) = &entry.rules {
-        check(eval, rules, &entry.subject)?;
+    if let (subject, Some(rules)) = entry.known(eval)? {
+        check(eval, rules, subject)?;
     }
     Ok(Vec::new())
 }

@@ -10,14 +10,14 @@ use crate::rules::Outcome;
 /// Judges the app the request authors through the apps API.
 pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
     if let Some(app) = &change.authored
-        && let Some(rules) = &app.rules
+        && let (_, Some(rules)) = app.known(eval)?
     {
         check(
             eval,
             rules,
             eval.request.operation,
-            &app.subject.namespace,
-            &app.subject.app,
+            &app.namespace,
+            &app.app,
         )?;
     }
     Ok(Vec::new())

@@ -37,12 +37,14 @@ pub enum Judge {
 /// The rules, in the order their refusals must be met.
 pub const RULES: &[Judge] = &[
     // Who may write: the platform alone writes app releases; the kind's visibility; adminOnly.
+    // Refusals no one can clear by another write first, that read nothing: the root Tenant,
+    // and a new Tenant's groups colliding with its ancestors' (a flaw of the name).
     Judge::Change(releases::judge),
+    Judge::Leaving(root_tenant::judge),
+    Judge::Change(groups::judge),
     Judge::Change(visibility::judge),
     Judge::Change(edit::judge),
-    Judge::Leaving(root_tenant::judge),
-    // The names a write takes: a new Tenant's groups, a name Cozystack renders.
-    Judge::Change(groups::judge),
+    // A name Cozystack renders.
     Judge::Entering(names::judge),
     // The state: how many, on which slots, over what.
     Judge::Entering(cardinality::judge),

@@ -12,7 +12,7 @@ use crate::rules::Outcome;
 /// kind has rules.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
     if matches!(entry.origin, Origin::Request) {
-        check(eval, &entry.kind, &entry.subject)?;
+        check(eval, &entry.kind, entry.known(eval)?.0)?;
     }
     Ok(Vec::new())
 }

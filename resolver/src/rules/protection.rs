@@ -91,14 +91,22 @@ pub enum After {
 
 /// Judges an instance the write removes, unless it is being deleted already.
 pub fn judge(eval: &Evaluation, change: &Change, entry: &Entry) -> Outcome {
-    let Some(rules) = entry.rules.as_ref().filter(|_| !entry.terminating) else {
+    if entry.terminating {
+        return Ok(Vec::new());
+    }
+    let (subject, Some(rules)) = entry.known(eval)? else {
         return Ok(Vec::new());
     };
     let after = match entry.origin {
         Origin::Request => After::LabelsStay,
         Origin::Switch(_) => After::LabelsMoveUp,
     };
-    check(eval, rules, &entry.subject, &change.leaving, after)?;
+    // What the same write removes: the others are known, the instance itself was just read.
+    let mut leaving = Vec::new();
+    for entry in &change.leaving {
+        leaving.push((entry.kind.as_str(), entry.known(eval)?.0));
+    }
+    check(eval, rules, subject, &leaving, after)?;
     Ok(Vec::new())
 }
 
@@ -112,7 +120,7 @@ fn check(
     eval: &Evaluation,
     rules: &KindRules,
     subject: &Subject,
-    leaving: &[Entry],
+    leaving: &[(&str, &Subject)],
     after: After,
 ) -> Result<(), Violation> {
     if rules.deletion != Deletion::Protect || rules.capability.provides.is_empty() {
@@ -130,7 +138,7 @@ fn check(
     let is_gone = |kind: &str, instance: &InstanceRef| {
         leaving
             .iter()
-            .any(|e| e.kind == kind && e.subject.is(instance))
+            .any(|(k, subject)| *k == kind && subject.is(instance))
     };
     // Per class still at stake, the instances of its consumer kinds. The release lists come
     // first: they are small, and without a consumer no namespace is looked up at all.

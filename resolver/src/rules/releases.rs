@@ -21,7 +21,7 @@ pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
         ns = request.namespace,
         name = request.name,
         kind = app.kind,
-        app = app.subject.app,
+        app = app.app,
         user = request.user.username,
         remedy = eval.remedy(&format!(
             "{} the {} through the apps.cozystack.io API instead",

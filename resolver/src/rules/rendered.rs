@@ -10,11 +10,11 @@ use crate::rules::Outcome;
 /// Judges an app the request deletes, unless it is being deleted already. After the
 /// consumers' protection: they must go before the module can, whichever way.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if let Some(rules) = &entry.rules
-        && matches!(entry.origin, Origin::Request)
+    if matches!(entry.origin, Origin::Request)
         && !entry.terminating
+        && let (subject, Some(rules)) = entry.known(eval)?
     {
-        check(eval, rules, &entry.subject)?;
+        check(eval, rules, subject)?;
     }
     Ok(Vec::new())
 }

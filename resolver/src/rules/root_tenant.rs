@@ -10,7 +10,7 @@ use crate::rules::Outcome;
 /// Judges a Tenant the request removes.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
     if matches!(entry.origin, Origin::Request) && entry.kind == TENANT_KIND {
-        check(eval, &entry.subject.namespace, &entry.subject.app)?;
+        check(eval, &entry.namespace, &entry.app)?;
     }
     Ok(Vec::new())
 }

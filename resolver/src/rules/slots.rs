@@ -13,10 +13,10 @@ use crate::rules::Outcome;
 /// platform writers); in a background audit an instance off its slot is a warning, since it
 /// was made before the slots and is renamed, not deleted, by the operator moving onto them.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    let Some(rules) = &entry.rules else {
+    let (subject, Some(rules)) = entry.known(eval)? else {
         return Ok(Vec::new());
     };
-    match check(eval, rules, &entry.subject) {
+    match check(eval, rules, subject) {
         Ok(()) => Ok(Vec::new()),
         Err(v) if eval.is_audit() => Ok(vec![v.message]),
         Err(v) => Err(v),

@@ -11,9 +11,9 @@ use crate::rules::Outcome;
 /// Judges the app the request authors through the apps API.
 pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
     if let Some(app) = &change.authored
-        && let Some(rules) = &app.rules
+        && let (_, Some(rules)) = app.known(eval)?
     {
-        check(eval, rules, &app.subject.namespace, eval.verb())?;
+        check(eval, rules, &app.namespace, eval.verb())?;
     }
     Ok(Vec::new())
 }
