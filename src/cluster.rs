@@ -228,7 +228,7 @@ fn list_request(
 impl Cluster for HostCluster<'_> {
     fn definitions(&self) -> Result<Box<dyn DefinitionList>, LookupError> {
         let what = "list ApplicationDefinitions";
-        let request = list_request(DEFINITION_API, DEFINITION_KIND, None, DEFINITION_MASKS);
+        let request = list_request(DEFINITION_API, DEFINITION_KIND, None, &DEFINITION_MASKS);
         let text = self.call(what, "list_resources_all", &request)?;
         match ListedDefinitions::index(text) {
             Ok(listed) => Ok(Box::new(listed)),

@@ -9,29 +9,43 @@ use std::ops::Range;
 use cozystack_resolver::collect::sorted_by;
 use cozystack_resolver::listing::Runs;
 use cozystack_resolver::request::APPS_GROUP;
-use cozystack_resolver::{Definition, DefinitionList, RawField};
+use cozystack_resolver::{Definition, DefinitionList, RawField, RuleField};
 
 use crate::scan::{self, Reader, ScanError, Str};
 
 pub const DEFINITION_API: &str = "cozystack.io/v1alpha1";
 pub const DEFINITION_KIND: &str = "ApplicationDefinition";
 
-pub const DEFINITION_MASKS: &[&str] = &[
+/// The paths of each listed ApplicationDefinition the policy reads: its name, kind, group and
+/// release prefix, and what [`RuleField::masks`] says of each rule field.
+/// The paths of each listed ApplicationDefinition the policy reads: its name, kind, group and
+/// release prefix, then what [`RuleField::masks`] says of each rule field (made at compile time).
+pub const DEFINITION_MASKS: [&str; IDENTITY.len() + RuleField::MASKS] = {
+    let mut paths = [""; IDENTITY.len() + RuleField::MASKS];
+    let mut at = 0;
+    while at < IDENTITY.len() {
+        paths[at] = IDENTITY[at];
+        at += 1;
+    }
+    let mut field = 0;
+    while field < RuleField::ALL.len() {
+        let masks = RuleField::ALL[field].masks();
+        let mut mask = 0;
+        while mask < masks.len() {
+            paths[at] = masks[mask];
+            (at, mask) = (at + 1, mask + 1);
+        }
+        field += 1;
+    }
+    paths
+};
+
+const IDENTITY: [&str; 4] = [
     "metadata.name",
     "spec.application.kind",
     "spec.application.group",
-    "spec.dashboard.visibility",
-    "spec.dashboard.module",
-    "spec.cardinality",
-    "spec.protection",
-    "spec.capability",
     "spec.release.prefix",
 ];
-
-/// The four rule fields, in `Item::fields` order, by their keys under `spec`.
-const RULE_FIELDS: [&str; 4] = ["dashboard", "cardinality", "protection", "capability"];
-/// Where `capability` is among them.
-const CAPABILITY: usize = 3;
 
 /// One listed item: where its strings and its rule fields' JSON texts lie in the text.
 #[derive(Default)]
@@ -44,8 +58,8 @@ struct Item {
     name: Range<usize>,
     /// `spec.release.prefix`.
     prefix: Option<Range<usize>>,
-    /// The rule fields' values, absent or `null`: `None`.
-    fields: [Option<Range<usize>>; 4],
+    /// The rule fields' values, in [`RuleField::ALL`] order; absent or `null`: `None`.
+    fields: [Option<Range<usize>>; RuleField::ALL.len()],
 }
 
 /// The list answer and its index.
@@ -141,7 +155,7 @@ fn item<'a>(r: &mut Reader<'a>, spans: &mut Spans<'a>, position: usize) -> Resul
                     (item.kind, item.group) = (kind.unwrap_or_default(), group);
                 } else if key.is("release") {
                     item.prefix = spans.field(r, "prefix", true)?;
-                } else if let Some(at) = RULE_FIELDS.iter().position(|field| key.is(field)) {
+                } else if let Some(at) = RuleField::ALL.iter().position(|f| key.is(f.key())) {
                     item.fields[at] = raw(r)?;
                 } else {
                     return Ok(false);
@@ -206,18 +220,18 @@ impl ListedDefinitions {
 
     /// Makes one item's definition from its spans.
     fn decode(&self, item: &Item) -> Definition {
-        let field = |at: usize| {
-            item.fields[at]
+        let field = |field: RuleField| {
+            item.fields[field as usize]
                 .as_ref()
                 .map(|span| RawField::new(self.at(span)))
         };
         Definition {
             name: self.at(&item.name).to_owned(),
             kind: self.at(&item.kind).to_owned(),
-            dashboard: field(0),
-            cardinality: field(1),
-            protection: field(2),
-            capability: field(CAPABILITY),
+            dashboard: field(RuleField::Dashboard),
+            cardinality: field(RuleField::Cardinality),
+            protection: field(RuleField::Protection),
+            capability: field(RuleField::Capability),
             release_prefix: item.prefix.as_ref().map(|p| self.at(p).to_owned()),
             plural: None,
         }
@@ -266,7 +280,11 @@ impl DefinitionList for ListedDefinitions {
     fn capabilities(&self, index: usize) -> Vec<Option<&str>> {
         self.run(index)
             .iter()
-            .map(|item| item.fields[CAPABILITY].as_ref().map(|span| self.at(span)))
+            .map(|item| {
+                item.fields[RuleField::Capability as usize]
+                    .as_ref()
+                    .map(|span| self.at(span))
+            })
             .collect()
     }
 }

@@ -28,7 +28,7 @@ pub mod rules;
 pub use dashboard::js;
 pub use dashboard::{access, catalog};
 pub use decide::evaluate;
-pub use model::definition::{Definition, RawField};
+pub use model::definition::{Definition, RawField, RuleField};
 pub use model::definition_set::DefinitionSet;
 pub use model::error::{LookupError, RuleError};
 pub use model::facts::{Cluster, Instance, InstanceRef, Instances, Namespace, Snapshot};

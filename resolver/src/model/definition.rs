@@ -55,6 +55,59 @@ impl PartialEq for RawField {
     }
 }
 
+/// The rule fields of an ApplicationDefinition, by their keys under `spec`: the one list the
+/// policy's scanner, its field masks and [`Definition::rule_fields`] follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleField {
+    Dashboard,
+    Cardinality,
+    Protection,
+    Capability,
+}
+
+/// The keys of `spec.dashboard` the policy reads; `category`, `icon`, ... are not ours to judge.
+const DASHBOARD_KEYS: [&str; 2] = ["visibility", "module"];
+
+impl RuleField {
+    pub const ALL: [RuleField; 4] = [
+        RuleField::Dashboard,
+        RuleField::Cardinality,
+        RuleField::Protection,
+        RuleField::Capability,
+    ];
+
+    /// How many paths [`RuleField::masks`] gives over all the fields.
+    pub const MASKS: usize = {
+        let (mut count, mut at) = (0, 0);
+        while at < RuleField::ALL.len() {
+            count += RuleField::ALL[at].masks().len();
+            at += 1;
+        }
+        count
+    };
+
+    /// Its key under `spec`.
+    pub fn key(self) -> &'static str {
+        match self {
+            RuleField::Dashboard => "dashboard",
+            RuleField::Cardinality => "cardinality",
+            RuleField::Protection => "protection",
+            RuleField::Capability => "capability",
+        }
+    }
+
+    /// The paths of an ApplicationDefinition a list answer must keep for this field: the
+    /// dashboard's keys the policy reads ([`DASHBOARD_KEYS`]), the whole of the others.
+    pub const fn masks(self) -> &'static [&'static str] {
+        match self {
+            RuleField::Dashboard => &["spec.dashboard.visibility", "spec.dashboard.module"],
+            RuleField::Cardinality => &["spec.cardinality"],
+            RuleField::Protection => &["spec.protection"],
+            RuleField::Capability => &["spec.capability"],
+        }
+    }
+}
+
 /// An ApplicationDefinition as the policy reads it: its kind and its raw rule fields.
 /// The fields stay raw JSON so that a malformed definition fails only the requests that need it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -133,8 +186,7 @@ impl Definition {
 }
 
 impl Definition {
-    /// `spec.dashboard` with only the two keys the policy reads; `category`, `icon`, ... are
-    /// not ours to judge.
+    /// `spec.dashboard` with only the keys the policy reads ([`DASHBOARD_KEYS`]).
     /// The two values are kept as written, so no JSON value is built and written back: of a key
     /// given twice the last counts, as serde_json's maps read it.
     fn dashboard_fields(&self) -> Option<String> {
@@ -143,7 +195,7 @@ impl Definition {
             Ok(map) => {
                 let mut kept = String::from("{");
                 for (key, value) in map.iter() {
-                    if matches!(key.as_str(), "visibility" | "module") {
+                    if DASHBOARD_KEYS.contains(&key.as_str()) {
                         if kept.len() > 1 {
                             kept.push(',');
                         }
