@@ -42,7 +42,7 @@ pub fn evaluate(
     cluster: ClusterObjects,
 ) -> Result<Evaluation, String> {
     crate::settings::check(policy, settings)?;
-    policy.validate(request, settings, Arc::new(cluster), Vec::new())
+    Ok(policy.validate(request, settings, Arc::new(cluster), Vec::new())?)
 }
 
 /// What a person reads: the request, the verdict, the message, the warnings, the host calls.

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use cozystack_policy_runtime::audit::Replay;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey};
+use cozystack_policy_runtime::error::Error;
 use cozystack_policy_runtime::host::HostCache;
 use cozystack_policy_runtime::policy::{Policy, payload};
 
@@ -157,8 +158,7 @@ pub fn run(
                         };
                         let payload = payload(&Replay::of(&object)?, &**settings_text)?;
                         let response = current.validate_warm(&payload).and_then(|out| {
-                            serde_json::from_slice::<Value>(&out)
-                                .map_err(|e| format!("undecodable response: {e}"))
+                            serde_json::from_slice::<Value>(&out).map_err(Error::Response)
                         })?;
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if n % 100 == 0 || n == total {

@@ -3,6 +3,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::error::Error;
+
 /// The AdmissionRequest the audit scanner builds for an existing object
 /// (`audit-scanner:internal/scanner/admission_review.go`): a CREATE of the whole object, its
 /// uid as the request uid, the kind as the resource, and no userInfo at all. Borrowed from the
@@ -45,15 +47,13 @@ struct NoUser {}
 static NO_UID: Value = Value::String(String::new());
 
 impl<'o> Replay<'o> {
-    pub fn of(object: &'o Value) -> Result<Replay<'o>, String> {
+    pub fn of(object: &'o Value) -> Result<Replay<'o>, Error> {
         let api_version = object["apiVersion"].as_str().unwrap_or_default();
         let kind = object["kind"].as_str().unwrap_or_default();
         let name = object.pointer("/metadata/name").and_then(Value::as_str);
         let Some(name) = name.filter(|n| !kind.is_empty() && !n.is_empty()) else {
             let text: String = object.to_string().chars().take(160).collect();
-            return Err(format!(
-                "an object without apiVersion, kind or metadata.name: {text}"
-            ));
+            return Err(Error::Unnamed(text));
         };
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         let gvk = Gvk {
@@ -81,6 +81,6 @@ impl<'o> Replay<'o> {
 }
 
 /// [`Replay`] as a JSON value.
-pub fn replay_request(object: &Value) -> Result<Value, String> {
-    serde_json::to_value(Replay::of(object)?).map_err(|e| e.to_string())
+pub fn replay_request(object: &Value) -> Result<Value, Error> {
+    Ok(serde_json::to_value(Replay::of(object)?)?)
 }

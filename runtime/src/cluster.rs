@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::error::Error;
 use crate::selector::Selector;
 
 /// An object's identity: apiVersion, kind, namespace (empty for a cluster-scoped object), name.
@@ -351,16 +352,16 @@ pub fn strip_store_fields(object: &mut Value) {
 impl ClusterObjects {
     /// Parses multi-document YAML; `kind: List` documents are flattened into their items.
     /// Objects are kept as a reflector stores them ([`strip_store_fields`]).
-    pub fn from_yaml(text: &str) -> Result<ClusterObjects, String> {
+    pub fn from_yaml(text: &str) -> Result<ClusterObjects, Error> {
         // `kubectl get -o json` (JSON is YAML) read by the JSON parser: a third of the time,
         // and no event buffer of the whole document in memory.
         let listed = match is_json(text.as_bytes()) {
             true => None,
-            false => list_items(text.as_bytes(), None)?,
+            false => list_items(text.as_bytes(), None).map_err(Error::Objects)?,
         };
         let read = match listed {
             Some(read) => read,
-            None => whole(text, None)?,
+            None => whole(text, None).map_err(Error::Objects)?,
         };
         Ok(ClusterObjects::of(read))
     }
@@ -404,31 +405,38 @@ impl ClusterObjects {
     }
 
     /// Reads one dump file: a kubectl List streamed line by line, anything else read whole.
-    fn read_file(path: &Path, keep: Keep<'_>) -> Result<ClusterObjects, String> {
-        let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-        let file = std::fs::File::open(path).map_err(|e| failed(&e))?;
+    fn read_file(path: &Path, keep: Keep<'_>) -> Result<ClusterObjects, Error> {
+        let unread = |source| Error::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let unparsed = |reason| Error::Dump {
+            path: path.to_owned(),
+            reason,
+        };
+        let file = std::fs::File::open(path).map_err(unread)?;
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
-        let json = is_json(reader.fill_buf().map_err(|e| failed(&e))?);
+        let json = is_json(reader.fill_buf().map_err(unread)?);
         let listed = match json {
             true => None,
-            false => list_items(reader, keep).map_err(|e| failed(&e))?,
+            false => list_items(reader, keep).map_err(unparsed)?,
         };
         let read = match listed {
             Some(read) => read,
             None => {
-                let text = std::fs::read_to_string(path).map_err(|e| failed(&e))?;
-                whole(&text, keep).map_err(|e| failed(&e))?
+                let text = std::fs::read_to_string(path).map_err(unread)?;
+                whole(&text, keep).map_err(unparsed)?
             }
         };
         Ok(ClusterObjects::of(read))
     }
 
     /// Loads every `*.yaml` of a directory, in name order.
-    pub fn load_dir(dir: &Path) -> Result<ClusterObjects, String> {
+    pub fn load_dir(dir: &Path) -> Result<ClusterObjects, Error> {
         Self::load_dir_keeping(dir, None)
     }
 
-    fn load_dir_keeping(dir: &Path, keep: Keep<'_>) -> Result<ClusterObjects, String> {
+    fn load_dir_keeping(dir: &Path, keep: Keep<'_>) -> Result<ClusterObjects, Error> {
         let mut cluster = ClusterObjects::default();
         let paths = crate::yaml_files(dir)?;
         // settings.yaml beside the manifests is the bundle's settings, not a manifest.
@@ -443,7 +451,7 @@ impl ClusterObjects {
 
     /// A dump: `kubectl get … -o yaml` output (a `List`, or several documents), a file or a
     /// folder of such files.
-    pub fn read_dump(paths: &[std::path::PathBuf]) -> Result<ClusterObjects, String> {
+    pub fn read_dump(paths: &[std::path::PathBuf]) -> Result<ClusterObjects, Error> {
         Self::read_dump_keeping(paths, None)
     }
 
@@ -451,7 +459,7 @@ impl ClusterObjects {
     pub fn read_dump_keeping(
         paths: &[std::path::PathBuf],
         keep: Keep<'_>,
-    ) -> Result<ClusterObjects, String> {
+    ) -> Result<ClusterObjects, Error> {
         let mut cluster = ClusterObjects::default();
         for path in paths {
             let part = match path.is_dir() {
@@ -587,15 +595,13 @@ impl ClusterObjects {
     }
 
     /// Does an object's identity answer to `Kind/name` or `Kind/namespace/name`?
-    fn matcher(reference: &str) -> Result<impl Fn(&ObjectKey) -> bool + '_, String> {
+    fn matcher(reference: &str) -> Result<impl Fn(&ObjectKey) -> bool + '_, Error> {
         let parts: Vec<&str> = reference.split('/').collect();
         let (kind, namespace, name) = match parts.as_slice() {
             [kind, name] => (*kind, None, *name),
             [kind, namespace, name] => (*kind, Some(*namespace), *name),
             _ => {
-                return Err(format!(
-                    "{reference:?} is not Kind/name or Kind/namespace/name"
-                ));
+                return Err(Error::Reference(reference.to_owned()));
             }
         };
         Ok(move |key: &ObjectKey| {
@@ -604,22 +610,24 @@ impl ClusterObjects {
     }
 
     /// The object named `Kind/name` or `Kind/namespace/name`.
-    pub fn find(&self, reference: &str) -> Result<Value, String> {
+    pub fn find(&self, reference: &str) -> Result<Value, Error> {
         let is = Self::matcher(reference)?;
         self.stored
             .iter()
             .find(|s| is(&s.key))
             .map(Stored::value)
-            .ok_or_else(|| format!("no object {reference}"))
+            .ok_or_else(|| Error::NoObject(reference.to_owned()))
     }
 
     /// Removes objects by `Kind/name` or `Kind/namespace/name`.
-    pub fn remove(&mut self, reference: &str) -> Result<(), String> {
-        let is = Self::matcher(reference).map_err(|e| format!("remove: {e}"))?;
+    pub fn remove(&mut self, reference: &str) -> Result<(), Error> {
+        let is = Self::matcher(reference).map_err(|e| Error::Remove(Box::new(e)))?;
         let before = self.stored.len();
         self.stored.retain(|s| !is(&s.key));
         if self.stored.len() == before {
-            return Err(format!("remove: no object {reference}"));
+            return Err(Error::Remove(Box::new(Error::NoObject(
+                reference.to_owned(),
+            ))));
         }
         Ok(())
     }
@@ -870,8 +878,8 @@ metadata:
         changed["data"]["s"] = "other".into();
         cluster.apply(changed.clone());
         assert_eq!(
-            (cluster.len(), cluster.find("ConfigMap/tenant-a/a")),
-            (1, Ok(changed))
+            (cluster.len(), cluster.find("ConfigMap/tenant-a/a").ok()),
+            (1, Some(changed))
         );
         cluster.remove("ConfigMap/a").expect("removed");
         assert!(cluster.is_empty());

@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod cluster;
+pub mod error;
 pub mod host;
 pub mod masks;
 pub mod policy;
@@ -13,9 +14,12 @@ pub mod selector;
 use std::path::{Path, PathBuf};
 
 /// The `*.yaml` files of a directory, in name order (dumps, fixtures and scenarios alike).
-pub fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, error::Error> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|source| error::Error::Read {
+            path: dir.to_owned(),
+            source,
+        })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();

@@ -11,6 +11,7 @@ use wapc::WapcHost;
 use wasmtime_provider::{EpochDeadlines, WasmtimeEngineProviderBuilder, WasmtimeEngineProviderPre};
 
 use crate::cluster::ClusterObjects;
+use crate::error::Error;
 use crate::host::{ContextAwareResource, Exchange, Failure, HostState};
 
 /// The parts of `policy-metadata.yml` the host enforces.
@@ -42,11 +43,11 @@ impl Metadata {
     }
 
     /// The metadata embedded in an annotated module, as the policy-server reads it.
-    pub fn from_module(wasm: &[u8]) -> Result<Metadata, String> {
+    pub fn from_module(wasm: &[u8]) -> Result<Metadata, Error> {
         let value = cozystack_packaging::section::read_metadata(wasm)
-            .map_err(|e| e.to_string())?
-            .ok_or("the module has no io.kubewarden.metadata section: run `make annotated-policy.wasm`")?;
-        serde_json::from_value(value).map_err(|e| format!("embedded metadata: {e}"))
+            .map_err(|e| Error::Metadata(e.to_string()))?
+            .ok_or(Error::NoMetadata)?;
+        serde_json::from_value(value).map_err(|e| Error::Metadata(e.to_string()))
     }
 }
 
@@ -64,17 +65,18 @@ pub struct Instance {
 }
 
 impl Instance {
-    fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
-        self.host
-            .call(operation, payload)
-            .map_err(|e| format!("{operation} failed: {e}"))
+    fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, Error> {
+        self.host.call(operation, payload).map_err(|e| Error::Call {
+            operation: operation.to_owned(),
+            reason: e.to_string(),
+        })
     }
 
     /// `validate` again on the same instance: how `kwctl bench` times a policy (it rehydrates
     /// one evaluator and evaluates in a loop), where the policy-server takes a fresh instance
     /// for every request. The raw response; the host calls are not kept (a loop of thousands
     /// would hold every answer).
-    pub fn validate_warm(&self, payload: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn validate_warm(&self, payload: &[u8]) -> Result<Vec<u8>, Error> {
         let out = self.call("validate", payload);
         if let Ok(mut state) = self.state.lock() {
             state.exchanges.clear();
@@ -83,11 +85,10 @@ impl Instance {
     }
 
     /// `validate`: the response and the host calls it made.
-    pub fn validate(self, payload: &[u8]) -> Result<Evaluation, String> {
+    pub fn validate(self, payload: &[u8]) -> Result<Evaluation, Error> {
         let out = self.call("validate", payload)?;
-        let response =
-            serde_json::from_slice(&out).map_err(|e| format!("undecodable response: {e}"))?;
-        let mut state = self.state.lock().map_err(|e| e.to_string())?;
+        let response = serde_json::from_slice(&out).map_err(Error::Response)?;
+        let mut state = self.state.lock().map_err(|_| Error::Poisoned)?;
         Ok(Evaluation {
             response,
             exchanges: std::mem::take(&mut state.exchanges),
@@ -120,26 +121,30 @@ impl CallbackThread {
     fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<T, String> {
+    ) -> Result<T, Error> {
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
         self.jobs
             .send(Box::new(move || {
                 let _ = reply.send(work());
             }))
-            .map_err(|_| "the callback thread has stopped".to_owned())?;
-        answer
-            .recv()
-            .map_err(|_| "the callback thread dropped a call".to_owned())
+            .map_err(|_| Error::Callback("has stopped"))?;
+        answer.recv().map_err(|_| Error::Callback("dropped a call"))
     }
 }
 
-pub fn read_module(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| {
-        format!(
-            "{}: {e} (run `make annotated-policy.wasm` first)",
-            path.display()
-        )
+pub fn read_module(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|source| Error::Module {
+        path: path.to_owned(),
+        source,
     })
+}
+
+/// wasmtime's or waPC's refusal while the runtime was doing `what`.
+fn wasm(what: &'static str, reason: impl std::fmt::Display) -> Error {
+    Error::Wasm {
+        what,
+        reason: reason.to_string(),
+    }
 }
 
 /// One `validate` call: the response and the host calls it made.
@@ -201,15 +206,15 @@ pub const PERFMAP: &str = "COZYSTACK_POLICY_PERFMAP";
 
 /// The engine wasmtime-provider builds (`Config::default()` with epoch interruption), telling
 /// the profiler about every function it compiles.
-fn perfmap_engine() -> Result<wasmtime::Engine, String> {
+fn perfmap_engine() -> Result<wasmtime::Engine, Error> {
     let mut config = wasmtime::Config::default();
     config.epoch_interruption(true);
     config.profiler(wasmtime::ProfilingStrategy::PerfMap);
-    wasmtime::Engine::new(&config).map_err(|e| format!("cannot set up the profiled engine: {e}"))
+    wasmtime::Engine::new(&config).map_err(|e| wasm("cannot set up the profiled engine", e))
 }
 
 impl Policy {
-    pub fn load(wasm: &[u8], metadata: Metadata) -> Result<Policy, String> {
+    pub fn load(wasm: &[u8], metadata: Metadata) -> Result<Policy, Error> {
         let mut builder = WasmtimeEngineProviderBuilder::new()
             .module_bytes(wasm)
             .enable_epoch_interruptions(EPOCH_DEADLINES);
@@ -218,7 +223,7 @@ impl Policy {
         }
         let pre = builder
             .build_pre()
-            .map_err(|e| format!("cannot compile the policy module: {e}"))?;
+            .map_err(|e| self::wasm("cannot compile the policy module", e))?;
         Ok(Policy {
             pre,
             metadata,
@@ -234,24 +239,24 @@ impl Policy {
     }
 
     /// Loads an annotated module; its embedded metadata decides what the host allows.
-    pub fn load_annotated(wasm: &Path) -> Result<Policy, String> {
+    pub fn load_annotated(wasm: &Path) -> Result<Policy, Error> {
         Policy::from_annotated(&read_module(wasm)?)
     }
 
     /// An annotated module's bytes (embedded in a binary, pulled from a registry).
-    pub fn from_annotated(wasm: &[u8]) -> Result<Policy, String> {
+    pub fn from_annotated(wasm: &[u8]) -> Result<Policy, Error> {
         Policy::load(wasm, Metadata::from_module(wasm)?)
     }
 
     /// A fresh instance for one evaluation, rehydrated from the precompiled module and
     /// initialised, with its host calls served from `state`: what the evaluator prepares before
     /// it hands the request over.
-    pub fn instantiate(&self, state: HostState) -> Result<Instance, String> {
+    pub fn instantiate(&self, state: HostState) -> Result<Instance, Error> {
         let state = Arc::new(Mutex::new(state));
         let engine = self
             .pre
             .rehydrate(Some(EPOCH_DEADLINES))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| wasm("cannot rehydrate the policy module", e))?;
         let callback_state = state.clone();
         let hop = self.callback_thread.clone();
         let host = WapcHost::new(
@@ -273,34 +278,36 @@ impl Policy {
                         }
                     };
                     let answer = match &hop {
-                        Some(thread) => thread.run(serve)?,
+                        Some(thread) => thread.run(serve).map_err(|e| e.to_string())?,
                         None => serve(),
                     };
-                    callback_state.lock().map_err(|e| e.to_string())?.host_time +=
-                        started.elapsed();
+                    callback_state
+                        .lock()
+                        .map_err(|_| Error::Poisoned)?
+                        .host_time += started.elapsed();
                     answer.map_err(Into::into)
                 },
             )),
         )
-        .map_err(|e| format!("cannot instantiate the policy: {e}"))?;
+        .map_err(|e| wasm("cannot instantiate the policy", e))?;
         Ok(Instance { host, state })
     }
 
-    fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
+    fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, Error> {
         self.instantiate(HostState::default())?
             .call(operation, payload)
     }
 
-    pub fn protocol_version(&self) -> Result<String, String> {
+    pub fn protocol_version(&self) -> Result<String, Error> {
         let out = self.call("protocol_version", b"")?;
-        serde_json::from_slice::<String>(&out).map_err(|e| e.to_string())
+        Ok(serde_json::from_slice::<String>(&out)?)
     }
 
     /// `validate_settings`: `{"valid": bool, "message": …}`.
-    pub fn validate_settings(&self, settings: &Value) -> Result<Value, String> {
-        let payload = serde_json::to_vec(settings).map_err(|e| e.to_string())?;
+    pub fn validate_settings(&self, settings: &Value) -> Result<Value, Error> {
+        let payload = serde_json::to_vec(settings)?;
         let out = self.call("validate_settings", &payload)?;
-        serde_json::from_slice(&out).map_err(|e| e.to_string())
+        Ok(serde_json::from_slice(&out)?)
     }
 
     /// `validate` with a raw payload (for malformed-input tests).
@@ -309,7 +316,7 @@ impl Policy {
         payload: &[u8],
         cluster: Arc<ClusterObjects>,
         failures: Vec<Failure>,
-    ) -> Result<Evaluation, String> {
+    ) -> Result<Evaluation, Error> {
         self.validate_with(payload, self.host_state(cluster, failures, None))
     }
 
@@ -324,7 +331,7 @@ impl Policy {
     }
 
     /// `validate` against a prepared host state.
-    pub fn validate_with(&self, payload: &[u8], state: HostState) -> Result<Evaluation, String> {
+    pub fn validate_with(&self, payload: &[u8], state: HostState) -> Result<Evaluation, Error> {
         self.instantiate(state)?.validate(payload)
     }
 
@@ -335,7 +342,7 @@ impl Policy {
         settings: &Value,
         cluster: Arc<ClusterObjects>,
         failures: Vec<Failure>,
-    ) -> Result<Evaluation, String> {
+    ) -> Result<Evaluation, Error> {
         self.validate_raw(&payload(request, settings)?, cluster, failures)
     }
 }
@@ -345,11 +352,11 @@ impl Policy {
 pub fn payload<R: Serialize + ?Sized, S: Serialize + ?Sized>(
     request: &R,
     settings: &S,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, Error> {
     #[derive(Serialize)]
     struct Payload<'a, R: ?Sized, S: ?Sized> {
         request: &'a R,
         settings: &'a S,
     }
-    serde_json::to_vec(&Payload { request, settings }).map_err(|e| e.to_string())
+    Ok(serde_json::to_vec(&Payload { request, settings })?)
 }
