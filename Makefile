@@ -158,6 +158,12 @@ export: annotated-policy.wasm
 schema:
 	UPDATE_SCHEMA=1 cargo test $(CARGO_FLAGS) -p cozystack-capabilities-policy --test schema
 
+# docs/stock-rules.md's tables, written from the stock rule set (resolver/stock-rules.yaml); a
+# hack test fails when they are stale.
+stock-rules:
+	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
+	python3 hack/chart-reads.py --render docs/stock-rules.md
+
 # The stock rule table's derivation (hack/chart-reads.py) on chart trees of each shape.
 hack-test:
 	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml

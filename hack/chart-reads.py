@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Derives the stock rule table (docs/stock-rules.md) from a cozystack/cozystack checkout.
+"""Derives the stock rule set (resolver/stock-rules.yaml) from a cozystack/cozystack checkout.
 
-Usage: hack/chart-reads.py COZYSTACK_CHECKOUT [--check docs/stock-rules.md]
+Usage: hack/chart-reads.py COZYSTACK_CHECKOUT [--check resolver/stock-rules.yaml]
+       hack/chart-reads.py --render docs/stock-rules.md [--stock resolver/stock-rules.yaml]
+
+The stock rule set is data (resolver/stock-rules.yaml): resolver/build.rs compiles it into the
+module, --check compares it with what the charts say, and --render writes its three tables into
+the document that explains them, so the Markdown is generated, never read as code.
 
 For every ApplicationDefinition (packages/system/*-rd/cozyrds/*.yaml) it follows the chart the
 definition installs, as Cozystack resolves it: `spec.release.chartRef` names an ExternalArtifact,
@@ -445,60 +450,112 @@ def cells(line):
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def tables(path):
-    """The rule table ({kind: {column: cell}}) and the kinds the document lists as taking no rules."""
-    lines = Path(path).read_text().splitlines()
-    blocks, current = [], []
-    for line in lines + [""]:
-        if line.startswith("|"):
-            current.append(line)
-        elif current:
-            blocks.append(current)
-            current = []
-    rule_rows = blocks[0]
-    header = cells(rule_rows[0])
-    rules = {}
-    for line in rule_rows[2:]:
-        row = dict(zip(header, cells(line)))
-        rules[row["kind"]] = row
-    plain = {}
-    for block in blocks[1:]:
-        head = cells(block[0])
-        if head[:2] != ["kind", "release prefix"]:
+RULE_HEADER = ["kind", "visibility", "cardinality", "protection", "provides", "consumes", "share",
+               "read in", "slots", "off its slot", "named by", "release prefix"]
+PLAIN_HEADER = ["kind", "release prefix", "chart"]
+STOCK = Path(__file__).resolve().parent.parent / "resolver" / "stock-rules.yaml"
+
+
+def load_stock(path=STOCK):
+    return yaml.safe_load(Path(path).read_text())
+
+
+def quoted_prefix(prefix):
+    return f"`{prefix}`" if prefix else '`""`'
+
+
+def kind_cells(entry):
+    """A kind of the stock rule set as its table's cells, each column as the document shows it."""
+    def listed_cell(key):
+        return ", ".join(entry.get(key) or []) or "—"
+    slots = listed_cell("slots")
+    if entry.get("slotNamespace"):
+        slots += f" (in {entry['slotNamespace']})"
+    protection = entry.get("protection") or {}
+    return {
+        "kind": entry["kind"],
+        "visibility": entry["visibility"],
+        "cardinality": entry.get("cardinality", "—"),
+        "protection": ", ".join(f"{k}: {v}" for k, v in protection.items()) or "—",
+        "provides": listed_cell("provides"),
+        "consumes": listed_cell("consumes"),
+        "share": entry.get("share", "—"),
+        "read in": entry.get("readIn", "—"),
+        "slots": slots,
+        "off its slot": entry.get("offSlot", "—"),
+        "named by": entry.get("namedBy", "—"),
+        "release prefix": quoted_prefix(entry["releasePrefix"]),
+    }
+
+
+def plain_cells(entry):
+    return {"kind": entry["kind"], "release prefix": quoted_prefix(entry["releasePrefix"]), "chart": entry["chart"]}
+
+
+def rendered_cells(entry):
+    return [entry["release"], entry.get("namespace") or "the tenant's", entry.get("kind") or "—",
+            entry["when"], f"`{entry['renderedBy']}`"]
+
+
+def markdown(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def stock_tables(stock):
+    """The document's three tables, generated from the stock rule set: rules, no rules, rendered."""
+    return [
+        markdown(RULE_HEADER, [[kind_cells(e)[c] for c in RULE_HEADER] for e in stock["kinds"]]),
+        markdown(PLAIN_HEADER, [[plain_cells(e)[c] for c in PLAIN_HEADER] for e in stock["unruled"]]),
+        markdown(RENDERED_HEADER, [rendered_cells(e) for e in stock["rendered"]]),
+    ]
+
+
+def render(document, stock):
+    """`document` with each of its tables replaced by the one generated under the same header."""
+    generated = {tuple(cells(t[0])): t for t in stock_tables(stock)}
+    lines, out, at = Path(document).read_text().splitlines(), [], 0
+    while at < len(lines):
+        table = generated.get(tuple(cells(lines[at]))) if lines[at].startswith("|") else None
+        if table is None:
+            out.append(lines[at])
+            at += 1
             continue
-        for line in block[2:]:
-            row = dict(zip(head, cells(line)))
-            plain[row["kind"]] = row
-    return rules, plain
+        out += table
+        while at < len(lines) and lines[at].startswith("|"):
+            at += 1
+    return "\n".join(out) + "\n"
+
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def tables(path):
+    """The stock rule set at `path` as the derivation compares it: {kind: {column: cell}} of the
+    kinds with rules, and of the kinds examined that take none."""
+    stock = load_stock(path)
+    return ({e["kind"]: kind_cells(e) for e in stock["kinds"]},
+            {e["kind"]: plain_cells(e) for e in stock.get("unruled", [])})
 
 
 def rendered_table(path):
-    """The rows of the table headed `| release | namespace | ...`, as lists of cells."""
-    lines = Path(path).read_text().splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith("|") and cells(l)[:2] == RENDERED_HEADER[:2]), None)
-    if start is None:
-        return None
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append(cells(line))
-    return rows
+    """The stock rule set's rendered names as the document's rows of cells."""
+    return [rendered_cells(e) for e in load_stock(path).get("rendered", [])]
 
 
 def compare_rendered(rendered, path):
     """Every difference between the derived rendered names and the document's table."""
     documented = rendered_table(path)
-    if documented is None:
-        return [f"docs/stock-rules.md has no `| {' | '.join(RENDERED_HEADER)} |` table of rendered names"]
     derived = [rendered_row(r) for r in rendered]
     problems = []
     for row in derived:
         if row not in documented:
-            problems.append(f"rendered names: the charts render {' | '.join(row)}, docs/stock-rules.md has no such row")
+            problems.append(f"rendered names: the charts render {' | '.join(row)}, the stock rule set has no such row")
     for row in documented:
         if row not in derived:
-            problems.append(f"rendered names: docs/stock-rules.md lists {' | '.join(row)}, the charts render no such name")
+            problems.append(f"rendered names: the stock rule set lists {' | '.join(row)}, the charts render no such name")
     return problems
 
 
@@ -520,15 +577,15 @@ def compare(rows, path):
             has_rules = False
         if not has_rules:
             if kind in rules:
-                problems.append(f"{kind}: the charts give it no rule, docs/stock-rules.md has a row for it")
+                problems.append(f"{kind}: the charts give it no rule, the stock rule set has a row for it")
             elif kind not in plain:
-                problems.append(f"{kind}: examined, but docs/stock-rules.md lists it neither among the rules nor among the kinds that take none")
+                problems.append(f"{kind}: examined, but the stock rule set lists it neither among the rules nor among the kinds that take none")
             elif prefix_cell(plain[kind]["release prefix"]) != row.prefix:
-                problems.append(f"{kind}: release prefix: the charts say {row.prefix!r}, docs/stock-rules.md {prefix_cell(plain[kind]['release prefix'])!r}")
+                problems.append(f"{kind}: release prefix: the charts say {row.prefix!r}, the stock rule set {prefix_cell(plain[kind]['release prefix'])!r}")
             continue
         documented = rules.get(kind)
         if documented is None:
-            problems.append(f"{kind}: the charts give it rules ({describe(row)}), docs/stock-rules.md has no row for it")
+            problems.append(f"{kind}: the charts give it rules ({describe(row)}), the stock rule set has no row for it")
             continue
         derived = {
             "visibility": row.visibility,
@@ -544,25 +601,25 @@ def compare(rows, path):
         named_cell = documented.get("named by", "")
         for n in row.named_files:
             if n not in named_cell:
-                problems.append(f"{kind}: named by: the charts name it in {n}, docs/stock-rules.md says {named_cell}")
+                problems.append(f"{kind}: named by: the charts name it in {n}, the stock rule set says {named_cell}")
         # And each chart folder a consumed class is read in must be named where it is read.
         read_cell = documented.get("read in", "")
         folders = {"/".join(e.split("/")[:3]) for c in row.consumes for e in row.evidence.get(c, [])}
         for folder in sorted(folders):
             if folder not in read_cell:
-                problems.append(f"{kind}: read in: the charts read {', '.join(row.consumes)} in {folder}, docs/stock-rules.md says {read_cell}")
+                problems.append(f"{kind}: read in: the charts read {', '.join(row.consumes)} in {folder}, the stock rule set says {read_cell}")
         if not row.named_files and named_cell not in ("", "—"):
-            problems.append(f"{kind}: named by: no chart names it, docs/stock-rules.md says {named_cell}")
+            problems.append(f"{kind}: named by: no chart names it, the stock rule set says {named_cell}")
         for column, value in derived.items():
             cell = documented.get(column, "")
             stated = listed(cell) if isinstance(value, list) else prefix_cell(cell) if column == "release prefix" else cell
             if column == "slots" and cell not in ("", "—"):
                 stated = ", ".join(sorted(s.strip() for s in cell.split(",")))
             if stated != value:
-                problems.append(f"{kind}: {column}: the charts say {show(value)}, docs/stock-rules.md says {show(stated)}")
+                problems.append(f"{kind}: {column}: the charts say {show(value)}, the stock rule set says {show(stated)}")
     for kind in sorted(set(rules) | set(plain)):
         if kind not in rows:
-            problems.append(f"{kind}: docs/stock-rules.md names it, the checkout has no such kind")
+            problems.append(f"{kind}: the stock rule set names it, the checkout has no such kind")
     return problems
 
 
@@ -587,9 +644,16 @@ def describe(row):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("checkout", type=Path)
-    parser.add_argument("--check", metavar="TABLE", help="compare with the stock rule table (docs/stock-rules.md)")
+    parser.add_argument("checkout", type=Path, nargs="?")
+    parser.add_argument("--check", metavar="STOCK", help="compare with the stock rule set (resolver/stock-rules.yaml)")
+    parser.add_argument("--render", metavar="DOC", help="write the stock rule set's tables into DOC (docs/stock-rules.md)")
+    parser.add_argument("--stock", metavar="STOCK", default=STOCK, help="the stock rule set --render reads")
     args = parser.parse_args()
+    if args.render:
+        Path(args.render).write_text(render(args.render, load_stock(args.stock)))
+        return 0
+    if args.checkout is None:
+        parser.error("a cozystack/cozystack checkout is needed, or --render")
     rows, rendered = derive(args.checkout)
     for kind, row in sorted(rows.items()):
         print(f"{kind}: {describe(row)}")

@@ -11,6 +11,8 @@ import unittest
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+import yaml
+
 SPEC = importlib.util.spec_from_file_location("chart_reads", Path(__file__).with_name("chart-reads.py"))
 chart_reads = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(chart_reads)
@@ -165,15 +167,13 @@ class Derivation(unittest.TestCase):
             ["monitoring", "the tenant's", "Monitoring", "switch monitoring", "`packages/apps/tenant/templates/monitoring.yaml`"],
             ["monitoring-system", "the tenant's", "—", "switch monitoring", "`packages/extra/monitoring/templates/helmrelease.yaml`"],
         ])
-        table = self.tree.root / "stock-rules.md"
-        table.write_text(
-            "| release | namespace | kind | when | rendered by |\n|---|---|---|---|---|\n"
-            "| monitoring | the tenant's | Monitoring | switch monitoring | `packages/apps/tenant/templates/monitoring.yaml` |\n"
-            "| info | the tenant's | Info | always | `packages/apps/tenant/templates/info.yaml` |\n"
-        )
+        data = stock()
+        data["rendered"].append({"release": "info", "kind": "Info", "when": "always",
+                                 "renderedBy": "packages/apps/tenant/templates/info.yaml"})
+        table = written(data, self.tree.root)
         self.assertEqual(chart_reads.compare_rendered(chart_reads.derive(self.tree.root)[1], table), [
-            "rendered names: the charts render monitoring-system | the tenant's | — | switch monitoring | `packages/extra/monitoring/templates/helmrelease.yaml`, docs/stock-rules.md has no such row",
-            "rendered names: docs/stock-rules.md lists info | the tenant's | Info | always | `packages/apps/tenant/templates/info.yaml`, the charts render no such name",
+            "rendered names: the charts render monitoring-system | the tenant's | — | switch monitoring | `packages/extra/monitoring/templates/helmrelease.yaml`, the stock rule set has no such row",
+            "rendered names: the stock rule set lists info | the tenant's | Info | always | `packages/apps/tenant/templates/info.yaml`, the charts render no such name",
         ])
 
     def test_a_wrapped_system_chart_is_followed(self):
@@ -297,20 +297,29 @@ spec:
         self.assertEqual((row.cardinality, row.slots), ("cluster/1", "bootbox (in tenant-root)"))
 
 
-TABLE = """# rules
+def stock(consumes=("ingress",), unruled=(("Redis", "redis-"),), named="`packages/apps/tenant/templates/monitoring.yaml`", **monitoring):
+    """A stock rule set holding Monitoring as the tree gives it, and the kinds with no rule."""
+    entry = {
+        "kind": "Monitoring", "visibility": "module", "cardinality": "tenant/1",
+        "protection": {"deletion": "protect"}, "provides": ["monitoring"], "consumes": list(consumes),
+        "share": "children", "slots": ["monitoring"], "offSlot": "runs", "releasePrefix": "",
+        "readIn": "`packages/extra/monitoring/templates/grafana.yaml`", "namedBy": named,
+    }
+    entry.update(monitoring)
+    return {
+        "source": "3c780acd",
+        "kinds": [entry],
+        "unruled": [{"kind": k, "releasePrefix": p, "chart": "x"} for k, p in unruled],
+        "rendered": [{"release": "monitoring", "kind": "Monitoring", "when": "switch monitoring",
+                      "renderedBy": "packages/apps/tenant/templates/monitoring.yaml"}],
+    }
 
-| kind | visibility | cardinality | protection | provides | consumes | share | read in | slots | off its slot | named by | release prefix |
-|---|---|---|---|---|---|---|---|---|---|---|---|
-| Monitoring | module | tenant/1 | deletion: protect | monitoring | {consumes} | children | `packages/extra/monitoring/templates/grafana.yaml` | monitoring | runs | {named} | `""` |
 
-| kind | release prefix | chart |
-|---|---|---|
-{plain}
-
-| release | namespace | kind | when | rendered by |
-|---|---|---|---|---|
-| monitoring | the tenant's | Monitoring | switch monitoring | `packages/apps/tenant/templates/monitoring.yaml` |
-"""
+def written(data, folder):
+    """`data` as a stock rule set file in `folder`."""
+    path = folder / "stock-rules.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 class Check(unittest.TestCase):
@@ -324,56 +333,49 @@ class Check(unittest.TestCase):
         self.tree.write("packages/apps/tenant/templates/monitoring.yaml", module("monitoring", "Monitoring", art))
         self.tree.kind("Redis", "redis", "redis-", "apps/redis")
 
-    def check(self, consumes, plain, named="`packages/apps/tenant/templates/monitoring.yaml`"):
-        table = self.tree.root / "stock-rules.md"
-        table.write_text(TABLE.format(consumes=consumes, plain=plain, named=named))
-        return chart_reads.compare(self.tree.derive(), table)
+    def check(self, **stated):
+        return chart_reads.compare(self.tree.derive(), written(stock(**stated), self.tree.root))
 
     def test_an_agreeing_table_passes(self):
-        self.assertEqual(self.check("ingress", "| Redis | `redis-` | x |"), [])
+        self.assertEqual(self.check(), [])
 
     def test_every_column_is_compared(self):
         self.assertEqual(
-            self.check("—", "| Redis | `redis-` | x |"),
-            ["Monitoring: consumes: the charts say [ingress], docs/stock-rules.md says —"],
+            self.check(consumes=()),
+            ["Monitoring: consumes: the charts say [ingress], the stock rule set says —"],
         )
-        table = self.tree.root / "stock-rules.md"
-        table.write_text(TABLE.format(consumes="ingress", plain="| Redis | `redis-` | x |", named="`packages/apps/tenant/templates/monitoring.yaml`").replace("| module | tenant/1 |", "| catalog | tenant/2 |"))
-        self.assertEqual(chart_reads.compare(self.tree.derive(), table), [
-            "Monitoring: visibility: the charts say module, docs/stock-rules.md says catalog",
-            "Monitoring: cardinality: the charts say tenant/1, docs/stock-rules.md says tenant/2",
+        self.assertEqual(self.check(visibility="catalog", cardinality="tenant/2"), [
+            "Monitoring: visibility: the charts say module, the stock rule set says catalog",
+            "Monitoring: cardinality: the charts say tenant/1, the stock rule set says tenant/2",
         ])
 
     def test_the_file_that_names_a_slot_is_compared(self):
         self.assertEqual(
-            self.check("ingress", "| Redis | `redis-` | x |", named="`packages/apps/tenant/templates/metrics.yaml`"),
-            ["Monitoring: named by: the charts name it in packages/apps/tenant/templates/monitoring.yaml, docs/stock-rules.md says `packages/apps/tenant/templates/metrics.yaml`"],
+            self.check(named="`packages/apps/tenant/templates/metrics.yaml`"),
+            ["Monitoring: named by: the charts name it in packages/apps/tenant/templates/monitoring.yaml, the stock rule set says `packages/apps/tenant/templates/metrics.yaml`"],
         )
 
     def test_the_charts_a_class_is_read_in_are_compared(self):
-        table = self.tree.root / "stock-rules.md"
-        table.write_text(TABLE.format(consumes="ingress", plain="| Redis | `redis-` | x |", named="`packages/apps/tenant/templates/monitoring.yaml`").replace("| children | `packages/extra/monitoring/templates/grafana.yaml` |", "| children | `packages/system/monitoring` |"))
-        self.assertEqual(chart_reads.compare(self.tree.derive(), table), [
-            "Monitoring: read in: the charts read ingress in packages/extra/monitoring, docs/stock-rules.md says `packages/system/monitoring`",
+        self.assertEqual(self.check(readIn="`packages/system/monitoring`"), [
+            "Monitoring: read in: the charts read ingress in packages/extra/monitoring, the stock rule set says `packages/system/monitoring`",
         ])
 
     def test_a_kind_examined_is_a_row_of_evidence(self):
         self.assertEqual(
-            self.check("ingress", ""),
-            ["Redis: examined, but docs/stock-rules.md lists it neither among the rules nor among the kinds that take none"],
+            self.check(unruled=()),
+            ["Redis: examined, but the stock rule set lists it neither among the rules nor among the kinds that take none"],
         )
         self.assertEqual(
-            self.check("ingress", "| Redis | `redis-` | x |\n| Valkey | `valkey-` | x |"),
-            ["Valkey: docs/stock-rules.md names it, the checkout has no such kind"],
+            self.check(unruled=(("Redis", "redis-"), ("Valkey", "valkey-"))),
+            ["Valkey: the stock rule set names it, the checkout has no such kind"],
         )
         self.assertEqual(
-            self.check("ingress", "| Redis | `rds-` | x |"),
-            ["Redis: release prefix: the charts say 'redis-', docs/stock-rules.md 'rds-'"],
+            self.check(unruled=(("Redis", "rds-"),)),
+            ["Redis: release prefix: the charts say 'redis-', the stock rule set 'rds-'"],
         )
 
     def test_the_command_prints_every_kind_and_exits_1_on_a_difference(self):
-        table = self.tree.root / "stock-rules.md"
-        table.write_text(TABLE.format(consumes="—", plain="| Redis | `redis-` | x |", named="`packages/apps/tenant/templates/monitoring.yaml`"))
+        table = written(stock(consumes=()), self.tree.root)
         out, err = io.StringIO(), io.StringIO()
         import sys
         argv = sys.argv
@@ -387,7 +389,24 @@ class Check(unittest.TestCase):
         self.assertIn("Redis: catalog; consumes nothing; release prefix 'redis-'\n", out.getvalue())
         self.assertIn("2 kinds examined\n", out.getvalue())
         self.assertIn("1 names rendered\n", out.getvalue())
-        self.assertEqual(err.getvalue(), "Monitoring: consumes: the charts say [ingress], docs/stock-rules.md says —\n")
+        self.assertEqual(err.getvalue(), "Monitoring: consumes: the charts say [ingress], the stock rule set says —\n")
+
+
+class Document(unittest.TestCase):
+    def test_the_documents_tables_are_generated_from_the_stock_rule_set(self):
+        # docs/stock-rules.md shows the set; `make stock-rules` writes its tables from the data.
+        document = Path(__file__).resolve().parent.parent / "docs" / "stock-rules.md"
+        self.assertEqual(
+            chart_reads.render(document, chart_reads.load_stock()), document.read_text(),
+            "docs/stock-rules.md is stale: run `make stock-rules`",
+        )
+
+    def test_every_field_of_a_kind_is_a_column(self):
+        data = stock()
+        rules, plain = chart_reads.tables(written(data, Path(tempfile.mkdtemp())))
+        self.assertEqual(rules["Monitoring"]["slots"], "monitoring")
+        self.assertEqual(rules["Monitoring"]["release prefix"], '`""`')
+        self.assertEqual(plain["Redis"]["release prefix"], "`redis-`")
 
 
 if __name__ == "__main__":

@@ -1,150 +1,191 @@
-//! Compiles the stock rule set of `docs/stock-rules.md` into the resolver as data: the table a
-//! person reads (and `hack/chart-reads.py` checks against Cozystack's charts) is the one the
-//! module carries, so the two cannot drift. No JSON is parsed at run time: the generated
-//! `builtin.rs` is a static array the rules are built from when a request needs a kind.
+//! Compiles the stock rule set (`stock-rules.yaml`) into the resolver as data: the set
+//! `hack/chart-reads.py` derives from Cozystack's charts and `docs/stock-rules.md` shows as
+//! tables generated from the same file is the one the module carries, so they cannot drift. No
+//! text is parsed at run time: the generated `builtin.rs` is static arrays the rules are built
+//! from when a request needs a kind.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
+
 fn main() {
-    let table = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/stock-rules.md");
-    println!("cargo::rerun-if-changed={}", table.display());
-    let text =
-        std::fs::read_to_string(&table).unwrap_or_else(|e| panic!("{}: {e}", table.display()));
-    let code = generate(&text).unwrap_or_else(|e| panic!("{}: {e}", table.display()));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("stock-rules.yaml");
+    println!("cargo::rerun-if-changed={}", path.display());
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let stock: Stock =
+        serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let code = generate(&stock).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("builtin.rs");
     std::fs::write(&out, code).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
 }
 
-/// The Rust source of `SOURCE` and `KINDS` from the document's first table.
-fn generate(text: &str) -> Result<String, String> {
-    let source = text
-        .split("cozystack/cozystack ")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_hexdigit()).next())
-        .filter(|sha| sha.len() >= 7)
-        .ok_or("no `cozystack/cozystack <commit>` names the commit the table was derived from")?;
-    let rows: Vec<&str> = text
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .collect();
-    let header = cells(rows.first().ok_or("no table")?);
-    let column = |name: &str| {
-        header
-            .iter()
-            .position(|h| *h == name)
-            .ok_or(format!("the table has no column {name:?}"))
-    };
-    let [
-        kind,
-        visibility,
-        cardinality,
-        protection,
-        provides,
-        consumes,
-        share,
-        slots,
-        off_slot,
-        prefix,
-    ] = [
-        "kind",
-        "visibility",
-        "cardinality",
-        "protection",
-        "provides",
-        "consumes",
-        "share",
-        "slots",
-        "off its slot",
-        "release prefix",
-    ]
-    .map(column);
-    let (kind, visibility, cardinality, protection) =
-        (kind?, visibility?, cardinality?, protection?);
-    let (provides, consumes, share, slots, off_slot, prefix) =
-        (provides?, consumes?, share?, slots?, off_slot?, prefix?);
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Stock {
+    /// The cozystack/cozystack commit the set was derived from.
+    source: String,
+    kinds: Vec<Kind>,
+    unruled: Vec<Unruled>,
+    rendered: Vec<Rendered>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Kind {
+    kind: String,
+    visibility: String,
+    /// `scope/max`.
+    cardinality: Option<String>,
+    #[serde(default)]
+    protection: BTreeMap<String, String>,
+    #[serde(default)]
+    provides: Vec<String>,
+    #[serde(default)]
+    consumes: Vec<String>,
+    share: Option<String>,
+    #[serde(default)]
+    slots: Vec<String>,
+    slot_namespace: Option<String>,
+    off_slot: Option<String>,
+    release_prefix: String,
+    // The evidence: the document's, not the module's.
+    #[allow(dead_code)]
+    read_in: Option<String>,
+    #[allow(dead_code)]
+    named_by: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Unruled {
+    kind: String,
+    release_prefix: String,
+    #[allow(dead_code)]
+    chart: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Rendered {
+    release: String,
+    namespace: Option<String>,
+    kind: Option<String>,
+    /// `always`, `package` or `switch <key>`.
+    when: String,
+    // The template that renders it is the document's evidence (and the derivation's check),
+    // not the module's: its path would be most of the table's bytes.
+    #[allow(dead_code)]
+    rendered_by: String,
+}
+
+/// `module` → `Module`: the variant a value names.
+fn variant(value: &str, what: &str, kind: &str) -> Result<String, String> {
+    let mut chars = value.chars();
+    let first = chars.next().ok_or(format!("{kind}: empty {what}"))?;
+    Ok(format!("{}{}", first.to_ascii_uppercase(), chars.as_str()))
+}
+
+fn list(items: &[String]) -> String {
+    let items: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("&[{}]", items.join(", "))
+}
+
+/// The Rust source of `SOURCE`, `KINDS`, `UNRULED`, `RENDERED` and `EXAMINED`.
+fn generate(stock: &Stock) -> Result<String, String> {
+    if stock.source.len() < 7 || !stock.source.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!("source {:?} is not a commit", stock.source));
+    }
     let mut code = format!(
-        "/// The Cozystack commit the built-in rule set was derived from.\npub const SOURCE: &str = \"cozystack/cozystack {source}\";\n\n/// The built-in rule set, one entry per kind, from `docs/stock-rules.md`.\npub static KINDS: &[BuiltinKind] = &[\n"
+        "/// The Cozystack commit the built-in rule set was derived from.\npub const SOURCE: &str = \"cozystack/cozystack {}\";\n\n/// The built-in rule set, one entry per kind, from `stock-rules.yaml`.\npub static KINDS: &[BuiltinKind] = &[\n",
+        stock.source
     );
-    for row in rows.iter().skip(2) {
-        let cells = cells(row);
-        let cell = |i: usize| cells.get(i).copied().unwrap_or_default();
-        let none = |c: &str| c.is_empty() || c == "—";
-        let list = |c: &str| -> String {
-            if none(c) {
-                return "&[]".into();
-            }
-            let items: Vec<String> = c.split(',').map(|s| format!("{:?}", s.trim())).collect();
-            format!("&[{}]", items.join(", "))
-        };
-        let variant = |value: &str, what: &str| -> Result<String, String> {
-            let mut chars = value.chars();
-            let first = chars.next().ok_or(format!("{row}: empty {what}"))?;
-            Ok(format!("{}{}", first.to_ascii_uppercase(), chars.as_str()))
-        };
-        let card = cell(cardinality);
-        let cardinality = match card.split_once('/') {
-            None if none(card) => "None".to_owned(),
-            None => return Err(format!("{row}: cardinality is scope/max")),
-            Some((scope, max)) => {
-                let max: u32 = max.parse().map_err(|e| format!("{row}: {e}"))?;
-                let slot_cell = cell(slots);
-                let (names, namespace) = match slot_cell.split_once(" (in ") {
-                    Some((names, ns)) => (names, Some(ns.trim_end_matches(')'))),
-                    None => (slot_cell, None),
-                };
+    for k in &stock.kinds {
+        let name = &k.kind;
+        let cardinality = match k.cardinality.as_deref().map(|c| c.split_once('/')) {
+            None => "None".to_owned(),
+            Some(None) => return Err(format!("{name}: cardinality is scope/max")),
+            Some(Some((scope, max))) => {
+                let max: u32 = max.parse().map_err(|e| format!("{name}: {e}"))?;
                 format!(
                     "Some(BuiltinCardinality {{ scope: Scope::{}, max: {max}, slots: {}, slot_namespace: {:?} }})",
-                    variant(scope, "scope")?,
-                    list(names),
-                    namespace,
+                    variant(scope, "scope", name)?,
+                    list(&k.slots),
+                    k.slot_namespace,
                 )
             }
         };
-        let (deletion, edit) = match cell(protection).split_once(": ") {
-            None if none(cell(protection)) => ("None", "None"),
-            Some(("deletion", "protect")) => ("Some(Deletion::Protect)", "None"),
-            Some(("edit", "adminOnly")) => ("None", "Some(Edit::AdminOnly)"),
-            other => return Err(format!("{row}: unknown protection {other:?}")),
+        let mut protection = k.protection.iter();
+        let (deletion, edit) = match (protection.next(), protection.next()) {
+            (None, _) => ("None", "None"),
+            (Some((what, value)), None) => match (what.as_str(), value.as_str()) {
+                ("deletion", "protect") => ("Some(Deletion::Protect)", "None"),
+                ("edit", "adminOnly") => ("None", "Some(Edit::AdminOnly)"),
+                other => return Err(format!("{name}: unknown protection {other:?}")),
+            },
+            _ => return Err(format!("{name}: one protection a kind")),
         };
-        let share = match cell(share) {
-            c if none(c) => "None".to_owned(),
-            c => format!("Some(Share::{})", variant(c, "share")?),
+        let share = match &k.share {
+            None => "None".to_owned(),
+            Some(share) => format!("Some(Share::{})", variant(share, "share", name)?),
         };
-        let off_slot = match cell(off_slot) {
-            c if none(c) => "None",
-            "never renders" => "Some(OffSlot::NeverRenders)",
-            "runs; deleting it drops its volumes" => "Some(OffSlot::DropsVolumes)",
-            "runs" => "Some(OffSlot::Runs)",
-            other => return Err(format!("{row}: unknown off-slot behaviour {other:?}")),
+        let off_slot = match k.off_slot.as_deref() {
+            None => "None",
+            Some("never renders") => "Some(OffSlot::NeverRenders)",
+            Some("runs; deleting it drops its volumes") => "Some(OffSlot::DropsVolumes)",
+            Some("runs") => "Some(OffSlot::Runs)",
+            Some(other) => return Err(format!("{name}: unknown off-slot behaviour {other:?}")),
         };
-        let release_prefix = cell(prefix).trim_matches('`').trim_matches('"');
         writeln!(
             code,
-            "    BuiltinKind {{ kind: {:?}, visibility: Visibility::{}, cardinality: {cardinality}, deletion: {deletion}, edit: {edit}, provides: {}, consumes: {}, share: {share}, off_slot: {off_slot}, release_prefix: {release_prefix:?} }},",
-            cell(kind),
-            variant(cell(visibility), "visibility")?,
-            list(cell(provides)),
-            list(cell(consumes)),
+            "    BuiltinKind {{ kind: {name:?}, visibility: Visibility::{}, cardinality: {cardinality}, deletion: {deletion}, edit: {edit}, provides: {}, consumes: {}, share: {share}, off_slot: {off_slot}, release_prefix: {:?} }},",
+            variant(&k.visibility, "visibility", name)?,
+            list(&k.provides),
+            list(&k.consumes),
+            k.release_prefix,
         )
         .map_err(|e| e.to_string())?;
     }
     code.push_str("];\n");
-    // The kinds examined that take no rule, with their release prefixes; then every kind the
-    // derivation examined, the rule rows and those.
-    let mut unruled = unruled_kinds(text)?;
+    let mut unruled: Vec<(&str, &str)> = stock
+        .unruled
+        .iter()
+        .map(|u| (u.kind.as_str(), u.release_prefix.as_str()))
+        .collect();
     unruled.sort_unstable();
     writeln!(
         code,
         "\n/// The kinds examined at `SOURCE` that take no rule, with their release prefixes, sorted.\npub static UNRULED: &[(&str, &str)] = &{unruled:?};"
     )
     .map_err(|e| e.to_string())?;
-    code.push_str(&rendered_names(text)?);
-    let mut examined: Vec<&str> = rows
+    code.push_str(
+        "\n/// Every HelmRelease name a stock install renders under a fixed name, from `stock-rules.yaml`.\npub static RENDERED: &[RenderedName] = &[\n",
+    );
+    for r in &stock.rendered {
+        let when = match r.when.split_once(' ') {
+            None if r.when == "always" => "When::Always".to_owned(),
+            None if r.when == "package" => "When::Package".to_owned(),
+            Some(("switch", key)) => format!("When::Switch({key:?})"),
+            _ => {
+                return Err(format!(
+                    "{}: when is always, package or `switch <key>`",
+                    r.release
+                ));
+            }
+        };
+        writeln!(
+            code,
+            "    RenderedName {{ release: {:?}, namespace: {:?}, kind: {:?}, when: {when} }},",
+            r.release, r.namespace, r.kind,
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    code.push_str("];\n");
+    let mut examined: Vec<&str> = stock
+        .kinds
         .iter()
-        .skip(2)
-        .filter_map(|r| cells(r).get(kind).copied())
+        .map(|k| k.kind.as_str())
         .chain(unruled.iter().map(|(kind, _)| *kind))
         .collect();
     examined.sort_unstable();
@@ -155,78 +196,4 @@ fn generate(text: &str) -> Result<String, String> {
     )
     .map_err(|e| e.to_string())?;
     Ok(code)
-}
-
-/// `RENDERED` from the table headed `| release | namespace | kind | when | rendered by |`.
-fn rendered_names(text: &str) -> Result<String, String> {
-    let header = ["release", "namespace", "kind", "when", "rendered by"];
-    let mut lines = text
-        .lines()
-        .skip_while(|l| !(l.starts_with('|') && cells(l) == header));
-    lines.next().ok_or(format!(
-        "no `| {} |` table lists the names the charts render",
-        header.join(" | ")
-    ))?;
-    let mut code = String::from(
-        "\n/// Every HelmRelease name a stock install renders under a fixed name, from `docs/stock-rules.md`.\npub static RENDERED: &[RenderedName] = &[\n",
-    );
-    for line in lines.skip(1).take_while(|l| l.starts_with('|')) {
-        let [release, namespace, kind, when, by] = cells(line)[..] else {
-            return Err(format!("{line}: a rendered name has five cells"));
-        };
-        // The template that renders it is the document's evidence (and the derivation's
-        // check), not the module's: its path would be most of the table's bytes.
-        if !by.starts_with("`packages/") {
-            return Err(format!(
-                "{line}: rendered by names a template under packages/"
-            ));
-        }
-        let namespace = match namespace {
-            "the tenant's" => "None".to_owned(),
-            ns => format!("Some({ns:?})"),
-        };
-        let kind = match kind {
-            "—" => "None".to_owned(),
-            kind => format!("Some({kind:?})"),
-        };
-        let when = match when.split_once(' ') {
-            None if when == "always" => "When::Always".to_owned(),
-            None if when == "package" => "When::Package".to_owned(),
-            Some(("switch", key)) => format!("When::Switch({key:?})"),
-            _ => return Err(format!("{line}: when is always, package or `switch <key>`")),
-        };
-        writeln!(
-            code,
-            "    RenderedName {{ release: {release:?}, namespace: {namespace}, kind: {kind}, when: {when} }},"
-        )
-        .map_err(|e| e.to_string())?;
-    }
-    code.push_str("];\n");
-    Ok(code)
-}
-
-/// The rows of the table headed `| kind | release prefix |`: examined, and given no rule.
-fn unruled_kinds(text: &str) -> Result<Vec<(&str, &str)>, String> {
-    let mut lines = text
-        .lines()
-        .skip_while(|l| !(l.starts_with('|') && cells(l).starts_with(&["kind", "release prefix"])));
-    lines
-        .next()
-        .ok_or("no `| kind | release prefix |` table lists the kinds examined that take no rule")?;
-    lines
-        .skip(1)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| match cells(l).as_slice() {
-            [kind, prefix, ..] => Ok((*kind, prefix.trim_matches('`').trim_matches('"'))),
-            _ => Err(format!("{l}: a row names a kind and its release prefix")),
-        })
-        .collect()
-}
-
-fn cells(row: &str) -> Vec<&str> {
-    row.trim()
-        .trim_matches('|')
-        .split('|')
-        .map(str::trim)
-        .collect()
 }

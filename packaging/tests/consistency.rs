@@ -279,8 +279,8 @@ fn stock_rules(settings: &str) -> BTreeMap<String, Option<cozystack_resolver::Ki
         .collect()
 }
 
-/// The built-in rule set, which `resolver/build.rs` compiles from the stock table of
-/// `docs/stock-rules.md`, gives every kind the rules `e2e/cluster/settings.yaml` spells out and
+/// The built-in rule set, which `resolver/build.rs` compiles from the stock rule set
+/// (`resolver/stock-rules.yaml`), gives every kind the rules `e2e/cluster/settings.yaml` spells out and
 /// the release prefix of its ApplicationDefinition, so the table, the bundled settings and the
 /// deploy manifests' `definitionSource: builtin` cannot disagree; settings blocks override it
 /// block by block.

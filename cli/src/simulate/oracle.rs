@@ -1,6 +1,6 @@
 //! What the rules promise, checked on the state itself, apart from the module: each guarantee
 //! read off the releases and Namespaces the cluster holds, with the stock rule set as data
-//! (`docs/stock-rules.md`, compiled into the resolver) and the charts' facts (which instances
+//! (`resolver/stock-rules.yaml`, compiled into the resolver) and the charts' facts (which instances
 //! render). A violation the state did not have before an admitted step is the module's.
 
 use std::collections::{BTreeSet, HashMap};

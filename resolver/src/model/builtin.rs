@@ -1,4 +1,4 @@
-//! The built-in rule set: the stock rules of `docs/stock-rules.md`, compiled into the resolver by
+//! The built-in rule set: the stock rules of `resolver/stock-rules.yaml`, compiled into the resolver by
 //! `build.rs` as a static array. `definitionSource: builtin` reads it instead of the settings'
 //! `definitions` or the ApplicationDefinitions; a request turns only the kinds it needs into
 //! rule fields, and no JSON is read for them.

@@ -34,7 +34,7 @@ pub enum DefinitionSource {
     /// The settings alone, for an ApplicationDefinition CRD that prunes the policy's fields
     /// (Cozystack before the design's fields land): no request lists the definitions.
     Settings,
-    /// The stock rule set compiled into the module (`docs/stock-rules.md`), a kind's block in
+    /// The stock rule set compiled into the module (`resolver/stock-rules.yaml`), a kind's block in
     /// `definitions` overriding that block of that kind: a stock install's settings carry
     /// nothing else, and no request lists the definitions.
     Builtin,
