@@ -1,136 +1,86 @@
 mod common;
+use common::Expect::{Allowed, Denied};
 use common::*;
 use cozystack_resolver::{Operation::*, Settings};
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-#[test]
-fn module_needs_a_tenant_administrator_of_the_namespace_or_an_ancestor() {
-    let c = cluster();
-    let denied = decide(
-        &app(
-            Create,
-            "Monitoring",
-            "tenant-c",
-            "monitoring",
-            user("dave", &["tenant-c-use", "tenant-a-admin"]),
+/// Who may write a kind: `catalog` anyone, `module` tenant administrators of the namespace or an
+/// ancestor and the platform, `hidden` the platform alone; on every operation.
+const VISIBILITY: &[Case] = &[
+    Case {
+        name: "a module needs an administrator of its tenant or an ancestor",
+        write: "CREATE Monitoring tenant-c/monitoring by dave tenant-c-use,tenant-a-admin",
+        expect: Denied(
+            "Monitoring is a tenant module: only tenant administrators (members of tenant-c-admin, tenant-c-super-admin or of an ancestor tenant's admin groups) and the platform may create it in tenant-c, and dave is neither; ask a tenant administrator to create it from Administration → Modules",
         ),
-        &c,
-    );
-    assert_denied(
-        &denied,
-        403,
-        "Monitoring is a tenant module: only tenant administrators (members of tenant-c-admin, tenant-c-super-admin or of an ancestor tenant's admin groups) and the platform may create it in tenant-c, and dave is neither; ask a tenant administrator to create it from Administration → Modules",
-    );
-    for group in [
-        "tenant-c-admin",
-        "tenant-c-super-admin",
-        "tenant-root-admin",
-    ] {
-        let verdict = decide(
-            &app(
-                Create,
-                "Monitoring",
-                "tenant-c",
-                "monitoring",
-                user("x", &[group]),
-            ),
-            &c,
-        );
-        assert_allowed(&verdict, &[]);
-    }
-    let verdict = decide(
-        &app(
-            Create,
-            "Monitoring",
-            "tenant-c",
-            "monitoring",
-            user(API, &[]),
+    },
+    Case {
+        name: "the tenant's admin",
+        write: "CREATE Monitoring tenant-c/monitoring by x tenant-c-admin",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "the tenant's super-admin",
+        write: "CREATE Monitoring tenant-c/monitoring by x tenant-c-super-admin",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "an ancestor's admin",
+        write: "CREATE Monitoring tenant-c/monitoring by x tenant-root-admin",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "cozystack-api writes for the platform",
+        write: "CREATE Monitoring tenant-c/monitoring by system:serviceaccount:cozy-system:cozystack-api",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "a module's UPDATE meets the same rule",
+        write: "UPDATE Etcd tenant-root/etcd by eve tenant-root-use",
+        expect: Denied(
+            "Etcd is a tenant module: only tenant administrators (members of tenant-root-admin, tenant-root-super-admin or of an ancestor tenant's admin groups) and the platform may change it in tenant-root, and eve is neither; ask a tenant administrator to change it from Administration → Modules",
         ),
-        &c,
-    );
-    assert_allowed(&verdict, &[]);
-}
+    },
+    Case {
+        name: "dashboard.module: true counts as module (cluster()'s Monitoring says only that)",
+        write: "CREATE Monitoring tenant-c/m by u",
+        expect: Denied(
+            "Monitoring is a tenant module: only tenant administrators (members of tenant-c-admin, tenant-c-super-admin or of an ancestor tenant's admin groups) and the platform may create it in tenant-c, and u is neither; ask a tenant administrator to create it from Administration → Modules",
+        ),
+    },
+    Case {
+        name: "hidden: not even a tenant's super-admin",
+        write: "CREATE Gateway tenant-a/gateway by alice tenant-a-super-admin",
+        expect: Denied(
+            "Gateway is a hidden kind: only the Cozystack platform may create it, and alice is not a platform identity; it is managed by the platform, so ask a platform administrator",
+        ),
+    },
+    Case {
+        name: "hidden: Flux",
+        write: "CREATE Gateway tenant-a/gateway by system:serviceaccount:cozy-fluxcd:kustomize-controller",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "hidden: a cluster admin",
+        write: "CREATE Gateway tenant-a/gateway by admin cozystack-cluster-admin",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "hidden: system:masters",
+        write: "CREATE Gateway tenant-a/gateway by kubeadm system:masters",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "catalog kinds are open to anyone RBAC lets in",
+        write: "CREATE Redis tenant-a/cache by bob tenant-a-use",
+        expect: Allowed(&[]),
+    },
+];
 
 #[test]
-fn module_applies_to_updates_and_deletes_too() {
-    let c = cluster();
-    let verdict = decide(
-        &app(
-            Update,
-            "Etcd",
-            "tenant-root",
-            "etcd",
-            user("eve", &["tenant-root-use"]),
-        ),
-        &c,
-    );
-    assert_denied(
-        &verdict,
-        403,
-        "Etcd is a tenant module: only tenant administrators (members of tenant-root-admin, tenant-root-super-admin or of an ancestor tenant's admin groups) and the platform may change it in tenant-root, and eve is neither; ask a tenant administrator to change it from Administration → Modules",
-    );
-}
-
-#[test]
-fn dashboard_module_true_counts_as_module() {
-    // cluster()'s Monitoring definition only says dashboard.module: true.
-    let verdict = decide(
-        &app(Create, "Monitoring", "tenant-c", "m", user("u", &[])),
-        &cluster(),
-    );
-    assert!(!verdict.allowed);
-    assert!(
-        verdict
-            .message
-            .unwrap()
-            .starts_with("Monitoring is a tenant module")
-    );
-}
-
-#[test]
-fn hidden_is_for_platform_identities_only() {
-    let c = cluster();
-    let verdict = decide(
-        &app(
-            Create,
-            "Gateway",
-            "tenant-a",
-            "gateway",
-            user("alice", &["tenant-a-super-admin"]),
-        ),
-        &c,
-    );
-    assert_denied(
-        &verdict,
-        403,
-        "Gateway is a hidden kind: only the Cozystack platform may create it, and alice is not a platform identity; it is managed by the platform, so ask a platform administrator",
-    );
-    for who in [
-        user(FLUX, &[]),
-        user("admin", &["cozystack-cluster-admin"]),
-        user("kubeadm", &["system:masters"]),
-    ] {
-        assert_allowed(
-            &decide(&app(Create, "Gateway", "tenant-a", "gateway", who), &c),
-            &[],
-        );
-    }
-}
-
-#[test]
-fn catalog_kinds_are_open_to_anyone() {
-    let verdict = decide(
-        &app(
-            Create,
-            "Redis",
-            "tenant-a",
-            "cache",
-            user("bob", &["tenant-a-use"]),
-        ),
-        &cluster(),
-    );
-    assert_allowed(&verdict, &[]);
+fn visibility() {
+    run_table(VISIBILITY, &cluster(), &Settings::default());
 }
 
 #[test]

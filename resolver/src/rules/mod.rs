@@ -44,11 +44,12 @@ pub const RULES: &[Judge] = &[
     Judge::Change(groups::judge),
     Judge::Change(visibility::judge),
     Judge::Change(edit::judge),
-    // A name Cozystack renders.
-    Judge::Entering(names::judge),
-    // The state: how many, on which slots, over what.
+    // The state: how many (no name helps when the count is full), on which slot (the slot is a
+    // name the kind's own module renders), then any other name Cozystack renders, and what a
+    // switched-on module is rendered over.
     Judge::Entering(cardinality::judge),
     Judge::Entering(slots::judge),
+    Judge::Entering(names::judge),
     Judge::Entering(adoption::judge),
     // What a removal strands, and what the chart would create again.
     Judge::Leaving(protection::judge),

@@ -273,6 +273,66 @@ pub fn assert_allowed(verdict: &Verdict, warnings: &[&str]) {
     assert_eq!(verdict.warnings, warnings);
 }
 
+/// One row of a rule's table: an Application write, and what the policy answers.
+pub struct Case {
+    pub name: &'static str,
+    /// `OPERATION Kind namespace/name by user group,group`: the write through the apps API.
+    pub write: &'static str,
+    pub expect: Expect,
+}
+
+pub enum Expect {
+    /// Admitted with these warnings.
+    Allowed(&'static [&'static str]),
+    /// Refused with 403 and this message.
+    Denied(&'static str),
+}
+
+/// The request a [`Case`] writes.
+pub fn written(write: &str) -> Request {
+    let words: Vec<&str> = write.split_whitespace().collect();
+    let [op, kind, place, "by", who, rest @ ..] = words.as_slice() else {
+        panic!("{write:?} is not `OPERATION Kind namespace/name by user [groups]`");
+    };
+    let op = match *op {
+        "CREATE" => Operation::Create,
+        "UPDATE" => Operation::Update,
+        "DELETE" => Operation::Delete,
+        other => panic!("{write:?}: no operation {other}"),
+    };
+    let (namespace, name) = place.split_once('/').expect("namespace/name");
+    let groups: Vec<&str> = rest.iter().flat_map(|g| g.split(',')).collect();
+    app(op, kind, namespace, name, user(who, &groups))
+}
+
+/// Runs every case of a rule's table on `cluster` under `settings`, and fails naming each case
+/// whose verdict or message differs (all of them, not the first).
+#[track_caller]
+pub fn run_table(cases: &[Case], cluster: &Snapshot, settings: &Settings) {
+    let mut failed = Vec::new();
+    for case in cases {
+        let verdict = cozystack_resolver::evaluate(&written(case.write), settings, cluster);
+        let agrees = match case.expect {
+            Expect::Allowed(warnings) => {
+                verdict.allowed && verdict.message.is_none() && verdict.warnings == warnings
+            }
+            Expect::Denied(message) => {
+                !verdict.allowed
+                    && verdict.code == Some(403)
+                    && verdict.message.as_deref() == Some(message)
+            }
+        };
+        if !agrees {
+            failed.push(format!(
+                "{}: {}
+  got {verdict:?}",
+                case.name, case.write
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
 /// A cluster that records the lookups made and can fail some kinds of them.
 pub struct Recording<'a> {
     pub inner: &'a Snapshot,
