@@ -15,6 +15,7 @@ use std::rc::Rc;
 
 use crate::change::{Change, Entry, Origin, Subject, renders};
 use crate::model::collect::{StrSet, cmp_joined, front_positions, inserted, sorted_by};
+use crate::model::definition_set::DefinitionSet;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
 use crate::model::kinds::{Class, Deletion, KindRules, Role, Share};
@@ -115,7 +116,9 @@ pub fn judge(eval: &Evaluation, change: &Change, entry: &Entry) -> Outcome {
 /// `leaving` are the instances the same write removes, this one among them: a Tenant turning
 /// `ingress` and `seaweedfs` off at once uninstalls both, so neither is a consumer stranded by
 /// the other, nor a provider that keeps the class served. `after` says whether the consumers'
-/// labels stay on the namespace.
+/// labels stay on the namespace. Three questions, asked so that each reads as little as it can:
+/// which classes lose their provider and who consumes them ([`at_stake`]), which namespaces
+/// resolve them here ([`namespaces`]), and which consumers sit there (the refusal).
 fn check(
     eval: &Evaluation,
     rules: &KindRules,
@@ -133,15 +136,98 @@ fn check(
     }
     let namespace = subject.namespace.as_str();
     let definitions = eval.definitions()?;
-    let is_self = |kind: &str, instance: &InstanceRef| kind == rules.kind && subject.is(instance);
     // What this write removes, the subject included: it neither consumes nor serves afterwards.
     let is_gone = |kind: &str, instance: &InstanceRef| {
         leaving
             .iter()
             .any(|(k, subject)| *k == kind && subject.is(instance))
     };
-    // Per class still at stake, the instances of its consumer kinds. The release lists come
-    // first: they are small, and without a consumer no namespace is looked up at all.
+    let at_stake = at_stake(eval, &definitions, rules, subject, &is_gone, after)?;
+    if at_stake.is_empty() {
+        return Ok(());
+    }
+    let shared = rules.capability.share == Share::Children;
+    // Does `ns` resolve the stake's class here, and is it left unserved by what remains?
+    // Membership in the subtree follows the naming rule, which cannot drift as labels can.
+    let references = |stake: &AtStake, ns: &Namespace| {
+        let own = ns.name == namespace;
+        let descendant = !own && shared && tenant::is_within(&ns.name, &ns.labels, namespace);
+        ((own && !stake.namespace_still_served) || descendant)
+            && stake.keys.points_to(ns, namespace)
+    };
+    let facts = namespaces(eval, rules, subject, &at_stake, &references, &is_gone)?;
+    // Per class, the namespaces that resolve it here and are not served by what remains.
+    let referencing = |stake: &AtStake| -> StrSet {
+        StrSet::of(
+            facts
+                .iter()
+                .filter(|ns| references(stake, ns))
+                .map(|ns| ns.name.as_str()),
+        )
+    };
+    // Consumers are gathered borrowed and sorted; only the few shown are formatted.
+    let mut consumers: Vec<[&str; 4]> = Vec::new();
+    let mut served = Vec::new();
+    for stake in &at_stake {
+        let referencing = referencing(stake);
+        if let Some((kind, err, instances)) = stake.unreadable.iter().find_map(|(k, e, list)| {
+            list.iter()
+                .find(|i| referencing.contains(i.namespace))
+                .map(|i| (k, e, i.label_from("")))
+        }) {
+            return Err(Violation::rule(format!(
+                "{err}; the rules of kind {kind} cannot be read, so the policy cannot tell whether {instances} consumes the {class} that {rkind} {namespace}/{app} provides — fix the ApplicationDefinition",
+                class = stake.class,
+                rkind = rules.kind,
+                app = subject.app,
+            )));
+        }
+        let before = consumers.len();
+        consumers.extend(
+            stake
+                .consumers(&is_gone)
+                .filter(|[namespace, ..]| referencing.contains(namespace)),
+        );
+        if consumers.len() > before {
+            served.push(stake.class.as_str());
+        }
+    }
+    if consumers.is_empty() {
+        return Ok(());
+    }
+    let mut consumers = sorted_by(consumers, Ord::cmp);
+    consumers.dedup();
+    // The first few in the order the text reads, without sorting all of them by text.
+    let mut order: Vec<usize> = (0..consumers.len()).collect();
+    front_positions(&mut order, SHOWN, &|a, b| {
+        by_text(&consumers[a], &consumers[b])
+    });
+    let shown: Vec<String> = order
+        .iter()
+        .take(SHOWN)
+        .map(|&i| shown_text(&consumers[i]))
+        .collect();
+    Err(protected(
+        rules,
+        subject,
+        &served.join(", "),
+        &list_head(&shown, consumers.len()),
+    ))
+}
+
+/// Per class `rules` provides that the removal leaves unserved somewhere, the instances of its
+/// consumer kinds. The release lists come first: they are small, and without a consumer no
+/// namespace is looked up at all.
+fn at_stake<'d>(
+    eval: &Evaluation,
+    definitions: &'d DefinitionSet,
+    rules: &'d KindRules,
+    subject: &Subject,
+    is_gone: &IsGone,
+    after: After,
+) -> Result<Vec<AtStake<'d>>, Violation> {
+    let namespace = subject.namespace.as_str();
+    let is_self = |kind: &str, instance: &InstanceRef| kind == rules.kind && subject.is(instance);
     let mut at_stake = Vec::new();
     for class in &rules.capability.provides {
         // The consumers first, in one list when their prefixes allow: without one, whether
@@ -204,23 +290,25 @@ fn check(
             unreadable,
         });
     }
-    if at_stake.is_empty() {
-        return Ok(());
-    }
-    let shared = rules.capability.share == Share::Children;
-    let subtree_key = format!("{ANCESTOR_PREFIX}{namespace}");
-    // Does `ns` resolve the stake's class here, and is it left unserved by what remains?
-    // Membership in the subtree follows the naming rule, which cannot drift as labels can.
-    let references = |stake: &AtStake, ns: &Namespace| {
-        let own = ns.name == namespace;
-        let descendant = !own && shared && tenant::is_within(&ns.name, &ns.labels, namespace);
-        ((own && !stake.namespace_still_served) || descendant)
-            && stake.keys.points_to(ns, namespace)
-    };
+    Ok(at_stake)
+}
+
+/// The namespaces that decide: those hosting an instance at stake, a few looked up one by one;
+/// with many, probed in reading order until enough referencing consumers refuse the removal
+/// (that refusal is the error), else every namespace carrying one of the labels that decide.
+fn namespaces(
+    eval: &Evaluation,
+    rules: &KindRules,
+    subject: &Subject,
+    at_stake: &[AtStake],
+    references: &dyn Fn(&AtStake, &Namespace) -> bool,
+    is_gone: &IsGone,
+) -> Result<Vec<Rc<Namespace>>, Violation> {
+    let namespace = subject.namespace.as_str();
     // Only the namespaces that host an instance at stake decide; a few are looked up one by one.
     let hosts = StrSet::at_most(
         at_stake.iter().flat_map(|stake| {
-            let consumers = stake.consumers(&is_gone).map(|[namespace, ..]| namespace);
+            let consumers = stake.consumers(is_gone).map(|[namespace, ..]| namespace);
             let unreadable = stake
                 .unreadable
                 .iter()
@@ -232,14 +320,14 @@ fn check(
     let looked_up = if let Some(hosts) = hosts {
         point_lookups(eval, hosts.iter())
     } else if at_stake.iter().all(|s| s.unreadable.is_empty()) {
-        if let Some(refusal) = sample(eval, rules, subject, &at_stake, &references, &is_gone) {
+        if let Some(refusal) = sample(eval, rules, subject, at_stake, references, is_gone) {
             return Err(refusal);
         }
         None
     } else {
         None
     };
-    let facts: Vec<Rc<Namespace>> = match looked_up {
+    Ok(match looked_up {
         Some(facts) => facts,
         None => {
             // Only these labels decide: subtree membership and the provider labels of each class.
@@ -247,7 +335,7 @@ fn check(
                 at_stake
                     .iter()
                     .flat_map(|s| s.keys.keys().map(str::to_owned))
-                    .chain([subtree_key.clone()]),
+                    .chain([format!("{ANCESTOR_PREFIX}{namespace}")]),
             );
             let mut listed: Vec<Rc<Namespace>> = eval
                 .namespaces_with(&keep)?
@@ -265,64 +353,7 @@ fn check(
             }
             listed
         }
-    };
-    // Per class, the namespaces that resolve it here and are not served by what remains.
-    let referencing = |stake: &AtStake| -> StrSet {
-        StrSet::of(
-            facts
-                .iter()
-                .filter(|ns| references(stake, ns))
-                .map(|ns| ns.name.as_str()),
-        )
-    };
-    // Consumers are gathered borrowed and sorted; only the few shown are formatted.
-    let mut consumers: Vec<[&str; 4]> = Vec::new();
-    let mut served = Vec::new();
-    for stake in &at_stake {
-        let referencing = referencing(stake);
-        if let Some((kind, err, instances)) = stake.unreadable.iter().find_map(|(k, e, list)| {
-            list.iter()
-                .find(|i| referencing.contains(i.namespace))
-                .map(|i| (k, e, i.label_from("")))
-        }) {
-            return Err(Violation::rule(format!(
-                "{err}; the rules of kind {kind} cannot be read, so the policy cannot tell whether {instances} consumes the {class} that {rkind} {namespace}/{app} provides — fix the ApplicationDefinition",
-                class = stake.class,
-                rkind = rules.kind,
-                app = subject.app,
-            )));
-        }
-        let before = consumers.len();
-        consumers.extend(
-            stake
-                .consumers(&is_gone)
-                .filter(|[namespace, ..]| referencing.contains(namespace)),
-        );
-        if consumers.len() > before {
-            served.push(stake.class.as_str());
-        }
-    }
-    if consumers.is_empty() {
-        return Ok(());
-    }
-    let mut consumers = sorted_by(consumers, Ord::cmp);
-    consumers.dedup();
-    // The first few in the order the text reads, without sorting all of them by text.
-    let mut order: Vec<usize> = (0..consumers.len()).collect();
-    front_positions(&mut order, SHOWN, &|a, b| {
-        by_text(&consumers[a], &consumers[b])
-    });
-    let shown: Vec<String> = order
-        .iter()
-        .take(SHOWN)
-        .map(|&i| shown_text(&consumers[i]))
-        .collect();
-    Err(protected(
-        rules,
-        subject,
-        &served.join(", "),
-        &list_head(&shown, consumers.len()),
-    ))
+    })
 }
 
 /// The refusal when the instance being removed is not among its kind's listed releases: the
