@@ -17,6 +17,7 @@ use cozystack_resolver::settings::TenantModules;
 use serde_json::{Value, json};
 
 use crate::apiserver;
+use crate::error::Error;
 use crate::flux::{self, Managed, Owner, Stage};
 use crate::manifests::Manifest;
 use crate::state::State;
@@ -235,7 +236,7 @@ pub struct Report {
 }
 
 /// Called with each judged request and the cluster it was judged on (to keep them).
-pub type Observer<'a> = dyn FnMut(usize, &Value, &ClusterObjects) -> Result<(), String> + 'a;
+pub type Observer<'a> = dyn FnMut(usize, &Value, &ClusterObjects) -> Result<(), Error> + 'a;
 
 /// The AdmissionRequest the API server sends for this write.
 pub(crate) fn request(
@@ -554,7 +555,7 @@ impl Judge<'_> {
         manifest: &Manifest,
         delete: bool,
         dry_run: bool,
-    ) -> Result<(Step, Option<Effect>), String> {
+    ) -> Result<(Step, Option<Effect>), Error> {
         let write = match self.write(manifest, delete) {
             Ok(write) => write,
             Err(Unjudged(outcome, message, effect)) => {
@@ -608,7 +609,7 @@ impl Judge<'_> {
         manifests: &[Manifest],
         delete: bool,
         report: &mut Report,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         for manifest in manifests {
             let (mut step, effect) = self.judge(manifest, delete, false)?;
             if let Some(effect) = effect {
@@ -630,7 +631,7 @@ impl Judge<'_> {
         stage: Stage,
         manifests: &[&Manifest],
         report: &mut Report,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, Error> {
         let mut judged = Vec::with_capacity(manifests.len());
         for manifest in manifests {
             let (mut step, effect) = self.judge(manifest, false, true)?;
@@ -710,7 +711,7 @@ pub(crate) fn evaluate(
     settings: &Value,
     cluster: &mut State,
     request: &Value,
-) -> Result<Value, String> {
+) -> Result<Value, Error> {
     let payload = payload(request, settings)?;
     let (objects, cache) = cluster.lend();
     let state = policy.host_state(objects, Vec::new(), Some(cache.clone()));
@@ -740,7 +741,7 @@ pub fn run<'a>(
     identity: &'a Identity,
     applier: Applier,
     observe: &'a mut Observer<'a>,
-) -> Result<(Report, State), String> {
+) -> Result<(Report, State), Error> {
     crate::settings::check(policy, settings)?;
     let modules = Settings::for_request(&settings.to_string())
         .map(|s| s.tenant_modules)
@@ -770,7 +771,7 @@ pub fn run<'a>(
 
 impl Judge<'_> {
     /// `ApplyAllStaged`, then `DeleteAll` when every stage applied.
-    fn as_flux(&mut self, changes: &ChangeSet, report: &mut Report) -> Result<(), String> {
+    fn as_flux(&mut self, changes: &ChangeSet, report: &mut Report) -> Result<(), Error> {
         let mut applies: Vec<&Manifest> = changes.applies.iter().collect();
         applies.sort_by(|a, b| flux::order(a, b));
         let mut failed: Option<String> = None;
@@ -863,7 +864,7 @@ pub fn pruned(
     kustomization: &Value,
     applies: &[Manifest],
     origin: &str,
-) -> Result<(Owner, Vec<Manifest>), String> {
+) -> Result<(Owner, Vec<Manifest>), Error> {
     let entries = kustomization
         .pointer("/status/inventory/entries")
         .and_then(Value::as_array)
@@ -877,7 +878,7 @@ pub fn pruned(
     if owner.name.is_empty() || owner.namespace.is_empty() {
         return Err(format!(
             "{origin}: the Kustomization has no metadata.name or metadata.namespace (its owner labels name both)"
-        ));
+        ).into());
     }
     let kept: BTreeSet<(String, String, String, String)> = applies
         .iter()
@@ -899,7 +900,8 @@ pub fn pruned(
             return Err(format!(
                 "{origin}: inventory entry {} has id {id:?}, not <namespace>_<name>_<group>_<kind>",
                 i + 1
-            ));
+            )
+            .into());
         };
         let key = (
             namespace.to_string(),

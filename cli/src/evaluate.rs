@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::error::Error;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{Evaluation, Policy, verdict_of, warnings_of};
 use serde_json::Value;
@@ -13,14 +14,16 @@ use serde_json::Value;
 /// API server sends and audit logs show) or a bare AdmissionRequest, as JSON or YAML. (A
 /// server-side dry-run is no way to capture one for `apps.cozystack.io`: cozystack-api up to
 /// v1.6.2 persists it, cozystack#3982.)
-pub fn read_request(path: &Path) -> Result<Value, String> {
+pub fn read_request(path: &Path) -> Result<Value, Error> {
     let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).map_err(|e| format!("standard input: {e}"))?
+        std::io::read_to_string(std::io::stdin()).map_err(|source| Error::Stream {
+            what: "standard input",
+            source,
+        })?
     } else {
-        std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
+        std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?
     };
-    let value: Value =
-        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: Value = serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
     let request = match value.get("request") {
         Some(request) if value["kind"] == "AdmissionReview" => request.clone(),
         _ => value,
@@ -29,7 +32,8 @@ pub fn read_request(path: &Path) -> Result<Value, String> {
         return Err(format!(
             "{}: neither an AdmissionReview nor an AdmissionRequest (no operation and kind)",
             path.display()
-        ));
+        )
+        .into());
     }
     Ok(request)
 }
@@ -40,7 +44,7 @@ pub fn evaluate(
     request: &Value,
     settings: &Value,
     cluster: ClusterObjects,
-) -> Result<Evaluation, String> {
+) -> Result<Evaluation, Error> {
     crate::settings::check(policy, settings)?;
     Ok(policy.validate(request, settings, Arc::new(cluster), Vec::new())?)
 }

@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod check;
+pub mod error;
 pub mod evaluate;
 pub mod flux;
 pub mod live;

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cozystack_packaging::{artifacthub, metadata, section};
+use cozystack_policy::error::Error;
 use cozystack_policy::live::{self, Target};
 use cozystack_policy::output::{self, emit, json, read, read_text};
 use cozystack_policy::source::Source;
@@ -319,7 +320,7 @@ fn main() -> ExitCode {
 
 /// The settings, the module and the objects its host calls read: the dump, or the kinds the
 /// policy may read (its `contextAwareResources`) listed live. Says on stderr what it read.
-fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), String> {
+fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), Error> {
     prepare_keeping(args, None)
 }
 
@@ -327,11 +328,10 @@ fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), Str
 fn prepare_keeping(
     args: &EvaluationArgs,
     keep: Keep<'_>,
-) -> Result<(Value, Policy, ClusterObjects), String> {
+) -> Result<(Value, Policy, ClusterObjects), Error> {
     let settings = match &args.from_policy {
         Some(name) => {
-            let settings =
-                live::policy_settings(&target(&args.cluster), name).map_err(|e| e.to_string())?;
+            let settings = live::policy_settings(&target(&args.cluster), name)?;
             eprintln!("settings: ClusterAdmissionPolicy {name}");
             settings
         }
@@ -351,7 +351,7 @@ fn target(args: &ClusterArgs) -> Target {
     }
 }
 
-fn cluster(args: &ClusterArgs, policy: &Policy, keep: Keep<'_>) -> Result<ClusterObjects, String> {
+fn cluster(args: &ClusterArgs, policy: &Policy, keep: Keep<'_>) -> Result<ClusterObjects, Error> {
     let started = Instant::now();
     if !args.dump.is_empty() {
         let cluster = ClusterObjects::read_dump_keeping(&args.dump, keep)?;
@@ -366,8 +366,7 @@ fn cluster(args: &ClusterArgs, policy: &Policy, keep: Keep<'_>) -> Result<Cluste
         &target(args),
         &policy.metadata.context_aware_resources,
         keep,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     eprintln!(
         "read from context {}: {} in {:.1} s",
         snapshot.context,
@@ -377,7 +376,7 @@ fn cluster(args: &ClusterArgs, policy: &Policy, keep: Keep<'_>) -> Result<Cluste
     Ok(snapshot.cluster)
 }
 
-fn run(args: RunArgs) -> Result<ExitCode, String> {
+fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let request = evaluate::read_request(&args.request)?;
     let (settings, policy, cluster) = prepare(&args.evaluation)?;
     let evaluation = evaluate::evaluate(&policy, &request, &settings, cluster)?;
@@ -401,7 +400,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     })
 }
 
-fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
+fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     // The input first: a change set that cannot be read is refused before any cluster is.
     let read = manifests::read(&args.paths)
@@ -409,13 +408,13 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
     // Flux substitutes its post-build variables before it applies: a change set holding one is
     // not yet what it applies.
     let read = read.and_then(|(applies, deletes)| match check::unsubstituted(&applies) {
-        Some(error) if !args.in_order => Err(error),
+        Some(error) if !args.in_order => Err(Error::Invalid(error)),
         _ => Ok((applies, deletes)),
     });
     let (mut applies, mut deletes) = match read {
         Ok(read) => read,
         Err(error) if matches!(args.output, CheckOutput::Junit) => {
-            emit(&check::Report::unreadable(&error).junit())?;
+            emit(&check::Report::unreadable(&error.to_string()).junit())?;
             eprintln!("error: {error}");
             return Ok(ExitCode::from(2));
         }
@@ -435,8 +434,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
             return Err("--as USER is required with --dump: name who applies the change set (a stock install's Flux applies as system:serviceaccount:cozy-fluxcd:flux; a Kustomization with spec.serviceAccountName applies as that ServiceAccount)".into());
         }
         None => {
-            let (user, groups, context) =
-                live::whoami(&target(&evaluation.cluster)).map_err(|e| e.to_string())?;
+            let (user, groups, context) = live::whoami(&target(&evaluation.cluster))?;
             eprintln!("identity: {user} (SelfSubjectReview in context {context})");
             check::Identity {
                 username: user,
@@ -455,7 +453,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
     if let Some(path) = &args.inventory {
         let text = read_text(path)?;
         let kustomization: Value =
-            serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
         let origin = path.display().to_string();
         let (owner, pruned) = check::pruned(&kustomization, &applies, &origin)?;
         deletes.extend(pruned);
@@ -472,9 +470,9 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
     let changes = check::ChangeSet { applies, deletes };
     let save = args.save_requests.clone();
     if let Some(dir) = &save {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
     }
-    let mut observe = |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), String> {
+    let mut observe = |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), Error> {
         let Some(dir) = &save else {
             return Ok(());
         };
@@ -482,14 +480,15 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
             "kind": "AdmissionReview", "request": request});
         let write = |name: String, text: String| {
             let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))
         };
         write(format!("{n:04}.request.json"), json(&review)?)?;
         let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.values().collect::<Vec<_>>()});
-        write(
-            format!("{n:04}.cluster.yaml"),
-            serde_yaml::to_string(&list).map_err(|e| e.to_string())?,
-        )
+        let text = serde_yaml::to_string(&list).map_err(|e| Error::Encode {
+            what: "the cluster",
+            reason: e.to_string(),
+        })?;
+        write(format!("{n:04}.cluster.yaml"), text)
     };
     let (report, _) = check::run(
         &policy,
@@ -514,7 +513,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
 }
 
-fn run_simulate(args: SimulateArgs) -> Result<ExitCode, String> {
+fn run_simulate(args: SimulateArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let evaluation = &args.evaluation;
     let settings = settings::read(evaluation.settings.as_deref())?;
@@ -555,11 +554,10 @@ fn run_simulate(args: SimulateArgs) -> Result<ExitCode, String> {
             bar.finish_and_clear();
             let found = actions.len();
             let (actions, violation) = run.shrink(actions, violation)?;
-            std::fs::create_dir_all(&args.out)
-                .map_err(|e| format!("{}: {e}", args.out.display()))?;
+            std::fs::create_dir_all(&args.out).map_err(|e| Error::write(&args.out, e))?;
             let path = args.out.join("counterexample.yaml");
             let text = simulate::scenario(&run, &actions, &violation, seed)?;
-            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
             println!(
                 "BROKEN {}\n  seed {seed}, step {found}, shrunk to {} steps: {}\n  {}\n  counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)",
                 violation.invariant,
@@ -614,7 +612,7 @@ fn run_simulate(args: SimulateArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {
+fn run_preflight(args: PreflightArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let (settings, policy, cluster) = prepare(&args.evaluation)?;
     // A bar on a terminal; piped or redirected, nothing but the closing line below.
@@ -653,7 +651,7 @@ fn run_preflight(args: PreflightArgs) -> Result<ExitCode, String> {
     })
 }
 
-fn annotate(args: AnnotateArgs) -> Result<(), String> {
+fn annotate(args: AnnotateArgs) -> Result<(), Error> {
     let wasm = read(&args.input)?;
     let protocol = match args.protocol_version {
         Some(version) => version,
@@ -661,15 +659,15 @@ fn annotate(args: AnnotateArgs) -> Result<(), String> {
         None => Policy::load(&wasm, Default::default())?.protocol_version()?,
     };
     let meta = metadata::annotated(
-        metadata::from_yaml(&read_text(&args.metadata)?).map_err(|e| e.to_string())?,
+        metadata::from_yaml(&read_text(&args.metadata)?)?,
         &protocol,
         &read_text(&args.usage)?,
     );
-    let out = section::write_metadata(&wasm, &meta).map_err(|e| e.to_string())?;
-    std::fs::write(&args.output, out).map_err(|e| format!("{}: {e}", args.output.display()))
+    let out = section::write_metadata(&wasm, &meta)?;
+    std::fs::write(&args.output, out).map_err(|e| Error::write(&args.output, e))
 }
 
-fn inspect(args: InspectArgs) -> Result<(), String> {
+fn inspect(args: InspectArgs) -> Result<(), Error> {
     let source = Source::parse(args.policy.as_deref(), args.insecure);
     let trust = args.verify.trust()?;
     if args.rules {
@@ -685,14 +683,14 @@ fn inspect(args: InspectArgs) -> Result<(), String> {
         return emit(&format!("{rules}\n"));
     }
     let (wasm, origin) = source.read(trust.as_ref())?;
-    let meta = section::read_metadata(&wasm).map_err(|e| e.to_string())?;
+    let meta = section::read_metadata(&wasm)?;
     let meta =
         meta.ok_or_else(|| format!("{origin}: the module has no io.kubewarden.metadata section"))?;
     emit(&json(&meta)?)
 }
 
-fn package(args: ArtifacthubArgs) -> Result<(), String> {
-    let meta = metadata::from_yaml(&read_text(&args.metadata)?).map_err(|e| e.to_string())?;
+fn package(args: ArtifacthubArgs) -> Result<(), Error> {
+    let meta = metadata::from_yaml(&read_text(&args.metadata)?)?;
     let questions = args.questions.as_deref().map(read_text).transpose()?;
     // Keep the previous createdAt unless one is given: regenerating must be reproducible.
     let created = args
@@ -703,7 +701,6 @@ fn package(args: ArtifacthubArgs) -> Result<(), String> {
                 .and_then(|t| artifacthub::created_at(&t))
         })
         .ok_or("--created-at is required for a new package")?;
-    let doc =
-        artifacthub::package(&meta, &created, questions.as_deref()).map_err(|e| e.to_string())?;
-    std::fs::write(&args.output, doc).map_err(|e| format!("{}: {e}", args.output.display()))
+    let doc = artifacthub::package(&meta, &created, questions.as_deref())?;
+    std::fs::write(&args.output, doc).map_err(|e| Error::write(&args.output, e))
 }

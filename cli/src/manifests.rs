@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::error::Error;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -68,7 +69,7 @@ fn kustomization(dir: &Path) -> Option<PathBuf> {
 /// The sources a path stands for: itself, a kustomize unit (a folder with a kustomization, or
 /// that file named), or a folder's manifests in name order, recursively, each folder below that
 /// is a kustomize unit built as one, as Flux builds a path without a kustomization of its own.
-fn files(path: &Path) -> Result<Vec<Source>, String> {
+fn files(path: &Path) -> Result<Vec<Source>, Error> {
     if path.is_dir() && kustomization(path).is_some() {
         return Ok(vec![Source::Kustomize(path.to_owned())]);
     }
@@ -83,7 +84,7 @@ fn files(path: &Path) -> Result<Vec<Source>, String> {
         return Ok(vec![Source::File(path.to_owned())]);
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
+        .map_err(|e| Error::read(path, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
@@ -107,13 +108,13 @@ const BUILDERS: [(&str, &[&str]); 2] = [("kustomize", &["build"]), ("kubectl", &
 
 /// What the first builder found on `PATH` makes of `dir`; without one, one line saying how to
 /// pipe the build in. A builder that fails is the change set's error, with its own words.
-fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, String> {
+fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, Error> {
     let shown = dir.display();
     for (program, args) in builders {
         let output = match Command::new(program).args(*args).arg(dir).output() {
             Ok(output) => output,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("{shown}: {program}: {e}")),
+            Err(e) => return Err(format!("{shown}: {program}: {e}").into()),
         };
         if !output.status.success() {
             let said = String::from_utf8_lossy(&output.stderr);
@@ -121,31 +122,35 @@ fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, String> {
                 "{shown}: `{program} {} {shown}` failed: {}",
                 args.join(" "),
                 said.trim()
-            ));
+            )
+            .into());
         }
-        return String::from_utf8(output.stdout)
-            .map_err(|e| format!("{shown}: {program} wrote no UTF-8: {e}"));
+        return Ok(String::from_utf8(output.stdout)
+            .map_err(|e| format!("{shown}: {program} wrote no UTF-8: {e}"))?);
     }
     Err(format!(
         "{shown} is a kustomize unit (it holds a kustomization) and neither kustomize nor kubectl is on PATH to build it: check what it builds, `kustomize build {shown} | cozystack-policy check -` (or `kubectl kustomize {shown}`, or `flux build kustomization NAME --path {shown}`)"
-    ))
+    ).into())
 }
 
 /// Every manifest of `paths`, in order. A document that is not an object with apiVersion, kind
 /// and metadata.name is an error naming it: a change set is judged whole or not at all.
-pub fn read(paths: &[PathBuf]) -> Result<Vec<Manifest>, String> {
+pub fn read(paths: &[PathBuf]) -> Result<Vec<Manifest>, Error> {
     let mut manifests = Vec::new();
     for path in paths {
         for source in files(path)? {
             let (name, text) = match source {
                 Source::File(file) if file == Path::new("-") => {
-                    let text = std::io::read_to_string(std::io::stdin())
-                        .map_err(|e| format!("standard input: {e}"))?;
+                    let text = std::io::read_to_string(std::io::stdin()).map_err(|source| {
+                        Error::Stream {
+                            what: "standard input",
+                            source,
+                        }
+                    })?;
                     ("-".to_owned(), text)
                 }
                 Source::File(file) => {
-                    let text = std::fs::read_to_string(&file)
-                        .map_err(|e| format!("{}: {e}", file.display()))?;
+                    let text = std::fs::read_to_string(&file).map_err(|e| Error::read(&file, e))?;
                     (file.display().to_string(), text)
                 }
                 Source::Kustomize(dir) => (
@@ -168,7 +173,7 @@ fn is_kustomize_config(object: &Value) -> bool {
 }
 
 /// The manifests of one file's text; `name` is how errors and origins name the file.
-pub fn parse(name: &str, text: &str) -> Result<Vec<Manifest>, String> {
+pub fn parse(name: &str, text: &str) -> Result<Vec<Manifest>, Error> {
     let mut manifests = Vec::new();
     for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let origin = format!("{name}, document {}", i + 1);
@@ -190,8 +195,8 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<Manifest>, String> {
 }
 
 /// The manifest, if it has what the API server needs to take it.
-fn checked(manifest: Manifest) -> Result<Manifest, String> {
-    let at = |what: &str| format!("{}: {what}", manifest.origin);
+fn checked(manifest: Manifest) -> Result<Manifest, Error> {
+    let at = |what: &str| Error::Invalid(format!("{}: {what}", manifest.origin));
     if !manifest.object.is_object() {
         return Err(at(
             "not an object (a manifest is a mapping with apiVersion, kind and metadata)",
@@ -263,7 +268,9 @@ mod tests {
             [Source::Kustomize(overlay.clone())]
         );
         // Without a builder: one line saying how to pipe the build in, never "has no name".
-        let err = build(&overlay, &[("no-such-kustomize-builder", &["build"])]).unwrap_err();
+        let err = build(&overlay, &[("no-such-kustomize-builder", &["build"])])
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             format!(
@@ -289,7 +296,9 @@ mod tests {
         let program = builder.display().to_string();
         let overlay = dir.join("overlay");
         write(&overlay.join("kustomization.yaml"), KUSTOMIZATION);
-        let err = build(&overlay, &[(program.as_str(), &["build"])]).unwrap_err();
+        let err = build(&overlay, &[(program.as_str(), &["build"])])
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(&format!(
                 "{o}: `{program} build {o}` failed: ",
@@ -342,6 +351,7 @@ mod tests {
             "apiVersion: v1\nkind: Namespace\nmetadata: {}\n---\n",
         )
         .err()
+        .map(|e| e.to_string())
         .unwrap_or_default();
         assert_eq!(
             err,
@@ -349,6 +359,7 @@ mod tests {
         );
         let err = parse("set.yaml", "---\na: 1\n---\nkind: [\n")
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(
             err.starts_with("set.yaml, document 1: no apiVersion or kind"),
@@ -359,6 +370,7 @@ mod tests {
             "apiVersion: v1\nkind: X\nmetadata: {name: x}\n---\nkind: [\n",
         )
         .err()
+        .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(err.starts_with("set.yaml, document 2: "), "{err}");
     }

@@ -1,27 +1,34 @@
 //! What every verb shares: reading the files it is given, and writing what it reports.
 
+use crate::error::Error;
 use std::path::Path;
 
-pub fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| Error::read(path, e))
 }
 
-pub fn read_text(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read_text(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| Error::read(path, e))
 }
 
 /// Pretty JSON, one trailing newline.
-pub fn json(value: &impl serde::Serialize) -> Result<String, String> {
+pub fn json(value: &impl serde::Serialize) -> Result<String, Error> {
     serde_json::to_string_pretty(value)
         .map(|text| text + "\n")
-        .map_err(|e| e.to_string())
+        .map_err(|e| Error::Encode {
+            what: "JSON",
+            reason: e.to_string(),
+        })
 }
 
 /// Writes the verb's output; a reader that stopped early (`| head`) is not an error.
-pub fn emit(text: &str) -> Result<(), String> {
+pub fn emit(text: &str) -> Result<(), Error> {
     use std::io::Write;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Stream {
+            what: "stdout",
+            source: e,
+        }),
         _ => Ok(()),
     }
 }

@@ -10,9 +10,10 @@ use serde_json::{Value, json};
 
 use cozystack_policy_runtime::audit::Replay;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey};
-use cozystack_policy_runtime::error::Error;
 use cozystack_policy_runtime::host::HostCache;
 use cozystack_policy_runtime::policy::{Policy, payload};
+
+use crate::error::Error;
 
 /// What the policy's rules match among the objects of a dump, by identity (ApplicationDefinitions
 /// are context only; apps.cozystack.io Applications are the HelmReleases seen through
@@ -25,7 +26,7 @@ fn audited((api_version, kind, _, _): &ObjectKey) -> bool {
 }
 
 /// Documents separated by `---`, as `kubectl apply -f` reads them.
-pub fn to_yaml_stream(documents: &[Value]) -> Result<String, String> {
+pub fn to_yaml_stream(documents: &[Value]) -> Result<String, Error> {
     let mut out = String::new();
     for document in documents {
         out.push_str("---\n");
@@ -124,7 +125,7 @@ pub fn run(
     cluster: Arc<ClusterObjects>,
     settings: &Value,
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<Report, String> {
+) -> Result<Report, Error> {
     crate::settings::check(policy, settings)?;
     // Positions: each object is read from the snapshot's text by the worker that replays it.
     let objects: Vec<usize> = (cluster.keys().enumerate())
@@ -142,7 +143,7 @@ pub fn run(
     let settings_text = serde_json::value::to_raw_value(settings).map_err(|e| e.to_string())?;
     let instance =
         || policy.instantiate(policy.host_state(cluster.clone(), vec![], Some(cache.clone())));
-    type Verdicts = Result<Vec<(usize, Subject, Option<Finding>)>, String>;
+    type Verdicts = Result<Vec<(usize, Subject, Option<Finding>)>, Error>;
     let parts: Vec<Verdicts> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers.min(total.max(1)))
             .map(|_| {
@@ -158,7 +159,8 @@ pub fn run(
                         };
                         let payload = payload(&Replay::of(&object)?, &**settings_text)?;
                         let response = current.validate_warm(&payload).and_then(|out| {
-                            serde_json::from_slice::<Value>(&out).map_err(Error::Response)
+                            serde_json::from_slice::<Value>(&out)
+                                .map_err(cozystack_policy_runtime::error::Error::Response)
                         })?;
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if n % 100 == 0 || n == total {
@@ -196,7 +198,7 @@ pub fn run(
 /// ApplicationDefinition: one that states rules different from those the policy applies would be
 /// silently ignored, and so would a release prefix other than the one it assumes; both are
 /// reported.
-fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, String> {
+fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, Error> {
     use cozystack_resolver::listing::Decoded;
     use cozystack_resolver::model::builtin;
     use cozystack_resolver::request::APPS_GROUP;

@@ -3,17 +3,17 @@
 
 use std::path::Path;
 
+use crate::error::Error;
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::{Value, json};
 
 /// A settings object, or a ClusterAdmissionPolicy (its `spec.settings`); none given is `{}`.
-pub fn read(path: Option<&Path>) -> Result<Value, String> {
+pub fn read(path: Option<&Path>) -> Result<Value, Error> {
     let Some(path) = path else {
         return Ok(json!({}));
     };
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let value: Value =
-        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    let value: Value = serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
     Ok(match value.pointer("/spec/settings") {
         Some(settings) if value["kind"] == "ClusterAdmissionPolicy" => settings.clone(),
         _ if value["kind"] == "ClusterAdmissionPolicy" => json!({}),
@@ -23,7 +23,7 @@ pub fn read(path: Option<&Path>) -> Result<Value, String> {
 
 /// What the policy-server does before it serves a request: `validate_settings`, and refuse to
 /// go on when the policy answers that the settings are invalid.
-pub fn check(policy: &Policy, settings: &Value) -> Result<(), String> {
+pub fn check(policy: &Policy, settings: &Value) -> Result<(), Error> {
     let valid = policy.validate_settings(settings)?;
     if valid["valid"] == true {
         return Ok(());
@@ -31,5 +31,6 @@ pub fn check(policy: &Policy, settings: &Value) -> Result<(), String> {
     Err(format!(
         "the settings are invalid: {}",
         valid["message"].as_str().unwrap_or("no reason given")
-    ))
+    )
+    .into())
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use cozystack_packaging::signing::Trust;
 use cozystack_policy_runtime::policy::{Policy, read_module};
 
+use crate::error::Error;
 use crate::trust::pinned;
 
 /// The module embedded by `build.rs`, when the build had one.
@@ -40,19 +41,19 @@ impl Source {
 
     /// The module's bytes and a line naming where they came from. With `trust`, only a
     /// registry artifact whose signature verifies is read.
-    pub fn read(&self, trust: Option<&Trust>) -> Result<(Vec<u8>, String), String> {
+    pub fn read(&self, trust: Option<&Trust>) -> Result<(Vec<u8>, String), Error> {
         if trust.is_some() && !matches!(self, Source::Registry { .. }) {
             return Err(
                 "--verify-key checks a registry artifact's signature: give --policy registry://REF"
-                    .to_owned(),
+                    .into(),
             );
         }
         match self {
-            Source::Embedded => EMBEDDED
+            Source::Embedded => Ok(EMBEDDED
                 .map(|wasm| (wasm.to_vec(), format!("the embedded policy v{}", env!("CARGO_PKG_VERSION"))))
                 .ok_or_else(|| {
                     "this build embeds no policy module: pass --policy FILE or --policy registry://REF, or build with `make cli`".to_owned()
-                }),
+                })?),
             Source::File(path) => Ok((read_module(path)?, path.display().to_string())),
             Source::Registry {
                 reference,
@@ -73,7 +74,7 @@ impl Source {
     }
 
     /// The module compiled once and ready to evaluate, and where it came from.
-    pub fn load(&self, trust: Option<&Trust>) -> Result<(Policy, String), String> {
+    pub fn load(&self, trust: Option<&Trust>) -> Result<(Policy, String), Error> {
         let (wasm, origin) = self.read(trust)?;
         let policy = Policy::from_annotated(&wasm).map_err(|e| format!("{origin}: {e}"))?;
         Ok((policy, origin))
@@ -81,7 +82,7 @@ impl Source {
 
     /// The same, and a plain module (no metadata section: `make policy.wasm`'s, or an older
     /// build) run under the metadata this tool's own module carries, which its origin says.
-    pub fn load_plain_too(&self, trust: Option<&Trust>) -> Result<(Policy, String), String> {
+    pub fn load_plain_too(&self, trust: Option<&Trust>) -> Result<(Policy, String), Error> {
         let (wasm, origin) = self.read(trust)?;
         let section = cozystack_packaging::section::read_metadata(&wasm)
             .map_err(|e| format!("{origin}: {e}"))?;
@@ -123,7 +124,8 @@ mod tests {
     fn a_missing_file_names_itself() {
         let err = Source::parse(Some("/nonexistent/p.wasm"), false)
             .read(None)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("/nonexistent/p.wasm: "), "{err}");
     }
 }

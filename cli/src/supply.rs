@@ -10,6 +10,7 @@ use cozystack_packaging::signing::{self, Trust};
 use cozystack_packaging::verification::{self, VerificationConfig};
 use cozystack_packaging::{keys, oci, sbom};
 
+use crate::error::Error;
 use crate::output::{emit, json, read, read_text};
 use crate::trust::{self, parse_annotation};
 
@@ -26,7 +27,7 @@ pub struct VerifyKeyArgs {
 }
 
 impl VerifyKeyArgs {
-    pub fn trust(&self) -> Result<Option<Trust>, String> {
+    pub fn trust(&self) -> Result<Option<Trust>, Error> {
         self.verify_key
             .as_deref()
             .map(|key| trust::read(key, &self.annotations))
@@ -170,7 +171,7 @@ struct Pushed {
     signatures: Vec<signing::Signature>,
 }
 
-pub fn push(args: PushArgs) -> Result<(), String> {
+pub fn push(args: PushArgs) -> Result<(), Error> {
     let wasm = read(&args.wasm)?;
     let bom = args.sbom.as_deref().map(read).transpose()?;
     if let Some(bom) = &bom {
@@ -182,19 +183,17 @@ pub fn push(args: PushArgs) -> Result<(), String> {
         .as_deref()
         .map(|key| trust::signer(key, args.password.key_password_env.as_deref()))
         .transpose()?;
-    let artifact = oci::push(&wasm, &args.target, args.insecure).map_err(|e| e.to_string())?;
+    let artifact = oci::push(&wasm, &args.target, args.insecure)?;
     let sbom = bom
         .map(|bom| sbom::attach(&artifact.immutable_ref, &bom, args.insecure))
-        .transpose()
-        .map_err(|e| e.to_string())?;
+        .transpose()?;
     let signatures = match signer {
         Some(signer) => {
             let signed: Vec<String> = std::iter::once(artifact.immutable_ref.clone())
                 .chain(sbom.clone())
                 .collect();
             let annotations = args.annotations.into_iter().collect();
-            signing::sign(&signed, signer, &annotations, args.insecure)
-                .map_err(|e| e.to_string())?
+            signing::sign(&signed, signer, &annotations, args.insecure)?
         }
         None => Vec::new(),
     };
@@ -210,15 +209,15 @@ fn display(path: Option<&Path>) -> String {
     path.map(|p| p.display().to_string()).unwrap_or_default()
 }
 
-pub fn pull(args: PullArgs) -> Result<(), String> {
+pub fn pull(args: PullArgs) -> Result<(), Error> {
     let trust = args.verify.trust()?;
     let source = trust::pinned(&args.source, trust.as_ref(), args.insecure)?;
-    let (wasm, artifact) = oci::pull(&source, args.insecure).map_err(|e| e.to_string())?;
-    std::fs::write(&args.output, wasm).map_err(|e| format!("{}: {e}", args.output.display()))?;
+    let (wasm, artifact) = oci::pull(&source, args.insecure)?;
+    std::fs::write(&args.output, wasm).map_err(|e| Error::write(&args.output, e))?;
     emit(&json(&artifact)?)
 }
 
-pub fn keygen(args: KeygenArgs) -> Result<(), String> {
+pub fn keygen(args: KeygenArgs) -> Result<(), Error> {
     let prefix = args.output_prefix.display().to_string();
     let (private, public) = (
         PathBuf::from(format!("{prefix}.key")),
@@ -229,13 +228,14 @@ pub fn keygen(args: KeygenArgs) -> Result<(), String> {
             return Err(format!(
                 "{} exists: remove it or choose another --output-prefix",
                 path.display()
-            ));
+            )
+            .into());
         }
     }
     let password = trust::password(&private, args.password.key_password_env.as_deref(), true)?;
-    let pair = keys::generate(password.as_bytes()).map_err(|e| e.to_string())?;
+    let pair = keys::generate(password.as_bytes())?;
     write_private(&private, pair.private_pem.as_bytes())?;
-    std::fs::write(&public, &pair.public_pem).map_err(|e| format!("{}: {e}", public.display()))?;
+    std::fs::write(&public, &pair.public_pem).map_err(|e| Error::write(&public, e))?;
     eprintln!(
         "wrote {} (private, keep it secret) and {} (public, for verificationConfig)",
         private.display(),
@@ -245,7 +245,7 @@ pub fn keygen(args: KeygenArgs) -> Result<(), String> {
 }
 
 /// Creates the private key file readable by its owner only.
-fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
+fn write_private(path: &Path, data: &[u8]) -> Result<(), Error> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -254,25 +254,22 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
     options
         .open(path)
         .and_then(|mut file| file.write_all(data))
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|e| Error::write(path, e))
 }
 
-pub fn sign(args: SignArgs) -> Result<(), String> {
+pub fn sign(args: SignArgs) -> Result<(), Error> {
     let signer = trust::signer(&args.key, args.password.key_password_env.as_deref())?;
     // Pin the digest once: the SBOM signed is the one attached to the artifact signed.
-    let pinned = oci::resolve(&args.reference, args.insecure).map_err(|e| e.to_string())?;
-    let sbom = sbom::fetch(&pinned, args.insecure)
-        .map_err(|e| e.to_string())?
-        .map(|(_, reference)| reference);
+    let pinned = oci::resolve(&args.reference, args.insecure)?;
+    let sbom = sbom::fetch(&pinned, args.insecure)?.map(|(_, reference)| reference);
     let signed: Vec<String> = std::iter::once(pinned).chain(sbom).collect();
     let annotations = args.annotations.into_iter().collect();
-    let signatures =
-        signing::sign(&signed, signer, &annotations, args.insecure).map_err(|e| e.to_string())?;
+    let signatures = signing::sign(&signed, signer, &annotations, args.insecure)?;
     warn_replaced(&signatures);
     emit(&json(&signatures)?)
 }
 
-pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
+pub fn verify(args: VerifyArgs) -> Result<ExitCode, Error> {
     let verified = match (&args.key, &args.verification_config) {
         (Some(key), _) => {
             let trust = trust::read(key, &args.annotations)?;
@@ -282,11 +279,10 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
         }
         (None, Some(path)) => {
             let name = path.display().to_string();
-            let config =
-                VerificationConfig::read(&read_text(path)?, &name).map_err(|e| e.to_string())?;
+            let config = VerificationConfig::read(&read_text(path)?, &name)?;
             config.verify(&args.reference, &name, args.insecure)
         }
-        (None, None) => return Err("give --key or --verification-config".to_owned()),
+        (None, None) => return Err("give --key or --verification-config".into()),
     };
     match verified {
         Ok(signatures) => emit(&json(&signatures)?).map(|()| ExitCode::SUCCESS),
@@ -294,11 +290,11 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
             eprintln!("refused: {why}");
             Ok(ExitCode::FAILURE)
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(Error::Invalid(e.to_string())),
     }
 }
 
-pub fn verification_config(args: VerificationConfigArgs) -> Result<(), String> {
+pub fn verification_config(args: VerificationConfigArgs) -> Result<(), Error> {
     let keys = args
         .keys
         .iter()
@@ -307,20 +303,19 @@ pub fn verification_config(args: VerificationConfigArgs) -> Result<(), String> {
     let annotations = args.annotations.into_iter().collect();
     let config = VerificationConfig::for_keys(&keys, &annotations)
         .to_yaml()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Error::Encode {
+            what: "the verification config",
+            reason: e.to_string(),
+        })?;
     emit(&config)
 }
 
-pub fn print_sbom(args: SbomArgs) -> Result<(), String> {
+pub fn print_sbom(args: SbomArgs) -> Result<(), Error> {
     let trust = args.verify.trust()?;
     let reference = trust::pinned(&args.reference, trust.as_ref(), args.insecure)?;
-    let (bom, bom_ref) = sbom::fetch(&reference, args.insecure)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "{reference}: no SBOM is attached (cosign's sha256-<digest>.sbom tag is absent)"
-            )
-        })?;
+    let (bom, bom_ref) = sbom::fetch(&reference, args.insecure)?.ok_or_else(|| {
+        format!("{reference}: no SBOM is attached (cosign's sha256-<digest>.sbom tag is absent)")
+    })?;
     if let Some(trust) = &trust {
         signing::verify(&bom_ref, trust, args.insecure).map_err(|e| format!("the SBOM: {e}"))?;
     }

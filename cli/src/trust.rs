@@ -5,31 +5,32 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
+use crate::error::Error;
 use cozystack_packaging::keys::{self, Signer};
 use cozystack_packaging::signing::{self, Trust};
 use zeroize::Zeroizing;
 
 /// `--annotation k=v`, as clap parses it.
-pub fn parse_annotation(text: &str) -> Result<(String, String), String> {
+pub fn parse_annotation(text: &str) -> Result<(String, String), Error> {
     match text.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
-        _ => Err(format!("{text:?} is not KEY=VALUE")),
+        _ => Err(format!("{text:?} is not KEY=VALUE").into()),
     }
 }
 
 /// The private key's password: the environment variable `env` names, else asked on the
 /// terminal (twice when `confirm`, for a new key).
-pub fn password(key: &Path, env: Option<&str>, confirm: bool) -> Result<Zeroizing<String>, String> {
+pub fn password(key: &Path, env: Option<&str>, confirm: bool) -> Result<Zeroizing<String>, Error> {
     if let Some(name) = env {
-        return std::env::var(name).map(Zeroizing::new).map_err(|_| {
+        return Ok(std::env::var(name).map(Zeroizing::new).map_err(|_| {
             format!("--key-password-env {name}: the environment variable {name} is not set")
-        });
+        })?);
     }
     if !std::io::stdin().is_terminal() {
         return Err(format!(
             "{}: no password: there is no terminal to ask on; name an environment variable that holds it with --key-password-env",
             key.display()
-        ));
+        ).into());
     }
     let ask = |prompt: &str| {
         rpassword::prompt_password(prompt)
@@ -38,22 +39,26 @@ pub fn password(key: &Path, env: Option<&str>, confirm: bool) -> Result<Zeroizin
     };
     let first = ask(&format!("Password for {}: ", key.display()))?;
     if confirm && *ask("Again: ")? != *first {
-        return Err("the passwords differ".to_owned());
+        return Err("the passwords differ".into());
     }
     Ok(first)
 }
 
 /// The signer of the cosign private key at `path`.
-pub fn signer(path: &Path, password_env: Option<&str>) -> Result<Signer, String> {
-    let pem = Zeroizing::new(std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?);
+pub fn signer(path: &Path, password_env: Option<&str>) -> Result<Signer, Error> {
+    let pem = Zeroizing::new(std::fs::read(path).map_err(|e| Error::read(path, e))?);
     let password = password(path, password_env, false)?;
-    keys::signer(&pem, password.as_bytes(), &path.display().to_string()).map_err(|e| e.to_string())
+    Ok(keys::signer(
+        &pem,
+        password.as_bytes(),
+        &path.display().to_string(),
+    )?)
 }
 
 /// `--verify-key PUB` (a PEM `PUBLIC KEY`) with the annotations its signature must carry.
-pub fn read(path: &Path, annotations: &[(String, String)]) -> Result<Trust, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let key = keys::public_key(&pem, &path.display().to_string()).map_err(|e| e.to_string())?;
+pub fn read(path: &Path, annotations: &[(String, String)]) -> Result<Trust, Error> {
+    let pem = std::fs::read(path).map_err(|e| Error::read(path, e))?;
+    let key = keys::public_key(&pem, &path.display().to_string())?;
     Ok(Trust {
         key,
         annotations: annotations.iter().cloned().collect(),
@@ -62,11 +67,12 @@ pub fn read(path: &Path, annotations: &[(String, String)]) -> Result<Trust, Stri
 
 /// What to read `reference` by: with `trust`, the digest whose signature verified (never the
 /// tag again, so a tag moved in between is not read); without, the reference as given.
-pub fn pinned(reference: &str, trust: Option<&Trust>, insecure: bool) -> Result<String, String> {
+pub fn pinned(reference: &str, trust: Option<&Trust>, insecure: bool) -> Result<String, Error> {
     match trust {
-        Some(trust) => signing::verify(reference, trust, insecure)
-            .map(|signature| signature.immutable_ref)
-            .map_err(|e| e.to_string()),
+        Some(trust) => {
+            Ok(signing::verify(reference, trust, insecure)
+                .map(|signature| signature.immutable_ref)?)
+        }
         None => Ok(reference.to_owned()),
     }
 }
@@ -77,18 +83,10 @@ mod tests {
 
     #[test]
     fn annotations_are_key_equals_value() {
-        assert_eq!(
-            parse_annotation("env=prod=1"),
-            Ok(("env".into(), "prod=1".into()))
-        );
-        assert_eq!(
-            parse_annotation("=x"),
-            Err("\"=x\" is not KEY=VALUE".into())
-        );
-        assert_eq!(
-            parse_annotation("env"),
-            Err("\"env\" is not KEY=VALUE".into())
-        );
+        let parsed = |text| parse_annotation(text).map_err(|e| e.to_string());
+        assert_eq!(parsed("env=prod=1"), Ok(("env".into(), "prod=1".into())));
+        assert_eq!(parsed("=x"), Err("\"=x\" is not KEY=VALUE".into()));
+        assert_eq!(parsed("env"), Err("\"env\" is not KEY=VALUE".into()));
     }
 
     #[test]
@@ -100,7 +98,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "--key-password-env COZYSTACK_TEST_SURELY_UNSET: the environment variable COZYSTACK_TEST_SURELY_UNSET is not set"
         );
     }

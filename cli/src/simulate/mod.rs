@@ -18,6 +18,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use serde_json::{Value, json};
 
+use crate::error::Error;
 use oracle::Facts;
 use world::{Action, Actor, Judged, World, Writer, manifest};
 
@@ -156,7 +157,7 @@ impl Run<'_> {
         steps: usize,
         tally: &mut Tally,
         tick: &mut dyn FnMut(),
-    ) -> Result<(Vec<Action>, Option<Violation>), String> {
+    ) -> Result<(Vec<Action>, Option<Violation>), Error> {
         let mut rng = Pcg64::seed_from_u64(seed);
         let mut player = self.player();
         let mut played = Vec::new();
@@ -180,7 +181,7 @@ impl Run<'_> {
         &self,
         actions: &[Action],
         invariant: &str,
-    ) -> Result<Option<(usize, Violation)>, String> {
+    ) -> Result<Option<(usize, Violation)>, Error> {
         let mut player = self.player();
         for (i, action) in actions.iter().enumerate() {
             if let Some(violation) = player.step(action)?.violation
@@ -198,7 +199,7 @@ impl Run<'_> {
         &self,
         actions: Vec<Action>,
         violation: Violation,
-    ) -> Result<(Vec<Action>, Violation), String> {
+    ) -> Result<(Vec<Action>, Violation), Error> {
         let mut current = actions;
         let mut found = violation;
         loop {
@@ -250,7 +251,7 @@ const CHECKED: usize = 4;
 
 impl Player<'_> {
     /// Plays one action and checks what it left.
-    fn step(&mut self, action: &Action) -> Result<Stepped, String> {
+    fn step(&mut self, action: &Action) -> Result<Stepped, Error> {
         let played = self.world.play(action)?;
         self.steps += 1;
         let mut violation = None;
@@ -273,7 +274,7 @@ impl Player<'_> {
         &self,
         action: &Action,
         played: &world::Played,
-    ) -> Result<Option<Violation>, String> {
+    ) -> Result<Option<Violation>, Error> {
         let (Some(user), Some(before)) = (
             played.writes.iter().find(|j| j.writer == Writer::User),
             &played.before,
@@ -338,7 +339,7 @@ impl Player<'_> {
         &mut self,
         action: &Action,
         played: &world::Played,
-    ) -> Result<Option<Violation>, String> {
+    ) -> Result<Option<Violation>, Error> {
         let writes = &played.writes;
         // A stock component's write that follows an admitted request is never refused.
         if let Some(refused) = writes
@@ -589,7 +590,7 @@ pub fn scenario(
     actions: &[Action],
     violation: &Violation,
     seed: u64,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let start = &run.cluster;
     let before: std::collections::HashMap<_, Value> =
         start.values().map(|o| (index_key(&o), o)).collect();
@@ -647,7 +648,10 @@ pub fn scenario(
             }
         },
     };
-    serde_yaml::to_string(&[scenario]).map_err(|e| e.to_string())
+    serde_yaml::to_string(&[scenario]).map_err(|e| Error::Encode {
+        what: "the counterexample",
+        reason: e.to_string(),
+    })
 }
 
 /// What a denial for `invariant` says, as a pattern: the rule its messages cite.

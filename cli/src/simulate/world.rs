@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::apiserver;
 use crate::check::{Identity, evaluate, request};
+use crate::error::Error;
 use crate::state::State;
 use crate::writes::{self, Kinds, RELEASE_API};
 
@@ -247,12 +248,7 @@ impl<'p> World<'p> {
 
     /// Judges `request` on the current state, keeps it in `played`, and says whether it was
     /// admitted.
-    fn send(
-        &mut self,
-        writer: Writer,
-        request: Value,
-        played: &mut Played,
-    ) -> Result<bool, String> {
+    fn send(&mut self, writer: Writer, request: Value, played: &mut Played) -> Result<bool, Error> {
         let response = evaluate(self.policy, self.settings, &mut self.state, &request)?;
         let judged = Judged {
             writer,
@@ -306,14 +302,14 @@ impl<'p> World<'p> {
     }
 
     /// The audit scanner's replay of `object` on the current state (no userInfo).
-    pub fn replay(&mut self, object: &Value) -> Result<Value, String> {
+    pub fn replay(&mut self, object: &Value) -> Result<Value, Error> {
         let request = cozystack_policy_runtime::audit::replay_request(object)?;
         evaluate(self.policy, self.settings, &mut self.state, &request)
     }
 
     /// Plays `action`: its request, and when admitted, what cozystack-api and helm-controller
     /// write after it, each judged. Stops at the first refusal.
-    pub fn play(&mut self, action: &Action) -> Result<Played, String> {
+    pub fn play(&mut self, action: &Action) -> Result<Played, Error> {
         let mut played = Played::default();
         if let Action::Flux { applies, prunes } = action {
             self.flux(applies, prunes, &mut played)?;
@@ -518,7 +514,7 @@ impl<'p> World<'p> {
 
     /// helm-controller reconciles `release` (a Tenant's renders its chart, and its sub-tenants
     /// theirs): what changes is judged as it writes it, as Flux, and stops at a refusal.
-    fn render(&mut self, release: Value, played: &mut Played) -> Result<(), String> {
+    fn render(&mut self, release: Value, played: &mut Played) -> Result<(), Error> {
         let before = self.state.cluster().clone();
         self.state.put(release.clone());
         if writes::is_tenant_release(&release) {
@@ -568,7 +564,7 @@ impl<'p> World<'p> {
         applies: &[Value],
         prunes: &[Value],
         played: &mut Played,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let changes = crate::check::ChangeSet {
             applies: applies.iter().map(manifest).collect(),
             deletes: prunes.iter().map(manifest).collect(),
@@ -614,7 +610,7 @@ impl<'p> World<'p> {
     /// Tenants, each uninstalled the same way), then its module releases; then Helm deletes the
     /// child Namespace and the garbage collector the namespaces below it. Returns whether every
     /// write was admitted.
-    fn teardown(&mut self, release: &Value, played: &mut Played) -> Result<bool, String> {
+    fn teardown(&mut self, release: &Value, played: &mut Played) -> Result<bool, Error> {
         let mut terminating = release.clone();
         terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         self.state.put(terminating);
