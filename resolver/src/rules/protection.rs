@@ -320,8 +320,8 @@ fn namespaces(
     let looked_up = if let Some(hosts) = hosts {
         point_lookups(eval, hosts.iter())
     } else if at_stake.iter().all(|s| s.unreadable.is_empty()) {
-        if let Some(refusal) = sample(eval, rules, subject, at_stake, references, is_gone) {
-            return Err(refusal);
+        if let Some((class, list)) = sample(eval, at_stake, references, is_gone) {
+            return Err(protected(rules, subject, class, &list));
         }
         None
     } else {
@@ -392,16 +392,15 @@ fn point_lookups<'n>(
 }
 
 /// With many consumer namespaces of one class at stake: probes them in the order the message
-/// reads and refuses as soon as more referencing consumers than it shows are confirmed. `None`
-/// when the probes do not settle it (the caller then decides from the full namespace list).
-fn sample(
+/// reads, and as soon as more referencing consumers than a message shows are confirmed, gives
+/// the class and the list the refusal names. `None` when the probes do not settle it (the
+/// caller then decides from the full namespace list).
+fn sample<'s>(
     eval: &Evaluation,
-    rules: &KindRules,
-    subject: &Subject,
-    at_stake: &[AtStake],
+    at_stake: &'s [AtStake],
     references: &dyn Fn(&AtStake, &Namespace) -> bool,
     is_gone: &IsGone,
-) -> Option<Violation> {
+) -> Option<(&'s str, String)> {
     let [stake] = at_stake else {
         return None;
     };
@@ -432,8 +431,10 @@ fn sample(
             }
             confirmed += 1;
             if confirmed > SHOWN {
-                let list = format!("{} and more", shown.join(", "));
-                return Some(protected(rules, subject, stake.class.as_str(), &list));
+                return Some((
+                    stake.class.as_str(),
+                    format!("{} and more", shown.join(", ")),
+                ));
             }
             shown.push(shown_text(consumer));
         }
