@@ -1,4 +1,5 @@
 mod common;
+use common::Expect::{Allowed, Denied};
 use common::*;
 use cozystack_resolver::Operation::*;
 use cozystack_resolver::Settings;
@@ -6,70 +7,36 @@ use serde_json::json;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-#[test]
-fn second_tenant_singleton_is_denied_with_the_existing_instance_named() {
-    let verdict = decide(
-        &app(
-            Create,
-            "Monitoring",
-            "tenant-a",
-            "extra",
-            user("alice", &["tenant-a-admin"]),
+/// The count on the Cozystack-shaped cluster: Monitoring is `tenant/1`, and tenant-root,
+/// tenant-a and tenant-a-b hold one each.
+const COUNT: &[Case] = &[
+    Case {
+        name: "a second tenant singleton is refused, the one present named",
+        write: "CREATE Monitoring tenant-a/extra by alice tenant-a-admin",
+        expect: Denied(
+            "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
         ),
-        &cluster(),
-    );
-    assert_denied(
-        &verdict,
-        403,
-        "Monitoring: at most 1 per tenant tenant-a; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
-    );
-}
+    },
+    Case {
+        name: "the first in a tenant",
+        write: "CREATE Monitoring tenant-c/monitoring by carol tenant-c-admin",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "tenant scope counts neither the parent's nor the grandparent's",
+        write: "CREATE Monitoring tenant-a-b/monitoring by alice tenant-a-admin",
+        expect: Allowed(&[]),
+    },
+    Case {
+        name: "the object itself never counts (a background audit replays it as a CREATE)",
+        write: "CREATE Monitoring tenant-a/monitoring by alice tenant-a-admin",
+        expect: Allowed(&[]),
+    },
+];
 
 #[test]
-fn first_instance_in_a_tenant_is_admitted() {
-    let verdict = decide(
-        &app(
-            Create,
-            "Monitoring",
-            "tenant-c",
-            "monitoring",
-            user("carol", &["tenant-c-admin"]),
-        ),
-        &cluster(),
-    );
-    assert_allowed(&verdict, &[]);
-}
-
-#[test]
-fn tenant_scope_does_not_count_parent_or_child_tenants() {
-    // tenant-a-b's parent tenant-a and grandparent tenant-root both have a Monitoring.
-    let verdict = decide(
-        &app(
-            Create,
-            "Monitoring",
-            "tenant-a-b",
-            "monitoring",
-            user("alice", &["tenant-a-admin"]),
-        ),
-        &cluster(),
-    );
-    assert_allowed(&verdict, &[]);
-}
-
-#[test]
-fn the_object_itself_never_counts() {
-    // Background audit replays existing objects as CREATE: the instance must not count itself.
-    let verdict = decide(
-        &app(
-            Create,
-            "Monitoring",
-            "tenant-a",
-            "monitoring",
-            user("alice", &["tenant-a-admin"]),
-        ),
-        &cluster(),
-    );
-    assert_allowed(&verdict, &[]);
+fn count() {
+    run_table(COUNT, &cluster(), &Settings::default());
 }
 
 #[test]
