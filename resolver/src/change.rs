@@ -158,6 +158,7 @@ impl Entry {
         }
     }
 
+    /// The switch that renders or removes it, for a module of a Tenant's values.
     pub fn switch(&self) -> Option<&Switch> {
         match &self.origin {
             Origin::Switch(s) => Some(s),
