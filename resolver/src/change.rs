@@ -176,8 +176,11 @@ pub struct NewTenant {
 /// What one write does.
 #[derive(Default)]
 pub struct Change {
-    /// The app written through the apps API: who may author it is judged (visibility, edit).
-    pub authored: Option<Entry>,
+    /// The write comes through the apps API: who may author its app is judged (visibility,
+    /// edit), on [`Change::authored`].
+    pub through_api: bool,
+    /// The app an UPDATE through the apps API changes in place.
+    pub changed: Option<Entry>,
     /// The app whose HelmRelease is written directly: only the platform writes app releases.
     pub release: Option<Entry>,
     pub entering: Vec<Entry>,
@@ -188,6 +191,16 @@ pub struct Change {
 }
 
 impl Change {
+    /// The app written through the apps API: the one an UPDATE changes in place, else the
+    /// instance a CREATE or DELETE makes enter or leave its kind (first in its list, before the
+    /// modules a new Tenant switches on). One entry, so its release and rules are read once.
+    pub fn authored(&self) -> Option<&Entry> {
+        let moved = self.entering.first().or(self.leaving.first());
+        self.through_api
+            .then(|| self.changed.as_ref().or(moved))
+            .flatten()
+    }
+
     /// Normalises the request of `eval`. A malformed request is refused here; a write nothing
     /// judges (CONNECT, a status subresource, a release that is no app, a tenant's teardown)
     /// is the empty change.
@@ -262,7 +275,7 @@ fn application(eval: &Evaluation) -> Result<Change, Violation> {
         };
         tenant_values(eval, &mut change, &request.name, old, &new.spec)?;
     }
-    let direct = || Entry {
+    let direct = Entry {
         kind: request.kind.clone(),
         namespace: request.namespace.clone(),
         app: request.name.clone(),
@@ -271,11 +284,11 @@ fn application(eval: &Evaluation) -> Result<Change, Violation> {
         origin: Origin::Request,
     };
     match request.operation {
-        Operation::Create => change.entering.insert(0, direct()),
-        Operation::Delete => change.leaving.insert(0, direct()),
-        Operation::Update | Operation::Connect => {}
+        Operation::Create => change.entering.insert(0, direct),
+        Operation::Delete => change.leaving.insert(0, direct),
+        Operation::Update | Operation::Connect => change.changed = Some(direct),
     }
-    change.authored = Some(direct());
+    change.through_api = true;
     Ok(change)
 }
 

@@ -10,7 +10,7 @@ use crate::rules::Outcome;
 
 /// Judges the app the request authors through the apps API.
 pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
-    if let Some(app) = &change.authored
+    if let Some(app) = change.authored()
         && let (_, Some(rules)) = app.known(eval)?
     {
         check(eval, rules, &app.namespace, eval.verb())?;
