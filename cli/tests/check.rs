@@ -3,6 +3,8 @@
 //! each admitted write applied before the next, from a dump and live through a loopback API
 //! that answers SelfSubjectReview; its verdicts the module's own, byte for byte.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -12,15 +14,7 @@ use cozystack_policy::source::Source;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::{Value, json};
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = workspace().join("target/tmp/cli-check");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    dir.join(name)
-}
+use common::{scratch, workspace};
 
 fn write(name: &str, text: &str) -> PathBuf {
     let path = scratch(name);

@@ -4,6 +4,8 @@
 //! byte, read from the dump or live from a loopback API serving the same objects. One test per
 //! file, so the module is compiled once in process.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -13,9 +15,7 @@ use cozystack_policy::source::Source;
 use cozystack_policy::{preflight, settings};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::workspace;
 
 fn dir() -> PathBuf {
     workspace().join("cli/tests/dumps")

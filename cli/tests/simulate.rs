@@ -2,21 +2,14 @@
 //! through the embedded module and break no guarantee; a deployment that drops a stock
 //! protection is caught, and the counterexample it writes is an e2e scenario the module runs.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
 
 use cozystack_e2e::scenario::{self, Bundle};
 use cozystack_policy::source::Source;
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = workspace().join("target/tmp/cli-simulate");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    dir.join(name)
-}
+use common::{scratch, workspace};
 
 /// Runs `simulate` on the bundled cluster; exit code and stdout.
 fn simulate(settings: &str, args: &[&str]) -> (Option<i32>, String) {

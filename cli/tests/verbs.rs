@@ -2,6 +2,8 @@
 //! and on a live (loopback) API, `inspect`, `annotate` and `artifacthub` reproducing what the
 //! build ships.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -9,15 +11,7 @@ use cozystack_e2e::loopback;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = workspace().join("target/tmp/cli-verbs");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    dir.join(name)
-}
+use common::{scratch, workspace};
 
 fn cli() -> Command {
     let mut command = Command::cargo_bin("cozystack-policy").unwrap_or_else(|e| panic!("{e}"));
