@@ -290,7 +290,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode, Error> {
             eprintln!("refused: {why}");
             Ok(ExitCode::FAILURE)
         }
-        Err(e) => Err(Error::Invalid(e.to_string())),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -214,12 +214,6 @@ pub fn check_resolution(
     )))
 }
 
-/// Warnings for each consumed class the request's namespace resolves to no live provider:
-/// to none at all (the chart renders Cozystack's `awaiting-<class>` beacon), or to a
-/// namespace that runs no live provider of the class serving this one. The second is what a
-/// child of tenant-root sees: the Tenant chart copies the parent's `_namespace.<class>` into
-/// the child's labels whether or not the parent runs a provider, and the chart then points
-/// the app at a provider that is not there.
 /// Warns about an app the request creates where a class it consumes has no provider yet.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
     if !matches!(entry.origin, Origin::Request) || eval.request.operation != Operation::Create {
@@ -231,6 +225,12 @@ pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
     }
 }
 
+/// Warnings for each consumed class the request's namespace resolves to no live provider:
+/// to none at all (the chart renders Cozystack's `awaiting-<class>` beacon), or to a
+/// namespace that runs no live provider of the class serving this one. The second is what a
+/// child of tenant-root sees: the Tenant chart copies the parent's `_namespace.<class>` into
+/// the child's labels whether or not the parent runs a provider, and the chart then points
+/// the app at a provider that is not there.
 fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<String>, Violation> {
     if rules.capability.consumes.is_empty() {
         return Ok(Vec::new());
