@@ -113,8 +113,15 @@ fn one_definition(listed: Vec<Definition>) -> Option<Result<Definition, RuleErro
     first.map(Ok)
 }
 
-/// A kind's release prefix: the definition's, else a `releasePrefixes` entry, else the default.
-fn prefix_of(definition: Option<String>, sources: Option<&Sources>) -> Option<String> {
+/// A kind's release prefix, the one statement of its sources' order: the definition's, else a
+/// `releasePrefixes` entry, else the built-in row's (with rules), else the built-in prefix of a
+/// kind examined without rules. A block the settings give a kind changes none of these: the
+/// prefix names its releases whatever rules it has.
+fn prefix_of(
+    definition: Option<String>,
+    sources: Option<&Sources>,
+    builtin: Option<&'static str>,
+) -> Option<String> {
     definition
         .or_else(|| sources.and_then(|s| s.prefix.clone()))
         .or_else(|| {
@@ -122,6 +129,7 @@ fn prefix_of(definition: Option<String>, sources: Option<&Sources>) -> Option<St
                 .and_then(|s| s.defaults)
                 .map(|d| d.release_prefix.to_owned())
         })
+        .or_else(|| builtin.map(str::to_owned))
 }
 
 /// The rules of `kind` from its definition over what `sources` (if any) hold.
@@ -129,6 +137,7 @@ fn make_rules(
     kind: &str,
     definition: Option<Result<Definition, RuleError>>,
     sources: Option<&Sources>,
+    builtin_prefix: Option<&'static str>,
 ) -> Result<Option<KindRules>, RuleError> {
     let (fields, prefix) = match definition.transpose()? {
         Some(definition) => (Some(definition.rule_fields()?), definition.release_prefix),
@@ -145,7 +154,7 @@ fn make_rules(
         (Some(settings), Some(defaults)) => Some(settings.over(&defaults)),
         (settings, defaults) => defaults.or_else(|| settings.cloned()),
     };
-    let prefix = prefix_of(prefix, sources);
+    let prefix = prefix_of(prefix, sources, builtin_prefix);
     Ok(
         KindRules::merge(kind, fields.as_ref(), lower.as_ref()).map(|mut rules| {
             rules.release_prefix = prefix;
@@ -214,14 +223,17 @@ impl DefinitionSet {
     pub fn get(&self, kind: &str) -> Result<Option<&KindRules>, RuleError> {
         let listed = self.listed.find(kind);
         let definition = || listed.and_then(|index| one_definition(self.listed.definitions(index)));
+        let builtin = self.builtin_prefix(kind);
         let rules = match (
             self.kinds.get(kind),
             listed.and_then(|i| self.listed_rules.get(i)),
         ) {
             (Some(sources), _) => sources
                 .rules
-                .get_or_init(|| make_rules(kind, definition(), Some(sources))),
-            (None, Some(cell)) => cell.get_or_init(|| make_rules(kind, definition(), None)),
+                .get_or_init(|| make_rules(kind, definition(), Some(sources), builtin)),
+            (None, Some(cell)) => {
+                cell.get_or_init(|| make_rules(kind, definition(), None, builtin))
+            }
             (None, None) => return Ok(None),
         };
         match rules {
@@ -244,11 +256,14 @@ impl DefinitionSet {
         Ok(prefix_of(
             definition.and_then(|d| d.release_prefix),
             self.kinds.get(kind),
-        )
-        .or_else(|| {
-            let index = self.prefixes_only.binary_search_by(|(k, _)| (*k).cmp(kind));
-            index.ok().map(|i| self.prefixes_only[i].1.to_owned())
-        }))
+            self.builtin_prefix(kind),
+        ))
+    }
+
+    /// The built-in prefix of a kind examined without rules, when this set names such kinds.
+    fn builtin_prefix(&self, kind: &str) -> Option<&'static str> {
+        let index = self.prefixes_only.binary_search_by(|(k, _)| (*k).cmp(kind));
+        index.ok().map(|i| self.prefixes_only[i].1)
     }
 
     /// The same set, naming the releases of rule-less kinds no other source states a prefix
