@@ -265,7 +265,11 @@ fn application(eval: &Evaluation) -> Result<Change, Violation> {
         return Ok(Change::default());
     }
     let mut change = Change::default();
+    // A Tenant being deleted renders nothing again (helm-controller only uninstalls a release
+    // that carries a deletionTimestamp, `reconcileDelete`): an edit of its values switches no
+    // module, its modules go with the teardown.
     if request.kind == TENANT_KIND
+        && !is_terminating(&request.old_object)
         && let Some(new) = &request.object
     {
         // An Application's spec is the Helm values.
@@ -370,7 +374,8 @@ fn helm_release(eval: &Evaluation) -> Result<Change, Violation> {
     // namespace, and its values switch modules either way.
     let stays_tenant = request.operation == Operation::Update
         && identity.kind == TENANT_KIND
-        && same_kind(&old, &new);
+        && same_kind(&old, &new)
+        && !is_terminating(&request.old_object);
     let new_tenant = entering.is_some_and(|i| i.kind == TENANT_KIND);
     if (new_tenant || stays_tenant)
         && let Some(name) = request.name.strip_prefix(TENANT_RELEASE_PREFIX)

@@ -329,6 +329,74 @@ fn a_tenant_being_deleted_renders_its_modules_no_more() {
 }
 
 #[test]
+fn a_switch_off_over_a_module_being_deleted_is_not_protected_again() {
+    let switch_off = || {
+        tenant(
+            "tenant-root",
+            "a",
+            Some(json!({"monitoring": true})),
+            json!({"monitoring": false}),
+        )
+    };
+    let off_message = format!(
+        "Tenant tenant-root/a: turning monitoring off removes Monitoring tenant-a/monitoring: {A_MONITORING_HELD}"
+    );
+    let mut snapshot = stock();
+    assert_denied(&decide(&switch_off(), &snapshot), 403, &off_message);
+    // Its DELETE was admitted (the consumers came later) and helm-controller is uninstalling
+    // it: the switch decides nothing the DELETE did not, as the same module's DELETE again.
+    snapshot
+        .instances
+        .iter_mut()
+        .find(|i| i.kind == "Monitoring" && i.namespace == "tenant-a")
+        .unwrap()
+        .terminating = true;
+    assert_allowed(&decide(&switch_off(), &snapshot), &[]);
+    let mut delete = app(Delete, "Monitoring", "tenant-a", "monitoring", root_owner());
+    delete.old_object.as_mut().unwrap().terminating = true;
+    assert_allowed(&decide(&delete, &snapshot), &[]);
+}
+
+#[test]
+fn an_edit_of_a_tenant_being_deleted_switches_nothing() {
+    // helm-controller uninstalls a release carrying a deletionTimestamp and renders it no
+    // more (`reconcileDelete`): turning a switch off in its values removes nothing.
+    let snapshot = stock();
+    let mut edit = tenant(
+        "tenant-root",
+        "a",
+        Some(json!({"monitoring": true})),
+        json!({"monitoring": false}),
+    );
+    edit.old_object.as_mut().unwrap().terminating = true;
+    assert_allowed(&decide(&edit, &snapshot), &[]);
+    // The same edit of a live Tenant removes the module, which is protected.
+    edit.old_object.as_mut().unwrap().terminating = false;
+    assert_denied(
+        &decide(&edit, &snapshot),
+        403,
+        &format!(
+            "Tenant tenant-root/a: turning monitoring off removes Monitoring tenant-a/monitoring: {A_MONITORING_HELD}"
+        ),
+    );
+    // The release path, as cozystack-api or Flux writes the Tenant's HelmRelease.
+    let flux = user("system:serviceaccount:cozy-fluxcd:flux", &[]);
+    let mut release = release(
+        Update,
+        "tenant-root",
+        "tenant-a",
+        release_labels("Tenant", "a"),
+        flux,
+    );
+    release.old_object.as_mut().unwrap().spec = json!({"values": {"monitoring": true}});
+    release.object.as_mut().unwrap().spec = json!({"values": {"monitoring": false}});
+    let verdict = decide(&release, &snapshot);
+    assert!(!verdict.warnings.is_empty(), "{verdict:?}");
+    release.old_object.as_mut().unwrap().terminating = true;
+    assert_allowed(&decide(&release, &snapshot), &[]);
+}
+
+#[test]
 fn the_root_tenant_is_deleted_by_the_platform_only() {
     let delete = |who| app(Delete, "Tenant", "tenant-root", "root", who);
     // A super-admin of tenant-root has apps.cozystack.io */* there, and one API edit of the

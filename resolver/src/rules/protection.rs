@@ -260,6 +260,11 @@ fn at_stake<'d>(
             let shares = provider.capability.share == Share::Children;
             for i in eval.instances(provider)?.iter() {
                 if is_self(&provider.kind, &i) {
+                    // Already being deleted (a switch turned off over a module its DELETE left
+                    // uninstalling): protection decided at that DELETE, as for an API DELETE.
+                    if i.terminating {
+                        return Ok(Vec::new());
+                    }
                     self_listed = true;
                 } else if after == After::LabelsStay
                     && i.namespace == namespace
