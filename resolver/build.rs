@@ -16,9 +16,15 @@ fn main() {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let stock: Stock =
         serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let code = generate(&stock).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("builtin.rs");
-    std::fs::write(&out, code).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    for (file, code) in [
+        ("builtin.rs", generate(&stock)),
+        ("releases.rs", releases(&stock)),
+    ] {
+        let code = code.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let out = out.join(file);
+        std::fs::write(&out, code).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    }
 }
 
 #[derive(Deserialize)]
@@ -29,6 +35,23 @@ struct Stock {
     kinds: Vec<Kind>,
     unruled: Vec<Unruled>,
     rendered: Vec<Rendered>,
+    releases: Vec<Release>,
+}
+
+/// A row of the support matrix.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Release {
+    release: String,
+    commit: String,
+    version_stamp: u32,
+    ancestor_labels: String,
+    #[serde(default)]
+    lacks: Vec<String>,
+    #[serde(default)]
+    off_slot: BTreeMap<String, String>,
+    #[serde(default)]
+    api_refuses: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -78,6 +101,60 @@ struct Rendered {
     // not the module's: its path would be most of the table's bytes.
     #[allow(dead_code)]
     rendered_by: String,
+}
+
+/// The `OffSlot` variant a table's text names.
+fn off_slot(kind: &str, text: &str) -> Result<&'static str, String> {
+    match text {
+        "never renders" => Ok("OffSlot::NeverRenders"),
+        "runs; deleting it drops its volumes" => Ok("OffSlot::DropsVolumes"),
+        "runs" => Ok("OffSlot::Runs"),
+        other => Err(format!("{kind}: unknown off-slot behaviour {other:?}")),
+    }
+}
+
+/// The Rust source of `RELEASES`, the support matrix, checked against the kinds it names.
+fn releases(stock: &Stock) -> Result<String, String> {
+    let known = |kind: &str| {
+        stock.kinds.iter().any(|k| k.kind == kind) || stock.unruled.iter().any(|u| u.kind == kind)
+    };
+    let mut code =
+        "/// The supported Cozystack releases, oldest first, from `stock-rules.yaml`.\npub static RELEASES: &[ReleaseRow] = &[\n".to_owned();
+    for r in &stock.releases {
+        let name = &r.release;
+        if let Some(kind) = r.lacks.iter().chain(r.off_slot.keys()).find(|k| !known(k)) {
+            return Err(format!(
+                "release {name}: {kind} is no kind of the stock rule set"
+            ));
+        }
+        let ancestor_labels = match r.ancestor_labels.as_str() {
+            "full" | "parentPrefixes" => variant(&r.ancestor_labels, "ancestorLabels", name)?,
+            other => return Err(format!("release {name}: unknown ancestorLabels {other:?}")),
+        };
+        let mut off_slots = Vec::new();
+        for (kind, text) in &r.off_slot {
+            off_slots.push(format!("({kind:?}, {})", off_slot(kind, text)?));
+        }
+        let mut refuses = Vec::new();
+        for validation in &r.api_refuses {
+            refuses.push(format!(
+                "ApiValidation::{}",
+                variant(validation, "apiRefuses", name)?
+            ));
+        }
+        writeln!(
+            code,
+            "    ReleaseRow {{ name: {name:?}, commit: {:?}, version_stamp: {}, ancestor_labels: AncestorLabels::{ancestor_labels}, lacks: {}, off_slot: &[{}], api_refuses: &[{}] }},",
+            r.commit,
+            r.version_stamp,
+            list(&r.lacks),
+            off_slots.join(", "),
+            refuses.join(", "),
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    code.push_str("];\n");
+    Ok(code)
 }
 
 /// `module` → `Module`: the variant a value names.
@@ -131,11 +208,8 @@ fn generate(stock: &Stock) -> Result<String, String> {
             Some(share) => format!("Some(Share::{})", variant(share, "share", name)?),
         };
         let off_slot = match k.off_slot.as_deref() {
-            None => "None",
-            Some("never renders") => "Some(OffSlot::NeverRenders)",
-            Some("runs; deleting it drops its volumes") => "Some(OffSlot::DropsVolumes)",
-            Some("runs") => "Some(OffSlot::Runs)",
-            Some(other) => return Err(format!("{name}: unknown off-slot behaviour {other:?}")),
+            None => "None".to_owned(),
+            Some(text) => format!("Some({})", off_slot(name, text)?),
         };
         writeln!(
             code,

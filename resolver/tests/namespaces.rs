@@ -233,3 +233,166 @@ fn deleting_a_tenant_namespace_hosting_a_referenced_provider_is_admitted() {
     assert_allowed(&verdict, &[]);
     assert!(recording.calls.borrow().is_empty());
 }
+
+/// Settings naming a Cozystack release (`None`: any supported one).
+fn on(release: Option<&str>) -> cozystack_resolver::Settings {
+    match release {
+        Some(name) => {
+            cozystack_resolver::Settings::from_json(&format!(r#"{{"cozystackRelease": "{name}"}}"#))
+                .unwrap()
+        }
+        None => Default::default(),
+    }
+}
+
+/// The chain v1.5.0–v1.5.3's Tenant chart writes: itself and its parent's dash-prefixes.
+fn short_chain(name: &str, providers: &[(&str, &str)]) -> cozystack_resolver::tenant::Labels {
+    let mut labels = ns_labels(name, providers);
+    labels.remove("tenant.cozystack.io/tenant-root");
+    labels
+}
+
+const SHORT_REFUSED: &str = "namespace tenant-a-b: tenant ancestor labels disagree with the tenant naming rule (missing tenant.cozystack.io/tenant-root); the platform must write exactly the chain the name implies (tenant-root carries none)";
+
+#[test]
+fn each_release_s_chart_writes_its_own_ancestor_chain() {
+    // helm-controller creates tenant-a-b's Namespace as the release's Tenant chart renders it.
+    let create = |labels| {
+        let mut request =
+            namespace_update("tenant-a-b", Default::default(), labels, user(FLUX, &[]));
+        request.operation = Operation::Create;
+        request.old_object = None;
+        request
+    };
+    let short = short_chain("tenant-a-b", &[("monitoring", "tenant-a")]);
+    let full = ns_labels("tenant-a-b", &[("monitoring", "tenant-a")]);
+    for release in [None, Some("v1.5.0"), Some("v1.5.3")] {
+        let settings = on(release);
+        for labels in [&short, &full] {
+            let verdict =
+                cozystack_resolver::evaluate(&create(labels.clone()), &settings, &cluster());
+            assert_allowed(&verdict, &[]);
+        }
+    }
+    for release in ["v1.5.4", "v1.6.0", "v1.6.2", "main"] {
+        let settings = on(Some(release));
+        let verdict = cozystack_resolver::evaluate(&create(short.clone()), &settings, &cluster());
+        assert_denied(&verdict, 403, SHORT_REFUSED);
+        let verdict = cozystack_resolver::evaluate(&create(full.clone()), &settings, &cluster());
+        assert_allowed(&verdict, &[]);
+    }
+}
+
+#[test]
+fn a_write_that_leaves_an_older_chain_as_it_was_is_not_refused_for_it() {
+    // Upgraded to v1.5.4 (no backfill) or v1.6 (migration 49, best-effort): a namespace can
+    // still hold the shorter chain when the capability reconciler relabels a provider.
+    let old = short_chain("tenant-a-b", &[("monitoring", "tenant-a")]);
+    let mut new = old.clone();
+    new.insert(
+        "namespace.cozystack.io/capability.monitoring".into(),
+        "tenant-a".into(),
+    );
+    let controller = "system:serviceaccount:cozy-system:cozystack-controller";
+    for release in ["v1.5.4", "main"] {
+        let verdict = cozystack_resolver::evaluate(
+            &namespace_update(
+                "tenant-a-b",
+                old.clone(),
+                new.clone(),
+                user(controller, &[]),
+            ),
+            &on(Some(release)),
+            &cluster(),
+        );
+        assert_allowed(&verdict, &[]);
+    }
+    // Helm's upgrade to the full chain adds tenant-root: admitted; taking it away again is not.
+    let full = ns_labels("tenant-a-b", &[("monitoring", "tenant-a")]);
+    let upgrade = namespace_update("tenant-a-b", old.clone(), full.clone(), user(FLUX, &[]));
+    assert_allowed(
+        &cozystack_resolver::evaluate(&upgrade, &on(Some("v1.6.0")), &cluster()),
+        &[],
+    );
+    let drop = namespace_update("tenant-a-b", full, old, user(FLUX, &[]));
+    assert_denied(
+        &cozystack_resolver::evaluate(&drop, &on(Some("main")), &cluster()),
+        403,
+        SHORT_REFUSED,
+    );
+}
+
+#[test]
+fn on_every_release_a_tenant_writes_no_ancestor_label() {
+    let old = short_chain("tenant-a-b", &[("monitoring", "tenant-a")]);
+    let mut forged = old.clone();
+    forged.insert("tenant.cozystack.io/tenant-root".into(), String::new());
+    let mut dropped = old.clone();
+    dropped.remove("tenant.cozystack.io/tenant-a");
+    for release in [None, Some("v1.5.3"), Some("main")] {
+        for (new, key) in [
+            (&forged, "tenant.cozystack.io/tenant-root"),
+            (&dropped, "tenant.cozystack.io/tenant-a"),
+        ] {
+            let verdict = cozystack_resolver::evaluate(
+                &namespace_update(
+                    "tenant-a-b",
+                    old.clone(),
+                    new.clone(),
+                    user("alice", &["tenant-a-admin"]),
+                ),
+                &on(release),
+                &cluster(),
+            );
+            assert_denied(
+                &verdict,
+                403,
+                &format!(
+                    "Namespace tenant-a-b: labels {key} are managed by the Cozystack platform and alice may not set, change or remove them; ask a platform administrator"
+                ),
+            );
+        }
+    }
+}
+
+#[test]
+fn a_switch_of_a_kind_the_release_does_not_serve_renders_nothing() {
+    // Under the built-in rule set every stock kind is served; v1.6's Tenant chart has no
+    // computeplane switch, so a Tenant's computeplane value renders nothing there.
+    let settings = |release: &str| {
+        cozystack_resolver::Settings::from_json(&format!(
+            r#"{{"definitionSource": "builtin", "cozystackRelease": "{release}"}}"#
+        ))
+        .unwrap()
+    };
+    let mut request = app(
+        Operation::Update,
+        "Tenant",
+        "tenant-root",
+        "a",
+        user(FLUX, &[]),
+    );
+    request.old_object.as_mut().unwrap().spec = serde_json::json!({});
+    request.object.as_mut().unwrap().spec = serde_json::json!({"computeplane": true});
+    let snapshot = cluster();
+    let recording = Recording::new(&snapshot);
+    let verdict = cozystack_resolver::evaluate(&request, &settings("v1.6.2"), &recording);
+    assert_allowed(&verdict, &[]);
+    assert!(
+        recording.calls.borrow().is_empty(),
+        "{:?}",
+        recording.calls.borrow()
+    );
+    let recording = Recording::new(&snapshot);
+    cozystack_resolver::evaluate(&request, &settings("main"), &recording);
+    // On main the module it creates is counted.
+    assert!(
+        recording
+            .calls
+            .borrow()
+            .iter()
+            .any(|c| c.contains("ComputePlane")),
+        "{:?}",
+        recording.calls.borrow()
+    );
+}

@@ -116,8 +116,11 @@ proptest! {
         name in "[a-z-]{0,20}", keys in prop::collection::vec("[a-z-]{0,12}", 0..6), value in "[a-z]{0,2}"
     ) {
         let labels = keys.iter().map(|k| (format!("tenant.cozystack.io/{k}"), value.clone())).collect();
-        if let Err(err) = cozystack_resolver::tenant::place(&name, &labels) {
-            prop_assert!(!err.to_string().contains('\n'));
+        use cozystack_resolver::tenant::AncestorLabels::*;
+        for accepted in [&[Full][..], &[Full, ParentPrefixes][..]] {
+            if let Err(err) = cozystack_resolver::tenant::place(&name, &labels, accepted) {
+                prop_assert!(!err.to_string().contains('\n'));
+            }
         }
     }
 }

@@ -142,6 +142,11 @@ impl<'a> Evaluation<'a> {
     /// chart renders with no definition, Gateway, is served); the other sources read no
     /// definition, and `tenantModules` states which switches render.
     pub fn serves(&self, kind: &str) -> Result<bool, Violation> {
+        // A kind the release has no definition of (ComputePlane before main) renders nothing,
+        // whatever the rule set says of it.
+        if !self.settings.judged().serves(kind) {
+            return Ok(false);
+        }
         if self.settings.definition_source != DefinitionSource::ApplicationDefinitions {
             return Ok(true);
         }
@@ -327,7 +332,7 @@ impl<'a> Evaluation<'a> {
             });
         }
         let ns = self.namespace(name)?;
-        tenant::place(&ns.name, &ns.labels).map_err(|err| {
+        tenant::place(&ns.name, &ns.labels, self.settings.judged().ancestor_labels()).map_err(|err| {
             Violation::rule(format!(
                 "{err}; the policy cannot place the request in the tenant tree — ask a platform administrator to repair the namespace labels"
             ))

@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::model::error::{RuleError, decode_json};
 use crate::model::kinds::{KindBlocks, RuleFields};
+use crate::model::release::{Judged, Release};
 
 /// What happens when a platform identity would break a cardinality or protection rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -102,6 +103,11 @@ pub struct Settings {
     /// rules that depend on state, not on the writer; the API server never sends such a
     /// request, since every authenticated or anonymous user has a `system:` group.
     pub audit_scanner_username: String,
+    /// The Cozystack release the cluster runs (`v1.5.3`, …, `main`): the policy judges what
+    /// that release's charts render (docs/releases.md). Unset, it admits what any supported
+    /// release renders.
+    #[schemars(with = "Option<Release>")]
+    pub cozystack_release: Option<Release>,
 }
 
 /// Given names are decoded as strings: the module's deserialiser of a string list serves them,
@@ -206,11 +212,17 @@ impl Default for Settings {
             definition_source: DefinitionSource::ApplicationDefinitions,
             release_prefixes: BTreeMap::new(),
             audit_scanner_username: String::new(),
+            cozystack_release: None,
         }
     }
 }
 
 impl Settings {
+    /// The release the policy judges for (`None`: any supported one).
+    pub fn judged(&self) -> Judged {
+        Judged(self.cozystack_release)
+    }
+
     /// Decodes settings JSON and checks every field, naming the exact path of the first
     /// problem: what `validate_settings` answers.
     pub fn from_json(json: &str) -> Result<Settings, RuleError> {
@@ -381,10 +393,24 @@ mod tests {
     }
 
     #[test]
+    fn the_release_is_one_the_matrix_supports() {
+        let settings = Settings::from_json(r#"{"cozystackRelease": "v1.5.3"}"#).unwrap();
+        assert_eq!(settings.judged().describe(), "Cozystack v1.5.3");
+        assert_eq!(
+            err(r#"{"cozystackRelease": "v1.7.0"}"#),
+            "cozystackRelease: \"v1.7.0\" is not a supported Cozystack release (supported: v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main)"
+        );
+        assert_eq!(
+            Settings::default().judged().describe(),
+            "any supported Cozystack release (v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main)"
+        );
+    }
+
+    #[test]
     fn precise_errors() {
         assert_eq!(
             err(r#"{"platformWriter":"warn"}"#),
-            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `platformServiceAccountNamespaces`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `tenantServiceAccountsAreAdmins`, `attachableClasses`, `tenantModules`, `platformWriters`, `legacyProviderClasses`, `definitions`, `definitionSource`, `releasePrefixes`, `auditScannerUsername`"
+            "platformWriter: unknown field `platformWriter`, expected one of `platformUsers`, `platformGroups`, `platformServiceAccountNamespaces`, `teardownUsers`, `tenantAdminGroupSuffixes`, `tenantGroupPrefix`, `tenantServiceAccountsAreAdmins`, `attachableClasses`, `tenantModules`, `platformWriters`, `legacyProviderClasses`, `definitions`, `definitionSource`, `releasePrefixes`, `auditScannerUsername`, `cozystackRelease`"
         );
         assert_eq!(
             err(r#"{"platformWriters":"ignore"}"#),

@@ -24,6 +24,17 @@ const TENANT_NS_PREFIX: &str = "tenant-";
 
 pub type Labels = BTreeMap<String, String>;
 
+/// The ancestor labels a release's Tenant chart writes on a tenant Namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AncestorLabels {
+    /// `tenant.ancestorTenantLabels` (`_helpers.tpl`, v1.5.4 and v1.6.0 on): tenant-root and every
+    /// dash-prefix of the name, itself included.
+    Full,
+    /// `splitList "-" .Release.Namespace` (`namespace.yaml`, v1.5.3 and before): itself and the
+    /// dash-prefixes of its parent's name, so below the root's children tenant-root is missing.
+    ParentPrefixes,
+}
+
 /// A namespace's place in the tenant tree: its chain of tenant namespaces, root first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
@@ -130,12 +141,18 @@ pub fn looks_like_tenant(name: &str) -> bool {
 
 /// Places `namespace` in the tenant tree from its labels, cross-checked with the naming rule.
 ///
-/// - a tenant namespace (`tenant-…`) must carry exactly the chain its name implies;
+/// - a tenant namespace (`tenant-…`) must carry exactly the chain its name implies, in one of
+///   the `accepted` forms (a release's Tenant chart writes one; see [`AncestorLabels`]);
 /// - any other namespace may carry a chain (it then belongs to the deepest tenant in it), or
-///   none (it belongs to no tenant); the chain must be one the naming rule can produce.
+///   none (it belongs to no tenant); the chain must be one the naming rule can produce, in full
+///   (no chart writes it, so no release shortens it).
 ///
 /// Every Namespace write by the platform is placed: the sets borrow the labels and the chain.
-pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError> {
+pub fn place(
+    namespace: &str,
+    labels: &Labels,
+    accepted: &[AncestorLabels],
+) -> Result<Placement, TenantError> {
     let mut claimed = Vec::new();
     for (key, value) in labels {
         if let Some(ancestor) = key.strip_prefix(ANCESTOR_PREFIX) {
@@ -178,7 +195,13 @@ pub fn place(namespace: &str, labels: &Labels) -> Result<Placement, TenantError>
             .filter(|t| *t != ROOT || chain.len() > 1)
             .chain(owned_by_root.then_some(ROOT)),
     );
-    if claimed != expected {
+    // The shorter chain of the older Tenant chart: the full one without tenant-root, for a
+    // tenant namespace below the root's children.
+    let shorter = looks_like_tenant(namespace)
+        && chain.len() > 2
+        && accepted.contains(&AncestorLabels::ParentPrefixes)
+        && claimed == StrSet::of(expected.iter().filter(|t| *t != ROOT));
+    if claimed != expected && !shorter {
         let labelled = |set: &mut dyn Iterator<Item = &str>| {
             set.map(|t| format!("{ANCESTOR_PREFIX}{t}"))
                 .collect::<Vec<_>>()
@@ -240,6 +263,9 @@ mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
+    const FULL: &[AncestorLabels] = &[AncestorLabels::Full];
+    const EITHER: &[AncestorLabels] = &[AncestorLabels::Full, AncestorLabels::ParentPrefixes];
+
     fn labels(keys: &[&str]) -> Labels {
         keys.iter()
             .map(|k| (format!("{ANCESTOR_PREFIX}{k}"), String::new()))
@@ -265,12 +291,13 @@ mod tests {
         let placed = place(
             "tenant-a-b",
             &labels(&["tenant-root", "tenant-a", "tenant-a-b"]),
+            FULL,
         )
         .unwrap();
         assert_eq!(placed.owner(), Some("tenant-a-b"));
         assert!(placed.is_within("tenant-a"));
 
-        let err = place("tenant-a-b", &labels(&["tenant-root", "tenant-a-b"])).unwrap_err();
+        let err = place("tenant-a-b", &labels(&["tenant-root", "tenant-a-b"]), FULL).unwrap_err();
         assert_eq!(
             err.to_string(),
             "namespace tenant-a-b: tenant ancestor labels disagree with the tenant naming rule (missing tenant.cozystack.io/tenant-a)"
@@ -278,6 +305,7 @@ mod tests {
         let err = place(
             "tenant-a",
             &labels(&["tenant-root", "tenant-a", "tenant-c"]),
+            FULL,
         )
         .unwrap_err();
         assert_eq!(
@@ -287,9 +315,46 @@ mod tests {
     }
 
     #[test]
+    fn the_older_chart_s_shorter_chain_is_accepted_where_its_release_writes_it() {
+        // v1.5.3's Tenant chart: tenant-ktj-htdev carries tenant-ktj and itself.
+        let short = labels(&["tenant-ktj", "tenant-ktj-htdev"]);
+        let placed = place("tenant-ktj-htdev", &short, EITHER).unwrap();
+        assert_eq!(
+            placed.chain,
+            vec!["tenant-root", "tenant-ktj", "tenant-ktj-htdev"]
+        );
+        assert_eq!(
+            place("tenant-ktj-htdev", &short, FULL)
+                .unwrap_err()
+                .to_string(),
+            "namespace tenant-ktj-htdev: tenant ancestor labels disagree with the tenant naming rule (missing tenant.cozystack.io/tenant-root)"
+        );
+        // Only tenant-root may be missing, and only below the root's children.
+        for (name, keys) in [
+            ("tenant-ktj-htdev", &["tenant-root", "tenant-ktj-htdev"][..]),
+            ("tenant-ktj-htdev", &["tenant-ktj"][..]),
+            ("tenant-ktj", &["tenant-ktj"][..]),
+            ("tenant-a-b-c", &["tenant-a-b", "tenant-a-b-c"][..]),
+        ] {
+            assert!(
+                place(name, &labels(keys), EITHER).is_err(),
+                "{name} {keys:?}"
+            );
+        }
+        assert!(
+            place(
+                "tenant-a-b-c",
+                &labels(&["tenant-a", "tenant-a-b", "tenant-a-b-c"]),
+                EITHER
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
     fn root_carries_no_ancestor_label() {
-        assert_eq!(place(ROOT, &Labels::new()).unwrap().chain, vec![ROOT]);
-        let err = place(ROOT, &labels(&["tenant-root"])).unwrap_err();
+        assert_eq!(place(ROOT, &Labels::new(), FULL).unwrap().chain, vec![ROOT]);
+        let err = place(ROOT, &labels(&["tenant-root"]), FULL).unwrap_err();
         assert!(
             err.to_string()
                 .contains("unexpected tenant.cozystack.io/tenant-root")
@@ -301,22 +366,25 @@ mod tests {
         let mut l = labels(&["tenant-root", "tenant-a"]);
         l.insert("tenant.cozystack.io/tenant-a".into(), "x".into());
         assert_eq!(
-            place("tenant-a", &l).unwrap_err().to_string(),
+            place("tenant-a", &l, FULL).unwrap_err().to_string(),
             "namespace tenant-a: ancestor label tenant.cozystack.io/tenant-a must have an empty value, not \"x\""
         );
     }
 
     #[test]
     fn other_namespaces_belong_to_their_deepest_labelled_tenant() {
-        assert_eq!(place("cozy-system", &Labels::new()).unwrap().owner(), None);
-        let placed = place("vm-disks", &labels(&["tenant-root", "tenant-a"])).unwrap();
+        assert_eq!(
+            place("cozy-system", &Labels::new(), FULL).unwrap().owner(),
+            None
+        );
+        let placed = place("vm-disks", &labels(&["tenant-root", "tenant-a"]), FULL).unwrap();
         assert_eq!(placed.owner(), Some("tenant-a"));
-        let err = place("vm-disks", &labels(&["tenant-a"])).unwrap_err();
+        let err = place("vm-disks", &labels(&["tenant-a"]), EITHER).unwrap_err();
         assert!(
             err.to_string()
                 .contains("missing tenant.cozystack.io/tenant-root")
         );
-        let placed = place("shared", &labels(&["tenant-root"])).unwrap();
+        let placed = place("shared", &labels(&["tenant-root"]), FULL).unwrap();
         assert_eq!(placed.owner(), Some("tenant-root"));
     }
 
@@ -379,7 +447,7 @@ mod tests {
 
     #[test]
     fn invalid_tenant_names_are_rejected() {
-        let err = place("tenant-Bad", &Labels::new()).unwrap_err();
+        let err = place("tenant-Bad", &Labels::new(), FULL).unwrap_err();
         assert!(matches!(err, TenantError::InvalidName { .. }));
     }
 }

@@ -7,7 +7,7 @@
 use crate::change::Change;
 use crate::model::collect::StrSet;
 use crate::model::evaluation::Evaluation;
-use crate::model::tenant::{self, ANCESTOR_PREFIX, Labels};
+use crate::model::tenant::{self, ANCESTOR_PREFIX, AncestorLabels, Labels};
 use crate::model::verdict::{BAD_REQUEST, Violation, list_some};
 use crate::rules::Outcome;
 use crate::rules::capability::{self, is_provider_key, provider_class};
@@ -52,7 +52,16 @@ fn check(eval: &Evaluation) -> Result<(), Violation> {
             eval.remedy("ask a platform administrator")
         )));
     }
-    let placement = tenant::place(name, &new.labels).map_err(|err| {
+    // The chain the release's Tenant chart writes; a write that leaves the ancestor labels as
+    // they were may also keep the shorter chain an older release left (v1.5.4 has no backfill,
+    // and migration 49's is best-effort), since it did not write it.
+    let release_chains = eval.settings.judged().ancestor_labels();
+    let untouched = !changed.iter().any(|k| k.starts_with(ANCESTOR_PREFIX));
+    let accepted = match untouched {
+        true => &[AncestorLabels::Full, AncestorLabels::ParentPrefixes][..],
+        false => release_chains,
+    };
+    let placement = tenant::place(name, &new.labels, accepted).map_err(|err| {
         Violation::rule(format!(
             "{err}; the platform must write exactly the chain the name implies (tenant-root carries none)"
         ))

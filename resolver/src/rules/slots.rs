@@ -180,7 +180,7 @@ fn off_slot_remedy(
         return recreate;
     };
     let delete_first = (*max as usize) <= slots.names.len();
-    match crate::model::builtin::off_slot(kind) {
+    match eval.settings.judged().off_slot(kind) {
         Some(OffSlot::NeverRenders) => format!(
             "its chart renders no release of another name, so it never ran and nothing is lost: delete {namespace}/{app}, then {recreate}"
         ),
