@@ -1081,3 +1081,31 @@ check_invalid_settings() {
 @test "simulate-another-kind-under-the-bootbox-name" {
   check simulate-another-kind-under-the-bootbox-name
 }
+
+@test "release-v1.5.3-flux-creates-grandchild-namespace" {
+  check release-v1.5.3-flux-creates-grandchild-namespace
+}
+
+@test "release-v1.5.4-flux-short-chain-refused" {
+  check release-v1.5.4-flux-short-chain-refused
+}
+
+@test "release-v1.5.3-flux-upgrade-keeps-short-chain" {
+  check release-v1.5.3-flux-upgrade-keeps-short-chain
+}
+
+@test "release-v1.5.3-tenant-forges-root-label" {
+  check release-v1.5.3-tenant-forges-root-label
+}
+
+@test "release-v1.5.3-tenant-removes-ancestor-label" {
+  check release-v1.5.3-tenant-removes-ancestor-label
+}
+
+@test "release-v1.5.3-audit-grandchild-clean" {
+  check release-v1.5.3-audit-grandchild-clean
+}
+
+@test "release-v1.6.2-computeplane-switch-renders-nothing" {
+  check release-v1.6.2-computeplane-switch-renders-nothing
+}

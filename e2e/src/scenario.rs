@@ -30,6 +30,10 @@ pub struct Scenario {
     /// Objects removed from the cluster: `Kind/name` or `Kind/namespace/name`.
     #[serde(default)]
     pub remove: Vec<String>,
+    /// The bundled cluster as this Cozystack release renders it (`e2e/releases/<release>`),
+    /// under the bundled settings naming it in `cozystackRelease`.
+    #[serde(default)]
+    pub release: Option<String>,
     /// Policy settings; the bundled `e2e/cluster/settings.yaml` when absent.
     #[serde(default)]
     pub settings: Option<Value>,
@@ -352,10 +356,13 @@ impl Outcome {
 pub struct Bundle {
     pub cluster: ClusterObjects,
     pub settings: Value,
+    /// The folder of the release variants (`e2e/releases`).
+    releases: PathBuf,
 }
 
 impl Bundle {
-    /// The bundled example cluster: `e2e/cluster/*.yaml`, settings in `settings.yaml`.
+    /// The bundled example cluster: `e2e/cluster/*.yaml`, settings in `settings.yaml`; its
+    /// release variants in `e2e/releases` beside it.
     pub fn load(dir: &Path) -> Result<Bundle, String> {
         let cluster = ClusterObjects::load_dir(dir)?;
         let path = dir.join("settings.yaml");
@@ -363,14 +370,39 @@ impl Bundle {
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let settings =
             serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Bundle { cluster, settings })
+        let releases = dir.with_file_name("releases");
+        Ok(Bundle {
+            cluster,
+            settings,
+            releases,
+        })
+    }
+
+    /// The bundled cluster as `release` renders it: its kustomization in `e2e/releases`, built
+    /// by the real kustomize (`kubectl kustomize`; the overlay reads `e2e/cluster` beside it).
+    pub fn release_cluster(&self, release: &str) -> Result<ClusterObjects, String> {
+        let dir = self.releases.join(release);
+        let output = std::process::Command::new("kubectl")
+            .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| format!("kubectl kustomize {}: {e}", dir.display()))?;
+        if !output.status.success() {
+            return Err(format!(
+                "kubectl kustomize {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        let text = String::from_utf8(output.stdout).map_err(|e| e.to_string())?;
+        Ok(ClusterObjects::from_yaml(&text)?)
     }
 
     pub fn prepare(&self, scenario: &Scenario) -> Result<Prepared, String> {
-        let mut cluster = if scenario.bundled_cluster {
-            self.cluster.clone()
-        } else {
-            ClusterObjects::default()
+        let mut cluster = match (&scenario.release, scenario.bundled_cluster) {
+            (Some(release), true) => self.release_cluster(release)?,
+            (None, true) => self.cluster.clone(),
+            (_, false) => ClusterObjects::default(),
         };
         for reference in &scenario.remove {
             cluster.remove(reference)?;
@@ -382,6 +414,9 @@ impl Bundle {
             .settings
             .clone()
             .unwrap_or_else(|| self.settings.clone());
+        if let Some(release) = &scenario.release {
+            merge(&mut settings, &json!({"cozystackRelease": release}));
+        }
         if let Some(patch) = &scenario.settings_patch {
             merge(&mut settings, patch);
         }
