@@ -171,20 +171,37 @@ hack-test:
 
 # The lifecycle simulator (docs/simulator.md): random lifecycles of the bundled install through a
 # module, the rules' guarantees checked after every step. POLICY is any module, plain or annotated.
+# RELEASE=v1.5.3 (or v1.5.4, v1.6.2): the bundled cluster as that release renders it, under the
+# bundled settings naming it (docs/releases.md).
 POLICY ?= annotated-policy.wasm
 SEED ?= 1
 STEPS ?= 200
 BUDGET ?= 60
-SETTINGS ?= e2e/cluster/settings.yaml
-simulate: annotated-policy.wasm
+RELEASE ?=
+SETTINGS ?= $(if $(RELEASE),target/releases/$(RELEASE)/settings.yaml,e2e/cluster/settings.yaml)
+DUMP := $(if $(RELEASE),target/releases/$(RELEASE)/cluster.yaml,e2e/cluster)
+simulate: annotated-policy.wasm $(if $(RELEASE),release-$(RELEASE))
 	cargo build $(CARGO_FLAGS) --release -q -p cozystack-policy
-	target/release/cozystack-policy simulate --policy $(POLICY) --dump e2e/cluster --settings $(SETTINGS) \
+	target/release/cozystack-policy simulate --policy $(POLICY) --dump $(DUMP) --settings $(SETTINGS) \
 	  --seed $(SEED) --steps $(STEPS) --seconds $(BUDGET)
 
-# CI's bounded share: fixed seeds under the bundled settings and under the stock deployment's.
-simulate-ci: annotated-policy.wasm
+# The release variants of the bundled cluster (e2e/releases/<release>), built by the real
+# kustomize into target/releases/<release>/, with the bundled settings naming the release.
+RELEASE_VARIANTS := v1.5.3 v1.5.4 v1.6.2
+release-%:
+	@mkdir -p target/releases/$*
+	kubectl kustomize --load-restrictor LoadRestrictionsNone e2e/releases/$* > target/releases/$*/cluster.yaml
+	{ cat e2e/cluster/settings.yaml; echo "cozystackRelease: $*"; } > target/releases/$*/settings.yaml
+
+# CI's bounded share: fixed seeds under the bundled settings and under the stock deployment's,
+# then under each release variant.
+simulate-ci: annotated-policy.wasm $(addprefix release-,$(RELEASE_VARIANTS))
 	$(POLICY_CLI) simulate --dump e2e/cluster --settings e2e/cluster/settings.yaml --seed 1 --runs 10 --steps 200
 	$(POLICY_CLI) simulate --dump e2e/cluster --settings deploy/policy-protect.yaml --seed 11 --runs 10 --steps 200
+	for release in $(RELEASE_VARIANTS); do \
+	  $(POLICY_CLI) simulate --dump target/releases/$$release/cluster.yaml \
+	    --settings target/releases/$$release/settings.yaml --seed 21 --runs 4 --steps 200 || exit 1; \
+	done
 
 test: fmt lint hack-test unit e2e simulate-ci registry-test js-test
 

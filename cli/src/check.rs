@@ -9,11 +9,10 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use crate::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
-use cozystack_resolver::Settings;
 use cozystack_resolver::request::APPS_GROUP;
-use cozystack_resolver::settings::TenantModules;
 use serde_json::{Value, json};
 
 use crate::apiserver;
@@ -291,7 +290,7 @@ struct Judge<'a> {
     landing: apiserver::Landing,
     policy: &'a Policy,
     settings: &'a Value,
-    modules: TenantModules,
+    chart: TenantChart,
     identity: &'a Identity,
     cluster: State,
     kinds: Kinds,
@@ -332,7 +331,7 @@ impl Judge<'_> {
             Effect::Put(object) => {
                 if writes::is_tenant_release(&object) {
                     self.cluster.put(object.clone());
-                    writes::render_tenant(&mut self.cluster, &object, &self.modules);
+                    writes::render_tenant(&mut self.cluster, &object, &self.chart);
                 } else {
                     self.cluster.put(object);
                 }
@@ -743,15 +742,13 @@ pub fn run<'a>(
     observe: &'a mut Observer<'a>,
 ) -> Result<(Report, State), Error> {
     crate::settings::check(policy, settings)?;
-    let modules = Settings::for_request(&settings.to_string())
-        .map(|s| s.tenant_modules)
-        .map_err(|e| format!("settings: {e}"))?;
+    let chart = TenantChart::of(settings)?;
     let kinds = Kinds::read(&cluster);
     let mut judge = Judge {
         landing: apiserver::Landing::of(&changes.applies, &cluster),
         policy,
         settings,
-        modules,
+        chart,
         identity,
         cluster: State::new(cluster),
         kinds,

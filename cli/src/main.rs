@@ -525,13 +525,10 @@ fn run_simulate(args: SimulateArgs) -> Result<ExitCode, Error> {
     eprintln!("policy: {origin}");
     let cluster = cluster(&evaluation.cluster, &policy, None)?;
     cozystack_policy::settings::check(&policy, &settings)?;
-    let modules = cozystack_resolver::Settings::for_request(&settings.to_string())
-        .map(|s| s.tenant_modules)
-        .map_err(|e| format!("settings: {e}"))?;
     let run = simulate::Run {
         policy: &policy,
         settings: &settings,
-        modules,
+        chart: cozystack_policy::writes::TenantChart::of(&settings)?,
         cluster,
     };
     let bar = indicatif::ProgressBar::new(args.steps as u64).with_style(

@@ -27,7 +27,7 @@ use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
 use cozystack_resolver::model::builtin;
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::settings::TenantModules;
-use cozystack_resolver::tenant::{self, ANCESTOR_PREFIX, ROOT};
+use cozystack_resolver::tenant::{self, ANCESTOR_PREFIX, AncestorLabels, ROOT};
 use serde_json::{Map, Value, json};
 
 pub const RELEASE_API: &str = "helm.toolkit.fluxcd.io/v2";
@@ -256,10 +256,29 @@ fn parent_value(cluster: &State, parent: &str, key: &str) -> String {
     label(cluster, parent, &format!("namespace.cozystack.io/{key}")).unwrap_or_default()
 }
 
+/// What the cluster's Tenant chart renders that differs by settings and release: its module
+/// switches (values key → kind, `tenantModules`) and the ancestor labels it writes.
+#[derive(Clone)]
+pub struct TenantChart {
+    pub modules: TenantModules,
+    pub ancestors: AncestorLabels,
+}
+
+impl TenantChart {
+    /// The chart of the release the settings name (main's when they name none).
+    pub fn of(settings: &Value) -> Result<TenantChart, String> {
+        let settings = cozystack_resolver::Settings::for_request(&settings.to_string())
+            .map_err(|e| format!("settings: {e}"))?;
+        Ok(TenantChart {
+            ancestors: settings.judged().chart_writes(),
+            modules: settings.tenant_modules,
+        })
+    }
+}
+
 /// Renders what Tenant release `release` renders, over what it rendered before, then what its
-/// sub-tenants render under the values it passes down. `modules` are the settings' module
-/// switches (values key → kind).
-pub fn render_tenant(cluster: &mut State, release: &Value, modules: &TenantModules) {
+/// sub-tenants render under the values it passes down.
+pub fn render_tenant(cluster: &mut State, release: &Value, chart: &TenantChart) {
     let Some(child) = tenant_namespace_of(release) else {
         return;
     };
@@ -267,9 +286,10 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &TenantModul
     let owner = str_of(release, "/metadata/name").to_owned();
     let values = release["spec"].get("values");
     if child != ROOT {
-        render_namespace(cluster, &child, &parent, &owner, values);
+        render_namespace(cluster, &child, &parent, &owner, values, chart.ancestors);
     }
-    let switches = modules
+    let switches = chart
+        .modules
         .iter()
         .map(|(key, kind)| (key, kind, switched_on(values, key)))
         .chain([("info", "Info", true)]);
@@ -297,7 +317,7 @@ pub fn render_tenant(cluster: &mut State, release: &Value, modules: &TenantModul
         .collect();
     for sub in subtenants {
         if tenant_namespace_of(&sub).is_some_and(|ns| ns != child) {
-            render_tenant(cluster, &sub, modules);
+            render_tenant(cluster, &sub, chart);
         }
     }
 }
@@ -312,6 +332,7 @@ fn render_namespace(
     parent: &str,
     owner: &str,
     values: Option<&Value>,
+    ancestors: AncestorLabels,
 ) {
     let live = cluster.get("v1", "Namespace", child, None);
     let mut labels: Map<String, Value> = live
@@ -319,7 +340,7 @@ fn render_namespace(
         .and_then(|ns| ns["metadata"]["labels"].as_object().cloned())
         .unwrap_or_default();
     labels.insert("kubernetes.io/metadata.name".into(), json!(child));
-    for ancestor in tenant::chain_from_name(child).unwrap_or_default() {
+    for ancestor in tenant::chart_labels(child, ancestors).unwrap_or_default() {
         labels.insert(format!("{ANCESTOR_PREFIX}{ancestor}"), json!(""));
     }
     for class in CLASSES {

@@ -11,9 +11,9 @@ pub mod world;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
 use cozystack_policy_runtime::policy::Policy;
-use cozystack_resolver::settings::TenantModules;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use serde_json::{Value, json};
@@ -130,7 +130,7 @@ fn rule_of(message: &str) -> Option<String> {
 pub struct Run<'p> {
     pub policy: &'p Policy,
     pub settings: &'p Value,
-    pub modules: TenantModules,
+    pub chart: TenantChart,
     pub cluster: ClusterObjects,
 }
 
@@ -139,7 +139,7 @@ impl Run<'_> {
         let world = World::new(
             self.policy,
             self.settings,
-            self.modules.clone(),
+            self.chart.clone(),
             self.cluster.clone(),
         );
         let facts = Facts::of(&world.settled());

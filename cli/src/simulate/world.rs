@@ -3,9 +3,9 @@
 //! turned into the admission requests the API server would send, one after the other, each
 //! judged by the module on the state the writes before it left.
 
+use crate::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::{Policy, warnings_of};
-use cozystack_resolver::settings::TenantModules;
 use serde_json::{Value, json};
 
 use crate::apiserver;
@@ -223,7 +223,7 @@ pub struct Played {
 pub struct World<'p> {
     pub policy: &'p Policy,
     pub settings: &'p Value,
-    pub modules: TenantModules,
+    pub chart: TenantChart,
     pub kinds: Kinds,
     pub state: State,
     uid: usize,
@@ -233,13 +233,13 @@ impl<'p> World<'p> {
     pub fn new(
         policy: &'p Policy,
         settings: &'p Value,
-        modules: TenantModules,
+        chart: TenantChart,
         cluster: ClusterObjects,
     ) -> World<'p> {
         World {
             policy,
             settings,
-            modules,
+            chart,
             kinds: Kinds::read(&cluster),
             state: State::new(cluster),
             uid: 0,
@@ -290,7 +290,7 @@ impl<'p> World<'p> {
             "tenant-root",
             Some("tenant-root"),
         ) {
-            writes::render_tenant(&mut state, &root, &self.modules);
+            writes::render_tenant(&mut state, &root, &self.chart);
         }
         state.cluster().clone()
     }
@@ -518,7 +518,7 @@ impl<'p> World<'p> {
         let before = self.state.cluster().clone();
         self.state.put(release.clone());
         if writes::is_tenant_release(&release) {
-            writes::render_tenant(&mut self.state, &release, &self.modules);
+            writes::render_tenant(&mut self.state, &release, &self.chart);
         }
         let after = self.state.cluster().clone();
         self.state = State::new(before.clone());

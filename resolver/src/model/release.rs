@@ -144,6 +144,11 @@ impl Judged {
         }
     }
 
+    /// The ancestor labels the release's Tenant chart writes (without a release, main's).
+    pub fn chart_writes(&self) -> AncestorLabels {
+        self.0.map_or(AncestorLabels::Full, |r| r.0.ancestor_labels)
+    }
+
     /// Whether the release serves `kind` at all (without a release: whether any does).
     pub fn serves(&self, kind: &str) -> bool {
         self.0.is_none_or(|r| !r.0.lacks.contains(&kind))

@@ -91,6 +91,25 @@ pub fn chain_from_name(name: &str) -> Option<Vec<String>> {
     Some(chain)
 }
 
+/// The tenants whose `tenant.cozystack.io/<tenant>` labels a release's Tenant chart writes on
+/// tenant namespace `name`, root first: its chain in full, or without tenant-root below the
+/// root's children for the older chart. tenant-root itself carries none. `None` when the name is
+/// not a tenant namespace name.
+pub fn chart_labels(name: &str, form: AncestorLabels) -> Option<Vec<String>> {
+    let chain = chain_from_name(name)?;
+    let depth = chain.len();
+    Some(
+        chain
+            .into_iter()
+            .filter(|t| match form {
+                _ if name == ROOT => false,
+                AncestorLabels::Full => true,
+                AncestorLabels::ParentPrefixes => t != ROOT || depth <= 2,
+            })
+            .collect(),
+    )
+}
+
 /// The namespace a Tenant application named `name` in `parent` creates, as cozystack-api
 /// computes it: `tenant-<name>` under the root, `<parent>-<name>` deeper; the root Tenant
 /// (`root` in `tenant-root`) is the root namespace itself. `None` for no valid tenant name.
@@ -197,10 +216,12 @@ pub fn place(
     );
     // The shorter chain of the older Tenant chart: the full one without tenant-root, for a
     // tenant namespace below the root's children.
-    let shorter = looks_like_tenant(namespace)
-        && chain.len() > 2
-        && accepted.contains(&AncestorLabels::ParentPrefixes)
-        && claimed == StrSet::of(expected.iter().filter(|t| *t != ROOT));
+    let older = accepted
+        .contains(&AncestorLabels::ParentPrefixes)
+        .then(|| chart_labels(namespace, AncestorLabels::ParentPrefixes))
+        .flatten();
+    let shorter =
+        older.is_some_and(|older| claimed == StrSet::of(older.iter().map(String::as_str)));
     if claimed != expected && !shorter {
         let labelled = |set: &mut dyn Iterator<Item = &str>| {
             set.map(|t| format!("{ANCESTOR_PREFIX}{t}"))
@@ -349,6 +370,26 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn each_chart_labels_a_tenant_namespace_as_its_template_does() {
+        use AncestorLabels::*;
+        let labels = |name, form| chart_labels(name, form).unwrap();
+        assert_eq!(
+            labels("tenant-ktj-htdev", Full),
+            ["tenant-root", "tenant-ktj", "tenant-ktj-htdev"]
+        );
+        assert_eq!(
+            labels("tenant-ktj-htdev", ParentPrefixes),
+            ["tenant-ktj", "tenant-ktj-htdev"]
+        );
+        assert_eq!(
+            labels("tenant-ktj", ParentPrefixes),
+            ["tenant-root", "tenant-ktj"]
+        );
+        assert!(labels("tenant-root", Full).is_empty());
+        assert_eq!(chart_labels("cozy-system", Full), None);
     }
 
     #[test]
