@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Derives the stock rule set (resolver/stock-rules.yaml) from a cozystack/cozystack checkout.
 
-Usage: hack/chart-reads.py COZYSTACK_CHECKOUT [--check resolver/stock-rules.yaml]
+Usage: hack/chart-reads.py COZYSTACK_CHECKOUT [--check resolver/stock-rules.yaml [--release NAME]]
        hack/chart-reads.py --render docs/stock-rules.md [--stock resolver/stock-rules.yaml]
 
 The stock rule set is data (resolver/stock-rules.yaml): resolver/build.rs compiles it into the
@@ -532,22 +532,21 @@ def cells(line):
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def tables(path):
-    """The stock rule set at `path` as the derivation compares it: {kind: {column: cell}} of the
-    kinds with rules, and of the kinds examined that take none."""
-    stock = load_stock(path)
+def tables(stock):
+    """The stock rule set as the derivation compares it: {kind: {column: cell}} of the kinds
+    with rules, and of the kinds examined that take none."""
     return ({e["kind"]: kind_cells(e) for e in stock["kinds"]},
             {e["kind"]: plain_cells(e) for e in stock.get("unruled", [])})
 
 
-def rendered_table(path):
+def rendered_table(stock):
     """The stock rule set's rendered names as the document's rows of cells."""
-    return [rendered_cells(e) for e in load_stock(path).get("rendered", [])]
+    return [rendered_cells(e) for e in stock.get("rendered", [])]
 
 
-def compare_rendered(rendered, path):
+def compare_rendered(rendered, stock):
     """Every difference between the derived rendered names and the document's table."""
-    documented = rendered_table(path)
+    documented = rendered_table(stock)
     derived = [rendered_row(r) for r in rendered]
     problems = []
     for row in derived:
@@ -567,9 +566,9 @@ def prefix_cell(cell):
     return cell.strip("`").strip('"')
 
 
-def compare(rows, path):
+def compare(rows, stock):
     """Every difference between the derived rows and the document, one line each."""
-    rules, plain = tables(path)
+    rules, plain = tables(stock)
     problems = []
     for kind, row in sorted(rows.items()):
         has_rules = row.provides or row.consumes or row.visibility != "catalog" or row.cardinality != "—"
@@ -623,6 +622,63 @@ def compare(rows, path):
     return problems
 
 
+def release_view(stock, name):
+    """The stock rule set as release `name` of the support matrix (`releases`) has it: the kinds
+    it lacks gone, with their switches' rendered names, and its own off-slot behaviours."""
+    release = next((r for r in stock.get("releases", []) if r["release"] == name), None)
+    if release is None:
+        raise SystemExit(f"{name}: no such release in the stock rule set's releases")
+    lacks = set(release.get("lacks") or [])
+    gone_switches = {slot for e in stock["kinds"] if e["kind"] in lacks for slot in e.get("slots") or []}
+    off_slot = release.get("offSlot") or {}
+    kinds = [dict(e, offSlot=off_slot.get(e["kind"], e.get("offSlot"))) if e.get("offSlot") else e
+             for e in stock["kinds"] if e["kind"] not in lacks]
+    rendered = [r for r in stock["rendered"]
+                if r.get("kind") not in lacks and r["when"] not in {f"switch {k}" for k in gone_switches}]
+    view = dict(stock, kinds=kinds, rendered=rendered,
+                unruled=[e for e in stock["unruled"] if e["kind"] not in lacks])
+    return view, release
+
+
+def read(root, path):
+    try:
+        return (Path(root) / path).read_text()
+    except OSError:
+        return ""
+
+
+def release_facts(root):
+    """What a checkout's release does that the rule rows do not say: the ancestor labels its
+    Tenant chart writes, its migration stamp, and cozystack-api's validations before admission.
+    Each value comes with the file it was read in."""
+    namespace = read(root, "packages/apps/tenant/templates/namespace.yaml")
+    helpers = read(root, "packages/apps/tenant/templates/_helpers.tpl")
+    if 'include "tenant.ancestorTenantLabels"' in namespace and 'define "tenant.ancestorTenantLabels"' in helpers:
+        ancestors = "full"
+    elif re.search(r'splitList "-" \.Release\.Namespace', namespace) and "tenant.cozystack.io/{{" in namespace:
+        ancestors = "parentPrefixes"
+    else:
+        ancestors = "unknown"
+    stamp = re.search(r"^\s*targetVersion:\s*(\d+)", read(root, "packages/core/platform/values.yaml"), re.M)
+    rest = read(root, "pkg/registry/apps/application/rest.go")
+    refuses = ["tenantResourceQuotas"] if "validateTenantResourceQuotas(ctx" in rest else []
+    return {
+        "ancestorLabels": (ancestors, "packages/apps/tenant/templates/{namespace.yaml,_helpers.tpl}"),
+        "versionStamp": (int(stamp.group(1)) if stamp else None, "packages/core/platform/values.yaml targetVersion"),
+        "apiRefuses": (refuses, "pkg/registry/apps/application/rest.go"),
+    }
+
+
+def compare_release(facts, release):
+    """Every difference between a checkout's release facts and the matrix's row."""
+    problems = []
+    for key, (value, where) in facts.items():
+        stated = release.get(key) or ([] if key == "apiRefuses" else None)
+        if stated != value:
+            problems.append(f"release {release['release']}: {key}: {where} says {value}, the stock rule set says {stated}")
+    return problems
+
+
 def show(value):
     if isinstance(value, list):
         return "[" + ", ".join(value) + "]" if value else "—"
@@ -648,6 +704,7 @@ def main():
     parser.add_argument("--check", metavar="STOCK", help="compare with the stock rule set (resolver/stock-rules.yaml)")
     parser.add_argument("--render", metavar="DOC", help="write the stock rule set's tables into DOC (docs/stock-rules.md)")
     parser.add_argument("--stock", metavar="STOCK", default=STOCK, help="the stock rule set --render reads")
+    parser.add_argument("--release", metavar="NAME", help="with --check: compare with that release of the support matrix (the checkout is its tag)")
     args = parser.parse_args()
     if args.render:
         Path(args.render).write_text(render(args.render, load_stock(args.stock)))
@@ -667,13 +724,23 @@ def main():
     for r in rendered:
         print(f"renders {' | '.join(rendered_row(r))}")
     print(f"{len(rendered)} names rendered")
+    facts = release_facts(args.checkout)
+    for key, (value, where) in facts.items():
+        print(f"release: {key} {value} ({where})")
     if not args.check:
         return 0
-    problems = compare(rows, args.check) + compare_rendered(rendered, args.check)
+    stock = load_stock(args.check)
+    if args.release:
+        stock, release = release_view(stock, args.release)
+    else:
+        release = next((r for r in stock.get("releases", []) if r["release"] == "main"), None)
+    problems = compare(rows, stock) + compare_rendered(rendered, stock)
+    if release is not None:
+        problems += compare_release(facts, release)
     for problem in problems:
         print(problem, file=sys.stderr)
     if not problems:
-        print(f"every column agrees with {args.check}")
+        print(f"every column agrees with {args.check}" + (f" (release {release['release']})" if release else ""))
     return 1 if problems else 0
 
 

@@ -170,8 +170,7 @@ class Derivation(unittest.TestCase):
         data = stock()
         data["rendered"].append({"release": "info", "kind": "Info", "when": "always",
                                  "renderedBy": "packages/apps/tenant/templates/info.yaml"})
-        table = written(data, self.tree.root)
-        self.assertEqual(chart_reads.compare_rendered(chart_reads.derive(self.tree.root)[1], table), [
+        self.assertEqual(chart_reads.compare_rendered(chart_reads.derive(self.tree.root)[1], data), [
             "rendered names: the charts render monitoring-system | the tenant's | — | switch monitoring | `packages/extra/monitoring/templates/helmrelease.yaml`, the stock rule set has no such row",
             "rendered names: the stock rule set lists info | the tenant's | Info | always | `packages/apps/tenant/templates/info.yaml`, the charts render no such name",
         ])
@@ -334,7 +333,7 @@ class Check(unittest.TestCase):
         self.tree.kind("Redis", "redis", "redis-", "apps/redis")
 
     def check(self, **stated):
-        return chart_reads.compare(self.tree.derive(), written(stock(**stated), self.tree.root))
+        return chart_reads.compare(self.tree.derive(), stock(**stated))
 
     def test_an_agreeing_table_passes(self):
         self.assertEqual(self.check(), [])
@@ -392,6 +391,65 @@ class Check(unittest.TestCase):
         self.assertEqual(err.getvalue(), "Monitoring: consumes: the charts say [ingress], the stock rule set says —\n")
 
 
+class Releases(unittest.TestCase):
+    """The support matrix: a release's view of the stock rule set, and the facts read per tag."""
+
+    def matrix(self):
+        data = stock()
+        data["kinds"].append({"kind": "ComputePlane", "visibility": "module", "cardinality": "tenant/1",
+                              "slots": ["computeplane"], "offSlot": "never renders", "releasePrefix": ""})
+        data["rendered"] += [
+            {"release": "computeplane", "kind": "ComputePlane", "when": "switch computeplane", "renderedBy": "x"},
+            {"release": "computeplane-cluster", "when": "switch computeplane", "renderedBy": "y"},
+        ]
+        data["releases"] = [
+            {"release": "v1.5.3", "commit": "37cd6a79", "versionStamp": 45, "ancestorLabels": "parentPrefixes",
+             "lacks": ["ComputePlane"], "offSlot": {"Monitoring": "never renders"}},
+            {"release": "main", "commit": "3c780acd", "versionStamp": 56, "ancestorLabels": "full",
+             "apiRefuses": ["tenantResourceQuotas"]},
+        ]
+        return data
+
+    def test_a_release_lacks_its_kinds_their_switches_names_and_keeps_its_off_slot(self):
+        view, release = chart_reads.release_view(self.matrix(), "v1.5.3")
+        self.assertEqual([k["kind"] for k in view["kinds"]], ["Monitoring"])
+        self.assertEqual(view["kinds"][0]["offSlot"], "never renders")
+        self.assertEqual([r["release"] for r in view["rendered"]], ["monitoring"])
+        self.assertEqual(release["versionStamp"], 45)
+        main, _ = chart_reads.release_view(self.matrix(), "main")
+        self.assertEqual(len(main["rendered"]), 3)
+        with self.assertRaises(SystemExit):
+            chart_reads.release_view(self.matrix(), "v1.4.0")
+
+    def test_the_tenant_chart_s_ancestor_labels_are_read_from_its_templates(self):
+        tree = Tree()
+        self.addCleanup(tree.dir.cleanup)
+        # v1.5.3's namespace.yaml: itself and the dash-prefixes of the release namespace.
+        tree.write("packages/apps/tenant/templates/namespace.yaml", """\
+            metadata:
+              labels:
+                tenant.cozystack.io/{{ $tenantName }}: ""
+                {{- $parts := splitList "-" .Release.Namespace }}
+            """)
+        tree.write("packages/core/platform/values.yaml", "migrations:\n  targetVersion: 45\n")
+        facts = chart_reads.release_facts(tree.root)
+        self.assertEqual(facts["ancestorLabels"][0], "parentPrefixes")
+        self.assertEqual(facts["versionStamp"][0], 45)
+        self.assertEqual(facts["apiRefuses"][0], [])
+        _, v153 = chart_reads.release_view(self.matrix(), "v1.5.3")
+        self.assertEqual(chart_reads.compare_release(facts, v153), [])
+        # main's: the helper, and cozystack-api's quota validation.
+        tree.write("packages/apps/tenant/templates/namespace.yaml",
+                   '{{- include "tenant.ancestorTenantLabels" $tenantName | nindent 4 }}\n')
+        tree.write("packages/apps/tenant/templates/_helpers.tpl", '{{- define "tenant.ancestorTenantLabels" -}}\n')
+        tree.write("pkg/registry/apps/application/rest.go", "if qErrs := r.validateTenantResourceQuotas(ctx, app); len(qErrs) > 0 {\n")
+        facts = chart_reads.release_facts(tree.root)
+        self.assertEqual(chart_reads.compare_release(facts, v153), [
+            "release v1.5.3: ancestorLabels: packages/apps/tenant/templates/{namespace.yaml,_helpers.tpl} says full, the stock rule set says parentPrefixes",
+            "release v1.5.3: apiRefuses: pkg/registry/apps/application/rest.go says ['tenantResourceQuotas'], the stock rule set says []",
+        ])
+
+
 class Document(unittest.TestCase):
     def test_the_documents_tables_are_generated_from_the_stock_rule_set(self):
         # docs/stock-rules.md shows the set; `make stock-rules` writes its tables from the data.
@@ -403,7 +461,7 @@ class Document(unittest.TestCase):
 
     def test_every_field_of_a_kind_is_a_column(self):
         data = stock()
-        rules, plain = chart_reads.tables(written(data, Path(tempfile.mkdtemp())))
+        rules, plain = chart_reads.tables(data)
         self.assertEqual(rules["Monitoring"]["slots"], "monitoring")
         self.assertEqual(rules["Monitoring"]["release prefix"], '`""`')
         self.assertEqual(plain["Redis"]["release prefix"], "`redis-`")
