@@ -453,6 +453,8 @@ def cells(line):
 RULE_HEADER = ["kind", "visibility", "cardinality", "protection", "provides", "consumes", "share",
                "read in", "slots", "off its slot", "named by", "release prefix"]
 PLAIN_HEADER = ["kind", "release prefix", "chart"]
+RELEASE_HEADER = ["release", "commit", "version stamp", "ancestor labels", "lacks", "off its slot",
+                  "cozystack-api refuses before admission"]
 STOCK = Path(__file__).resolve().parent.parent / "resolver" / "stock-rules.yaml"
 
 
@@ -497,6 +499,15 @@ def rendered_cells(entry):
             entry["when"], f"`{entry['renderedBy']}`"]
 
 
+def release_cells(entry):
+    """A row of the support matrix as the document shows it."""
+    off_slot = entry.get("offSlot") or {}
+    return [entry["release"], f"`{entry['commit']}`", str(entry["versionStamp"]), entry["ancestorLabels"],
+            ", ".join(entry.get("lacks") or []) or "—",
+            "; ".join(f"{k}: {v}" for k, v in sorted(off_slot.items())) or "as above",
+            ", ".join(entry.get("apiRefuses") or []) or "—"]
+
+
 def markdown(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -509,6 +520,7 @@ def stock_tables(stock):
         markdown(RULE_HEADER, [[kind_cells(e)[c] for c in RULE_HEADER] for e in stock["kinds"]]),
         markdown(PLAIN_HEADER, [[plain_cells(e)[c] for c in PLAIN_HEADER] for e in stock["unruled"]]),
         markdown(RENDERED_HEADER, [rendered_cells(e) for e in stock["rendered"]]),
+        markdown(RELEASE_HEADER, [release_cells(e) for e in stock.get("releases", [])]),
     ]
 
 
