@@ -133,6 +133,32 @@ pub fn policy_settings(target: &Target, name: &str) -> Result<Value, LiveError> 
     })
 }
 
+/// ConfigMap `namespace/name` of the cluster of `target`, `None` when it does not exist or the
+/// credentials may not read it (the caller reports what it could not learn).
+pub fn config_map(
+    target: &Target,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Value>, LiveError> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    block_on(async {
+        let (client, context) = client(target).await?;
+        let maps: Api<ConfigMap> = Api::namespaced(client, namespace);
+        match maps.get_opt(name).await {
+            Ok(map) => Ok(map.map(|m| {
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name, "namespace": namespace}, "data": m.data})
+            })),
+            Err(kube::Error::Api(status)) if status.code == 403 => Ok(None),
+            Err(source) => Err(LiveError::List {
+                resource: format!("configmaps {namespace}/{name}"),
+                context,
+                source: Box::new(source),
+            }),
+        }
+    })
+}
+
 /// Who the credentials of `target` are, as the API server authenticates them: its answer to a
 /// SelfSubjectReview (`kubectl auth whoami`), with the context it asked.
 pub fn whoami(target: &Target) -> Result<(String, Vec<String>, String), LiveError> {

@@ -362,11 +362,16 @@ fn cluster(args: &ClusterArgs, policy: &Policy, keep: Keep<'_>) -> Result<Cluste
         );
         return Ok(cluster);
     }
-    let snapshot = live::read(
+    let mut snapshot = live::read(
         &target(args),
         &policy.metadata.context_aware_resources,
         keep,
     )?;
+    // The release the cluster runs, for the report to hold against the settings'.
+    let (namespace, name) = preflight::VERSION_CONFIGMAP;
+    if let Some(map) = live::config_map(&target(args), namespace, name)? {
+        snapshot.cluster.push(map);
+    }
     eprintln!(
         "read from context {}: {} in {:.1} s",
         snapshot.context,
@@ -467,6 +472,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
         deletes.len(),
         identity.describe()
     );
+    report_release(&settings, &cluster)?;
     let changes = check::ChangeSet { applies, deletes };
     let save = args.save_requests.clone();
     if let Some(dir) = &save {
@@ -607,6 +613,15 @@ fn run_simulate(args: SimulateArgs) -> Result<ExitCode, Error> {
     println!("rules in messages: {}", list(&tally.rules));
     println!("largest state: {} objects", tally.largest);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which release the verb judges for, against the one the cluster says it runs (a warning
+/// when they differ).
+fn report_release(settings: &Value, cluster: &ClusterObjects) -> Result<(), Error> {
+    let release = preflight::ReleaseCheck::of(settings, cluster)?;
+    let warning = if release.mismatch { "warning: " } else { "" };
+    eprintln!("{warning}{}", release.line);
+    Ok(())
 }
 
 fn run_preflight(args: PreflightArgs) -> Result<ExitCode, Error> {

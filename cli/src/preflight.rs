@@ -13,6 +13,8 @@ use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey};
 use cozystack_policy_runtime::host::HostCache;
 use cozystack_policy_runtime::policy::{Policy, payload};
 
+use cozystack_resolver::release::Release;
+
 use crate::error::Error;
 
 /// What the policy's rules match among the objects of a dump, by identity (ApplicationDefinitions
@@ -111,6 +113,77 @@ impl Judged {
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     pub judged: Vec<Judged>,
+    /// The release judged for, against the one the cluster says it runs.
+    pub release: ReleaseCheck,
+}
+
+/// Where a Cozystack cluster states its release: the migration stamp the platform chart writes
+/// (`packages/core/platform/templates/cozystack-version.yaml`, `data.version`).
+pub const VERSION_CONFIGMAP: (&str, &str) = ("cozy-system", "cozystack-version");
+
+/// The release the settings judge for (`cozystackRelease`), held against the cluster's stamp.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseCheck {
+    /// One line for the report.
+    pub line: String,
+    /// The settings name a release whose stamp is not the cluster's: the policy would judge the
+    /// platform's writes as another release's charts render them.
+    pub mismatch: bool,
+}
+
+impl ReleaseCheck {
+    /// What `settings` judge for, against the stamp `cluster` holds (when it holds the ConfigMap).
+    pub fn of(settings: &Value, cluster: &ClusterObjects) -> Result<ReleaseCheck, Error> {
+        let judged = cozystack_resolver::Settings::for_request(&settings.to_string())
+            .map_err(|e| format!("settings: {e}"))?
+            .judged();
+        let (namespace, name) = VERSION_CONFIGMAP;
+        let stamp = match cluster.get("v1", "ConfigMap", name, Some(namespace)) {
+            None => None,
+            Some(map) => {
+                let text = map["data"]["version"].as_str().unwrap_or_default();
+                Some(text.parse::<u32>().map_err(|_| {
+                    format!("ConfigMap {namespace}/{name}: data.version {text:?} is not a migration stamp")
+                })?)
+            }
+        };
+        let judged_line = format!("judged for {}", judged.describe());
+        let Some(stamp) = stamp else {
+            return Ok(ReleaseCheck {
+                line: format!(
+                    "Release: {judged_line}; the cluster's is unknown (no ConfigMap {namespace}/{name} was read)"
+                ),
+                mismatch: false,
+            });
+        };
+        let runs: Vec<&str> = Release::stamped(stamp).map(|r| r.name()).collect();
+        let cluster_says = match runs.as_slice() {
+            [] => format!("migration stamp {stamp} ({namespace}/{name}), no supported release's"),
+            names => format!(
+                "migration stamp {stamp} ({namespace}/{name}): {}",
+                names.join(", ")
+            ),
+        };
+        let (line, mismatch) = match judged.0 {
+            Some(release) if runs.contains(&release.name()) => (
+                format!("Release: {judged_line}; the cluster's {cluster_says}"),
+                false,
+            ),
+            Some(release) => (
+                format!(
+                    "Release: {judged_line}, but the cluster's {cluster_says}: the policy judges its platform's writes as {release} renders them; set cozystackRelease to the release the cluster runs"
+                ),
+                true,
+            ),
+            None => (
+                format!(
+                    "Release: {judged_line}; the cluster's {cluster_says}: set cozystackRelease to it for the strictest judgement"
+                ),
+                false,
+            ),
+        };
+        Ok(ReleaseCheck { line, mismatch })
+    }
 }
 
 /// Replays every audited object of `cluster` under `settings`, on all cores; `progress` hears
@@ -191,7 +264,8 @@ pub fn run(
         .collect();
     judged.extend(unread_definitions(&cluster, settings)?);
     judged.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    Ok(Report { judged })
+    let release = ReleaseCheck::of(settings, &cluster)?;
+    Ok(Report { judged, release })
 }
 
 /// With `definitionSource: settings` or `builtin` the policy never reads an
@@ -376,8 +450,10 @@ fn finding(response: &Value) -> Option<Finding> {
 }
 
 impl Report {
+    /// The objects flagged, and a release the settings name that the cluster does not run.
     pub fn findings(&self) -> usize {
         self.judged.iter().filter(|j| j.finding.is_some()).count()
+            + usize::from(self.release.mismatch)
     }
 
     /// Replayed objects per namespace, in name order.
@@ -395,9 +471,10 @@ impl Report {
     pub fn text(&self, list_clean: bool) -> String {
         let groups = self.by_namespace();
         let mut out = format!(
-            "Pre-flight: {} objects replayed as the audit scanner sends them, in {} namespaces\n",
+            "Pre-flight: {} objects replayed as the audit scanner sends them, in {} namespaces\n{}\n",
             self.judged.len(),
-            groups.len()
+            groups.len(),
+            self.release.line,
         );
         let mut clean = Vec::new();
         for (namespace, judged) in &groups {

@@ -42,6 +42,58 @@ fn utf8(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+const UNKNOWN_RELEASE: &str = "Release: judged for any supported Cozystack release (v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main); the cluster's is unknown (no ConfigMap cozy-system/cozystack-version was read)";
+
+#[test]
+fn preflight_says_which_release_it_judged_for_and_warns_when_the_cluster_runs_another() {
+    let (policy, _) = Source::Embedded
+        .load(None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The clean dump, with the stamp v1.5.0–v1.5.3's migration hook leaves.
+    let mut dump =
+        ClusterObjects::read_dump(&[dir().join("clean.yaml")]).unwrap_or_else(|e| panic!("{e}"));
+    dump.push(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cozystack-version", "namespace": "cozy-system"},
+        "data": {"version": "45"}
+    }));
+    let dump = Arc::new(dump);
+    // The deployed settings, naming a release or none.
+    let deployed = settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report = |release: serde_json::Value| {
+        let mut settings = deployed.clone();
+        settings["cozystackRelease"] = release;
+        if settings["cozystackRelease"].is_null() {
+            settings
+                .as_object_mut()
+                .map(|s| s.remove("cozystackRelease"));
+        }
+        preflight::run(&policy, dump.clone(), &settings, &|_, _| {})
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let named = report(serde_json::json!("v1.5.3"));
+    assert_eq!(named.findings(), 0);
+    assert_eq!(
+        named.text(false).lines().nth(1),
+        Some(
+            "Release: judged for Cozystack v1.5.3; the cluster's migration stamp 45 (cozy-system/cozystack-version): v1.5.0, v1.5.1, v1.5.2, v1.5.3"
+        )
+    );
+    let unset = report(serde_json::Value::Null);
+    assert_eq!(unset.findings(), 0);
+    assert!(unset.text(false).contains("; the cluster's migration stamp 45 (cozy-system/cozystack-version): v1.5.0, v1.5.1, v1.5.2, v1.5.3: set cozystackRelease to it for the strictest judgement\n"), "{}", unset.text(false));
+    // Settings naming main on that cluster: a finding, so the pre-flight exits 1.
+    let wrong = report(serde_json::json!("main"));
+    assert_eq!(wrong.findings(), 1);
+    assert_eq!(
+        wrong.text(false).lines().nth(1),
+        Some(
+            "Release: judged for Cozystack main, but the cluster's migration stamp 45 (cozy-system/cozystack-version): v1.5.0, v1.5.1, v1.5.2, v1.5.3: the policy judges its platform's writes as main renders them; set cozystackRelease to the release the cluster runs"
+        )
+    );
+}
+
 #[test]
 fn preflight_reports_exactly_the_known_problems() {
     let (policy, _) = Source::Embedded
@@ -91,7 +143,9 @@ fn preflight_reports_exactly_the_known_problems() {
     assert_eq!(clean.findings(), 0);
     assert_eq!(
         clean.text(false),
-        "Pre-flight: 8 objects replayed as the audit scanner sends them, in 3 namespaces\n\nNo findings: every namespace is clean.\n"
+        format!(
+            "Pre-flight: 8 objects replayed as the audit scanner sends them, in 3 namespaces\n{UNKNOWN_RELEASE}\n\nNo findings: every namespace is clean.\n"
+        )
     );
     assert!(
         clean
@@ -264,9 +318,13 @@ fn preflight_reports_exactly_the_known_problems() {
         "{stderr}"
     );
     let seen = api.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    // Every list in pages; then the one GET of the cluster's migration stamp (none here: the
+    // report says the release is unknown, as from the dump).
+    let (lists, gets): (Vec<_>, Vec<_>) = seen.iter().partition(|url| url.contains("limit="));
     assert!(
-        seen.iter().all(|url| url.contains("limit=500"))
-            && seen.iter().any(|url| url.contains("continue=4")),
+        lists.iter().all(|url| url.contains("limit=500"))
+            && lists.iter().any(|url| url.contains("continue=4"))
+            && gets == ["/api/v1/namespaces/cozy-system/configmaps/cozystack-version"],
         "{seen:?}"
     );
     let reports = |extra: &[&Path], kubeconfig| {
