@@ -291,6 +291,8 @@ struct Judge<'a> {
     policy: &'a Policy,
     settings: &'a Value,
     chart: TenantChart,
+    /// The release's cozystack-api checks a Tenant's quota against its parent's ([`quota`]).
+    quotas: bool,
     identity: &'a Identity,
     cluster: State,
     kinds: Kinds,
@@ -407,6 +409,8 @@ impl Judge<'_> {
             .unwrap_or(("", manifest.api_version()));
         let cluster = &self.cluster;
         let mut conflict = None;
+        // A Tenant whose quota the release's cozystack-api checks ([`crate::quota`]).
+        let mut quotas = false;
         // The resource, the live object as the request shows it, what deleting it removes, and
         // what applying the manifest puts.
         let (resource, live, removed, effect_of): (String, Option<Value>, Option<Effect>, Applies) =
@@ -446,6 +450,25 @@ impl Judge<'_> {
                         )
                     {
                         return Err(Unjudged(Outcome::Rejected, refusal, None));
+                    }
+                    // Its quota check: before the admission chain on a create, after it on an
+                    // update (`Create`, `Update` in rest.go).
+                    quotas = self.quotas && served.kind == "Tenant";
+                    if quotas
+                        && release.is_none()
+                        && !delete
+                        && let Some(refusal) = crate::quota::refusal(
+                            cluster.cluster(),
+                            namespace.unwrap_or_default(),
+                            name,
+                            &manifest.object["spec"],
+                        )
+                    {
+                        return Err(Unjudged(
+                            Outcome::Rejected,
+                            format!("cozystack-api refuses it before admission: {refusal}"),
+                            None,
+                        ));
                     }
                     // cozystack-api creates the release after its admission chain: a release of
                     // another kind under the name makes that create fail (409).
@@ -532,8 +555,21 @@ impl Judge<'_> {
                 let new = flux::applied(&live, &object, self.applier.manager(), managed);
                 let effect = effect_of(new.clone());
                 let changes = new != live;
+                // cozystack-api's `Update` checks the quota the update leaves, after admission.
+                let conflict = quotas
+                    .then(|| {
+                        crate::quota::refusal(
+                            self.cluster.cluster(),
+                            namespace.unwrap_or_default(),
+                            name,
+                            &new["spec"],
+                        )
+                    })
+                    .flatten()
+                    .map(|refusal| format!("cozystack-api refuses it after admission: {refusal}"));
                 Write {
                     changes,
+                    conflict,
                     ..write("UPDATE", Some(new), Some(live), effect)
                 }
             }
@@ -749,6 +785,7 @@ pub fn run<'a>(
         policy,
         settings,
         chart,
+        quotas: crate::quota::checked(settings),
         identity,
         cluster: State::new(cluster),
         kinds,

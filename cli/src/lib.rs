@@ -12,6 +12,7 @@ pub mod live;
 pub mod manifests;
 pub mod output;
 pub mod preflight;
+pub mod quota;
 pub mod settings;
 pub mod simulate;
 pub mod source;

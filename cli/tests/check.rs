@@ -992,3 +992,88 @@ fn a_release_name_another_release_holds_fails_after_admission() {
         )
     );
 }
+
+#[test]
+fn a_sub_tenant_over_its_parent_s_quota_is_refused_where_cozystack_api_checks_quotas() {
+    // tenant-ktj is given a CPU quota, then a child of it asks for more than that: from v1.6.0
+    // cozystack-api refuses the create before admission (validateTenantResourceQuotas,
+    // pkg/registry/apps/application/rest.go); v1.5.x's takes it.
+    let set = write(
+        "quota.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: ktj, namespace: tenant-root}\nspec: {monitoring: true, etcd: true, resourceQuotas: {cpu: \"4\", memory: 8Gi}}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: web, namespace: tenant-ktj}\nspec: {resourceQuotas: {cpu: \"6\", memory: 2Gi}}\n",
+    );
+    let set = set.to_str().unwrap_or_default();
+    let settings = |release: &str| {
+        let path = write(
+            &format!("quota-settings-{release}.json"),
+            &json!({"platformWriters": "warn", "definitionSource": "builtin", "cozystackRelease": release}).to_string(),
+        );
+        path.to_str().unwrap_or_default().to_owned()
+    };
+    let on = |release: &str| {
+        let settings = settings(release);
+        check(
+            &[
+                set,
+                "--dump",
+                "e2e/cluster",
+                "--settings",
+                &settings,
+                "--in-order",
+                "--as",
+                "rita",
+                "--as-group",
+                "cozystack-cluster-admin",
+            ],
+            None,
+        )
+    };
+    let out = on("v1.6.2");
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(
+        out.stdout.lines().nth(1).unwrap_or_default(),
+        format!(
+            "REJECTED Tenant tenant-ktj/web ({set}, document 2): cozystack-api refuses it before admission: Tenant.apps.cozystack.io \"web\" is invalid: spec.resourceQuotas[cpu]: Forbidden: requested 6 exceeds the parent tenant's remaining \"cpu\" quota of 4 (parent allows 4, 0 already allocated to sibling tenants, 0 currently in use by the parent pool); a child tenant may not be granted more quota than its parent has left | not applied: the manifests after it are judged without it"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .contains("Release: judged for Cozystack v1.6.2; the cluster's is unknown"),
+        "{}",
+        out.stderr
+    );
+    let out = on("v1.5.3");
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    // An existing child raised over it: admitted by the policy, then refused by cozystack-api.
+    let raise = write(
+        "quota-raise.yaml",
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: ktj, namespace: tenant-root}\nspec: {monitoring: true, etcd: true, resourceQuotas: {cpu: \"4\"}}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: htdev, namespace: tenant-ktj}\nspec: {resourceQuotas: {cpu: \"5\"}}\n",
+    );
+    let raise = raise.to_str().unwrap_or_default();
+    let settings = settings("main");
+    let out = check(
+        &[
+            raise,
+            "--dump",
+            "e2e/cluster",
+            "--settings",
+            &settings,
+            "--in-order",
+            "--as",
+            "rita",
+            "--as-group",
+            "cozystack-cluster-admin",
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stdout.lines().nth(1).unwrap_or_default().starts_with(&format!(
+            "REJECTED UPDATE Tenant tenant-ktj/htdev ({raise}, document 2): cozystack-api refuses it after admission: Tenant.apps.cozystack.io \"htdev\" is invalid: spec.resourceQuotas[cpu]: Forbidden: requested 5 exceeds the parent tenant's remaining \"cpu\" quota of 4 "
+        )),
+        "{}",
+        out.stdout
+    );
+}
