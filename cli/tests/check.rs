@@ -1010,7 +1010,8 @@ fn a_sub_tenant_over_its_parent_s_quota_is_refused_where_cozystack_api_checks_qu
         );
         path.to_str().unwrap_or_default().to_owned()
     };
-    let on = |release: &str| {
+    // A cluster administrator applies `set` in order under the settings naming `release`.
+    let apply = |set: &str, release: &str| {
         let settings = settings(release);
         check(
             &[
@@ -1028,7 +1029,7 @@ fn a_sub_tenant_over_its_parent_s_quota_is_refused_where_cozystack_api_checks_qu
             None,
         )
     };
-    let out = on("v1.6.2");
+    let out = apply(set, "v1.6.2");
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert_eq!(
         out.stdout.lines().nth(1).unwrap_or_default(),
@@ -1044,7 +1045,7 @@ fn a_sub_tenant_over_its_parent_s_quota_is_refused_where_cozystack_api_checks_qu
         "{}",
         out.stderr
     );
-    let out = on("v1.5.3");
+    let out = apply(set, "v1.5.3");
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
     // An existing child raised over it: admitted by the policy, then refused by cozystack-api.
     let raise = write(
@@ -1052,22 +1053,7 @@ fn a_sub_tenant_over_its_parent_s_quota_is_refused_where_cozystack_api_checks_qu
         "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: ktj, namespace: tenant-root}\nspec: {monitoring: true, etcd: true, resourceQuotas: {cpu: \"4\"}}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: htdev, namespace: tenant-ktj}\nspec: {resourceQuotas: {cpu: \"5\"}}\n",
     );
     let raise = raise.to_str().unwrap_or_default();
-    let settings = settings("main");
-    let out = check(
-        &[
-            raise,
-            "--dump",
-            "e2e/cluster",
-            "--settings",
-            &settings,
-            "--in-order",
-            "--as",
-            "rita",
-            "--as-group",
-            "cozystack-cluster-admin",
-        ],
-        None,
-    );
+    let out = apply(raise, "main");
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(
         out.stdout.lines().nth(1).unwrap_or_default().starts_with(&format!(
