@@ -105,8 +105,9 @@ pub struct Settings {
     pub audit_scanner_username: String,
     /// The Cozystack release the cluster runs (`v1.5.3`, …, `main`): the policy judges what
     /// that release's charts render (docs/releases.md). Unset, it admits what any supported
-    /// release renders.
+    /// release renders (as it does given `""`, what a form leaves in an unset field).
     #[schemars(with = "Option<Release>")]
+    #[serde(deserialize_with = "given_release")]
     pub cozystack_release: Option<Release>,
 }
 
@@ -115,6 +116,29 @@ pub struct Settings {
 fn given_names<'de, D: Deserializer<'de>>(names: D) -> Result<Names, D::Error> {
     let names = Vec::<String>::deserialize(names)?;
     Ok(Cow::Owned(names.into_iter().map(Cow::Owned).collect()))
+}
+
+/// A given release; `""` names none.
+fn given_release<'de, D: Deserializer<'de>>(name: D) -> Result<Option<Release>, D::Error> {
+    struct Named;
+    impl<'de> serde::de::Visitor<'de> for Named {
+        type Value = Option<Release>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a supported Cozystack release, or \"\"")
+        }
+        fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
+            match name {
+                "" => Ok(None),
+                name => {
+                    Release::deserialize(serde::de::value::StrDeserializer::new(name)).map(Some)
+                }
+            }
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    name.deserialize_any(Named)
 }
 
 /// Given module switches, decoded as a map of strings (as `releasePrefixes` is).
@@ -396,6 +420,17 @@ mod tests {
     fn the_release_is_one_the_matrix_supports() {
         let settings = Settings::from_json(r#"{"cozystackRelease": "v1.5.3"}"#).unwrap();
         assert_eq!(settings.judged().describe(), "Cozystack v1.5.3");
+        for unset in [
+            r#"{"cozystackRelease": ""}"#,
+            r#"{"cozystackRelease": null}"#,
+            "{}",
+        ] {
+            assert_eq!(
+                Settings::from_json(unset).unwrap().cozystack_release,
+                None,
+                "{unset}"
+            );
+        }
         assert_eq!(
             err(r#"{"cozystackRelease": "v1.7.0"}"#),
             "cozystackRelease: \"v1.7.0\" is not a supported Cozystack release (supported: v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main)"
