@@ -87,9 +87,12 @@ impl Quantity {
             format,
         })
     }
+}
 
-    /// `q.Add(y)`: an empty receiver takes the other's format.
-    pub fn add(self, other: Quantity) -> Quantity {
+/// `q.Add(y)`: an empty receiver takes the other's format.
+impl std::ops::Add for Quantity {
+    type Output = Quantity;
+    fn add(self, other: Quantity) -> Quantity {
         Quantity {
             nanos: self.nanos + other.nanos,
             format: if self.nanos == 0 {
@@ -99,9 +102,12 @@ impl Quantity {
             },
         }
     }
+}
 
-    /// `q.Sub(y)`, keeping the receiver's format.
-    pub fn sub(self, other: Quantity) -> Quantity {
+/// `q.Sub(y)`, keeping the receiver's format.
+impl std::ops::Sub for Quantity {
+    type Output = Quantity;
+    fn sub(self, other: Quantity) -> Quantity {
         Quantity {
             nanos: self.nanos - other.nanos,
             format: self.format,
@@ -191,7 +197,7 @@ fn declared(values: &Value) -> Result<BTreeMap<String, Quantity>, String> {
 fn add_all(sum: &mut BTreeMap<String, Quantity>, quotas: BTreeMap<String, Quantity>) {
     for (key, value) in quotas {
         let entry = sum.entry(key).or_default();
-        *entry = entry.add(value);
+        *entry = *entry + value;
     }
 }
 
@@ -312,7 +318,7 @@ pub fn refusal(
         };
         let allocated = siblings.get(key).copied().unwrap_or_default();
         let in_use = used.get(&rendered_key(key)).copied().unwrap_or_default();
-        let remaining = limit.sub(allocated).sub(in_use);
+        let remaining = *limit - allocated - in_use;
         if *want > remaining {
             errors.push(format!(
                 "spec.resourceQuotas[{key}]: Forbidden: requested {want} exceeds the parent tenant's remaining \"{key}\" quota of {remaining} (parent allows {limit}, {allocated} already allocated to sibling tenants, {in_use} currently in use by the parent pool); a child tenant may not be granted more quota than its parent has left"
@@ -399,10 +405,10 @@ mod tests {
             assert_eq!(Quantity::parse(text).unwrap().to_string(), shown, "{text}");
         }
         let gi = |t| Quantity::parse(t).unwrap();
-        assert_eq!(gi("8Gi").sub(gi("6Gi")).to_string(), "2Gi");
-        assert_eq!(gi("4").sub(gi("1500m")).to_string(), "2500m");
+        assert_eq!((gi("8Gi") - gi("6Gi")).to_string(), "2Gi");
+        assert_eq!((gi("4") - gi("1500m")).to_string(), "2500m");
         assert_eq!(Quantity::default().to_string(), "0");
-        assert_eq!(Quantity::default().add(gi("2Gi")).to_string(), "2Gi");
+        assert_eq!((Quantity::default() + gi("2Gi")).to_string(), "2Gi");
         assert!(Quantity::parse("4x").is_none());
         assert!(Quantity::parse("").is_none());
     }
