@@ -3,7 +3,10 @@
 //! Every list is cluster-wide with a selector fixed per kind, so the distinct list keys (each
 //! a permanent watch in every policy-server replica) are bounded by the number of app kinds:
 //! one for ApplicationDefinitions, one for Namespaces, one per app kind for HelmReleases.
-//! Field masks keep each watch cache to the fields read here.
+//! Field masks prune what each watch cache holds of an object's data (`spec`, `status`) to the
+//! fields read here; its metadata is held and answered whole whatever the masks say, since the
+//! policy-server prunes a `DynamicObject`'s data alone (kubewarden-controller v1.36.0-beta.1,
+//! `kubernetes/reflector.rs` `modify_object`).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,8 +27,11 @@ pub const RELEASE_API: &str = "helm.toolkit.fluxcd.io/v2";
 pub const RELEASE_KIND: &str = "HelmRelease";
 
 const NAMESPACE_MASKS: &[&str] = &["metadata.name", "metadata.labels"];
-/// A release's labels are most of its bytes; they are read only for a kind whose
-/// ApplicationDefinition states no release prefix to derive app names from.
+/// Metadata only: the masks drop a release's spec and status (its values are most of a live
+/// release), and the host answers its metadata whole. The scanner reads the name label only for
+/// a kind whose ApplicationDefinition states no release prefix to derive app names from; that
+/// kind's list asks for `metadata.labels` too, which keeps nothing more (a mask never trims
+/// metadata) and makes a list key of its own.
 const RELEASE_MASKS: &[&str] = &[
     "metadata.name",
     "metadata.namespace",

@@ -268,14 +268,9 @@ impl HostCache {
                 let Some(list) = request.list() else {
                     return false;
                 };
-                let named = list.field_masks.is_none_or(|masks| {
-                    if masks.is_empty() {
-                        return true;
-                    }
-                    let kept = |field: &str| masks.iter().any(|m| m == field || m == "metadata");
-                    kept("metadata.name") && (namespace.is_none() || kept("metadata.namespace"))
-                });
-                if !named || list.field_selector.is_some_and(|s| !s.is_empty()) {
+                // Items carry their whole metadata (masks prune data only), so each is found by
+                // its name.
+                if list.field_selector.is_some_and(|s| !s.is_empty()) {
                     return false;
                 }
                 let items = Arc::make_mut(items);
@@ -284,7 +279,7 @@ impl HostCache {
                     items.remove(at);
                 }
                 if let Some(new) = new.filter(|new| takes_in(&list, new)) {
-                    let item = masks::apply(&strip_store_fields(new), list.field_masks);
+                    let item = reflected(new, list.field_masks);
                     items.insert(at.unwrap_or(items.len()), item);
                 }
                 true
@@ -377,10 +372,19 @@ struct ListRequest {
     field_masks: Option<Vec<String>>,
 }
 
-/// What the reflector store drops from every object, on the store's copy.
-fn strip_store_fields(object: &Value) -> Value {
-    let mut object = object.clone();
+/// An object as a list's reflector stores and answers it (kubewarden-controller v1.36.0-beta.1,
+/// `kubernetes/reflector.rs` `modify_object`): its managed fields cleared, kubectl's
+/// last-applied annotation removed, its data masked. kube's `managed_fields_mut` and
+/// `annotations_mut` insert what is absent, so the answer carries `managedFields: []` and an
+/// `annotations` map even where the object had neither.
+fn reflected(object: &Value, masks: Option<&[String]>) -> Value {
+    let mut object = masks::apply(object, masks);
     crate::cluster::strip_store_fields(&mut object);
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("managedFields".into(), Value::Array(Vec::new()));
+        meta.entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
     object
 }
 
@@ -610,10 +614,7 @@ impl HostState {
         Ok(self
             .cluster
             .list(api_version, kind, list.namespace, &selector)
-            .map(|mut o| {
-                crate::cluster::strip_store_fields(&mut o);
-                masks::apply(&o, list.field_masks)
-            })
+            .map(|o| reflected(&o, list.field_masks))
             .collect())
     }
 }
@@ -698,8 +699,11 @@ mod tests {
                 .expect("items")
                 .iter()
                 .map(|item| {
-                    assert!(item["metadata"].get("managedFields").is_none(), "{item}");
-                    format!("{}", item["metadata"])
+                    // reflector.rs `modify_object`: managed fields cleared, not removed.
+                    assert_eq!(item["metadata"]["managedFields"], json!([]), "{item}");
+                    let mut meta = item["metadata"].clone();
+                    meta.as_object_mut().map(|m| m.remove("managedFields"));
+                    format!("{meta}")
                 })
                 .collect();
             names.sort();
@@ -716,12 +720,18 @@ mod tests {
         cache.written(Some(&a), None);
         let after = on(vec![b_redis, c, d]);
         for (request, expected) in [
-            (&postgres, vec![r#"{"name":"d","namespace":"tenant-a"}"#]),
+            // The masks name metadata only: the metadata comes back whole all the same.
+            (
+                &postgres,
+                vec![
+                    r#"{"annotations":{},"labels":{"apps.cozystack.io/application.kind":"Postgres"},"name":"d","namespace":"tenant-a"}"#,
+                ],
+            ),
             (
                 &in_a,
                 vec![
-                    r#"{"labels":{"apps.cozystack.io/application.kind":"Postgres"},"name":"d","namespace":"tenant-a"}"#,
-                    r#"{"labels":{"apps.cozystack.io/application.kind":"Redis"},"name":"c","namespace":"tenant-a"}"#,
+                    r#"{"annotations":{},"labels":{"apps.cozystack.io/application.kind":"Postgres"},"name":"d","namespace":"tenant-a"}"#,
+                    r#"{"annotations":{},"labels":{"apps.cozystack.io/application.kind":"Redis"},"name":"c","namespace":"tenant-a"}"#,
                 ],
             ),
         ] {

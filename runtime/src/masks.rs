@@ -1,13 +1,22 @@
-//! Kubewarden field masks: an allow-list of dot paths; a path keeps the whole subtree it names,
-//! and arrays are traversed implicitly (`spec.containers.image` keeps `image` of each item).
+//! Kubewarden field masks, as the policy-server applies them (kubewarden-controller
+//! v1.36.0-beta.1, `crates/policy-evaluator/src/callback_handler/kubernetes/field_mask.rs`,
+//! `prune_in_place`): an allow-list of dot paths over an object's *data*. The host holds every
+//! object as a kube `DynamicObject`, whose `apiVersion`, `kind` and `metadata` stand apart from its
+//! data, and prunes `obj.data` alone (`callback_handler.rs` lines 281 and 306 on a GET,
+//! `kubernetes/reflector.rs` line 193 for a list's store): every answer carries each object's
+//! whole metadata, whatever the masks say, and a `metadata.*` mask keeps nothing more.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+/// The fields a `DynamicObject` holds apart from its data, which no mask prunes.
+const UNMASKED: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// `FieldMaskNode`: a node without children keeps everything below it. Paths are not leaves:
+/// given `spec` and `spec.x`, the node `spec` has a child and keeps `spec.x` alone.
 #[derive(Default, Debug)]
 struct Node {
-    leaf: bool,
     children: BTreeMap<String, Node>,
 }
 
@@ -18,42 +27,48 @@ fn build(paths: &[String]) -> Node {
         for part in path.split('.') {
             node = node.children.entry(part.to_owned()).or_default();
         }
-        node.leaf = true;
     }
     root
 }
 
-fn prune(value: &Value, node: &Node) -> Option<Value> {
-    if node.leaf {
-        return Some(value.clone());
+/// `prune_in_place`: an object keeps the keys the node names, each pruned by its child; an
+/// array's items are pruned by the same node; a scalar is kept whole, even where the path goes
+/// deeper than it.
+fn prune(value: &mut Value, node: &Node) {
+    if node.children.is_empty() {
+        return;
     }
     match value {
-        Value::Object(map) => {
-            let kept: Map<String, Value> = map
-                .iter()
-                .filter_map(|(k, v)| {
-                    let child = node.children.get(k)?;
-                    prune(v, child).map(|v| (k.clone(), v))
-                })
-                .collect();
-            Some(Value::Object(kept))
-        }
-        Value::Array(items) => Some(Value::Array(
-            items.iter().filter_map(|item| prune(item, node)).collect(),
-        )),
-        // The path goes deeper than the value: nothing under it to keep.
-        _ => None,
+        Value::Object(map) => map.retain(|key, value| match node.children.get(key) {
+            Some(child) => {
+                prune(value, child);
+                true
+            }
+            None => false,
+        }),
+        Value::Array(items) => items.iter_mut().for_each(|item| prune(item, node)),
+        _ => {}
     }
 }
 
-/// Applies `masks` to `object`; no masks (or an empty list) keeps everything.
+/// Applies `masks` to `object`'s data; no masks (or an empty list) keeps everything, and
+/// `apiVersion`, `kind` and `metadata` are always kept whole.
 pub fn apply(object: &Value, masks: Option<&[String]>) -> Value {
-    match masks {
-        Some(paths) if !paths.is_empty() => {
-            prune(object, &build(paths)).unwrap_or(Value::Object(Map::new()))
+    let (Some(paths), Value::Object(fields)) = (masks.filter(|m| !m.is_empty()), object) else {
+        return object.clone();
+    };
+    let root = build(paths);
+    let mut kept = Map::new();
+    for (key, value) in fields {
+        if UNMASKED.contains(&key.as_str()) {
+            kept.insert(key.clone(), value.clone());
+        } else if let Some(child) = root.children.get(key) {
+            let mut value = value.clone();
+            prune(&mut value, child);
+            kept.insert(key.clone(), value);
         }
-        _ => object.clone(),
     }
+    Value::Object(kept)
 }
 
 #[cfg(test)]
@@ -61,28 +76,62 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn masks(paths: &[&str]) -> Vec<String> {
+        paths.iter().map(|s| s.to_string()).collect()
+    }
+
     #[test]
-    fn keeps_only_listed_paths() {
-        let object = json!({"metadata": {"name": "a", "namespace": "b", "labels": {"x": "1"}, "uid": "u"},
-            "spec": {"containers": [{"image": "i", "name": "n"}, {"image": "j"}], "cardinality": {"max": 1, "scope": "tenant"}}});
-        let masks: Vec<String> = [
-            "metadata.name",
-            "metadata.labels",
-            "spec.containers.image",
-            "spec.cardinality",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    fn masks_prune_the_data_and_never_the_metadata() {
+        // callback_handler.rs:281/306 and reflector.rs:193 prune `obj.data`: a DynamicObject's
+        // metadata is not in it, so it comes back whole (uid, annotations, finalizers, …).
+        let object = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "a", "namespace": "b", "labels": {"x": "1"}, "uid": "u", "finalizers": ["f"]},
+            "spec": {"containers": [{"image": "i", "name": "n"}, {"image": "j"}], "cardinality": {"max": 1, "scope": "tenant"}},
+            "status": {"conditions": [{"type": "Ready"}]}});
         assert_eq!(
-            apply(&object, Some(&masks)),
-            json!({"metadata": {"name": "a", "labels": {"x": "1"}},
-                   "spec": {"containers": [{"image": "i"}, {"image": "j"}], "cardinality": {"max": 1, "scope": "tenant"}}})
+            apply(
+                &object,
+                Some(&masks(&[
+                    "metadata.name",
+                    "spec.containers.image",
+                    "spec.cardinality"
+                ]))
+            ),
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "a", "namespace": "b", "labels": {"x": "1"}, "uid": "u", "finalizers": ["f"]},
+                "spec": {"containers": [{"image": "i"}, {"image": "j"}], "cardinality": {"max": 1, "scope": "tenant"}}})
+        );
+        // A mask of metadata alone keeps no data at all.
+        assert_eq!(
+            apply(&object, Some(&masks(&["metadata.labels"]))),
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "a", "namespace": "b", "labels": {"x": "1"}, "uid": "u", "finalizers": ["f"]}})
         );
         assert_eq!(apply(&object, None), object);
+        assert_eq!(apply(&object, Some(&[])), object);
+    }
+
+    #[test]
+    fn prune_in_place_keeps_scalars_and_refines_a_path_given_with_a_deeper_one() {
+        // field_mask.rs `prune_in_place`: a scalar where the path goes deeper is kept; arrays are
+        // transparent; a node with children prunes, so `spec` beside `spec.x` keeps `spec.x`.
         assert_eq!(
-            apply(&json!({"spec": "scalar"}), Some(&["spec.x".to_string()])),
-            json!({})
+            apply(&json!({"spec": "scalar"}), Some(&masks(&["spec.x"]))),
+            json!({"spec": "scalar"})
+        );
+        assert_eq!(
+            apply(
+                &json!({"spec": ["a", {"x": 1, "y": 2}]}),
+                Some(&masks(&["spec.x"]))
+            ),
+            json!({"spec": ["a", {"x": 1}]})
+        );
+        assert_eq!(
+            apply(
+                &json!({"spec": {"x": 1, "y": 2}}),
+                Some(&masks(&["spec", "spec.x"]))
+            ),
+            json!({"spec": {"x": 1}})
         );
     }
 }
