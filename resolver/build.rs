@@ -154,6 +154,13 @@ fn releases(stock: &Stock) -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     }
     code.push_str("];\n");
+    let names: Vec<&str> = stock.releases.iter().map(|r| r.release.as_str()).collect();
+    writeln!(
+        code,
+        "\n/// Their names, for a message.\npub const SUPPORTED: &str = {:?};",
+        names.join(", ")
+    )
+    .map_err(|e| e.to_string())?;
     Ok(code)
 }
 

@@ -250,7 +250,7 @@ pub fn checked(settings: &Value) -> bool {
     use cozystack_resolver::release::ApiValidation;
     cozystack_resolver::Settings::for_request(&settings.to_string())
         .ok()
-        .and_then(|s| s.cozystack_release)
+        .and_then(|s| s.judged().0)
         .is_some_and(|r| {
             r.row()
                 .api_refuses

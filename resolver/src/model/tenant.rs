@@ -216,12 +216,14 @@ pub fn place(
     );
     // The shorter chain of the older Tenant chart: the full one without tenant-root, for a
     // tenant namespace below the root's children.
-    let older = accepted
-        .contains(&AncestorLabels::ParentPrefixes)
-        .then(|| chart_labels(namespace, AncestorLabels::ParentPrefixes))
-        .flatten();
-    let shorter =
-        older.is_some_and(|older| claimed == StrSet::of(older.iter().map(String::as_str)));
+    // The older chart's set ([`chart_labels`], `ParentPrefixes`): the full one less tenant-root,
+    // below the root's children; compared in place, without building it.
+    let shorter = accepted.contains(&AncestorLabels::ParentPrefixes)
+        && looks_like_tenant(namespace)
+        && chain.len() > 2
+        && !claimed.contains(ROOT)
+        && claimed.len() + 1 == expected.len()
+        && claimed.iter().all(|t| expected.contains(t));
     if claimed != expected && !shorter {
         let labelled = |set: &mut dyn Iterator<Item = &str>| {
             set.map(|t| format!("{ANCESTOR_PREFIX}{t}"))
