@@ -395,6 +395,31 @@ mod tests {
     }
 
     #[test]
+    fn place_accepts_exactly_what_each_chart_writes() {
+        use AncestorLabels::*;
+        for name in ["tenant-a", "tenant-a-b", "tenant-a-b-c", "tenant-ktj-htdev"] {
+            for form in [Full, ParentPrefixes] {
+                let written = chart_labels(name, form).unwrap();
+                let keys: Vec<&str> = written.iter().map(String::as_str).collect();
+                assert!(
+                    place(name, &labels(&keys), &[form]).is_ok(),
+                    "{name} {form:?}"
+                );
+                // One label less is no chart's chain, unless it is the older chart's.
+                let older = chart_labels(name, ParentPrefixes).unwrap();
+                for drop in &keys {
+                    let fewer: Vec<&str> = keys.iter().copied().filter(|k| k != drop).collect();
+                    assert_eq!(
+                        place(name, &labels(&fewer), EITHER).is_ok(),
+                        fewer == older,
+                        "{name} without {drop}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn root_carries_no_ancestor_label() {
         assert_eq!(place(ROOT, &Labels::new(), FULL).unwrap().chain, vec![ROOT]);
         let err = place(ROOT, &labels(&["tenant-root"]), FULL).unwrap_err();
