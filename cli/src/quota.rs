@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::selector::Selector;
 use cozystack_resolver::tenant;
 use serde_json::Value;
+
+use crate::writes::{RELEASE_API, is_tenant_release, tenant_namespace_of};
 
 /// `resource.Quantity`, as far as the check's arithmetic and messages need it: an exact amount
 /// in units of 10⁻⁹ and the format it prints in.
@@ -222,40 +225,24 @@ fn rendered_key(raw: &str) -> String {
     }
 }
 
-const RELEASE_API: &str = "helm.toolkit.fluxcd.io/v2";
-const KIND_LABEL: &str = "apps.cozystack.io/application.kind";
-
 /// Every Tenant release of the cluster, with the namespace it makes.
 fn tenant_releases(cluster: &ClusterObjects) -> Vec<(String, Value)> {
     cluster
-        .values()
-        .filter(|o| {
-            o["apiVersion"] == RELEASE_API
-                && o["kind"] == "HelmRelease"
-                && o["metadata"]["labels"][KIND_LABEL] == "Tenant"
-        })
-        .filter_map(|release| {
-            let namespace = release["metadata"]["namespace"].as_str()?;
-            let name = release["metadata"]["name"].as_str()?;
-            let name = name.strip_prefix("tenant-").unwrap_or(name);
-            let made = tenant::tenant_namespace(namespace, name)?;
-            Some((made, release))
-        })
+        .list(RELEASE_API, "HelmRelease", None, &Selector::default())
+        .filter(is_tenant_release)
+        .filter_map(|release| Some((tenant_namespace_of(&release)?, release)))
         .collect()
 }
 
 /// Whether the release the settings name runs this validation (v1.6.0 on); with no release named
 /// the check does not guess it, so that it never refuses what an older cozystack-api takes.
-pub fn checked(settings: &Value) -> bool {
+pub fn checked(settings: &cozystack_resolver::Settings) -> bool {
     use cozystack_resolver::release::ApiValidation;
-    cozystack_resolver::Settings::for_request(&settings.to_string())
-        .ok()
-        .and_then(|s| s.judged().0)
-        .is_some_and(|r| {
-            r.row()
-                .api_refuses
-                .contains(&ApiValidation::TenantResourceQuotas)
-        })
+    settings.judged().0.is_some_and(|r| {
+        r.row()
+            .api_refuses
+            .contains(&ApiValidation::TenantResourceQuotas)
+    })
 }
 
 fn values_of(release: &Value) -> &Value {
@@ -299,17 +286,17 @@ pub fn refusal(
     if parent.is_empty() {
         return None;
     }
+    // The child's own namespace: an update does not count the Tenant against itself.
+    let excluded = tenant::tenant_namespace(namespace, name).unwrap_or_default();
     let mut siblings = BTreeMap::new();
-    for (_, release) in releases.iter().filter(|(_, release)| {
-        release["metadata"]["namespace"] == namespace
-            && release["metadata"]["name"].as_str() != Some(&format!("tenant-{name}"))
+    for (_, release) in releases.iter().filter(|(made, release)| {
+        release["metadata"]["namespace"] == namespace && *made != excluded
     }) {
         // An undecodable sibling is skipped, as cozystack-api logs and skips it.
         if let Ok(quotas) = declared(values_of(release)) {
             add_all(&mut siblings, quotas);
         }
     }
-    let excluded = tenant::tenant_namespace(namespace, name).unwrap_or_default();
     let used = pool_usage(cluster, &releases, namespace, &excluded);
     let mut errors = Vec::new();
     for (key, limit) in &parent {
@@ -360,11 +347,7 @@ fn pool_usage(
     let mut total = BTreeMap::new();
     for member in members {
         let mut most: BTreeMap<String, Quantity> = BTreeMap::new();
-        for quota in cluster.values().filter(|o| {
-            o["apiVersion"] == "v1"
-                && o["kind"] == "ResourceQuota"
-                && o["metadata"]["namespace"] == member.as_str()
-        }) {
+        for quota in cluster.list("v1", "ResourceQuota", Some(&member), &Selector::default()) {
             let Some(used) = quota["status"]["used"].as_object() else {
                 continue;
             };
@@ -385,6 +368,7 @@ fn pool_usage(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cozystack_resolver::request::KIND_LABEL;
     use serde_json::json;
 
     #[test]
