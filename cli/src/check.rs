@@ -778,14 +778,14 @@ pub fn run<'a>(
     observe: &'a mut Observer<'a>,
 ) -> Result<(Report, State), Error> {
     crate::settings::check(policy, settings)?;
-    let chart = TenantChart::of(settings)?;
+    let resolved = crate::settings::resolved(settings)?;
     let kinds = Kinds::read(&cluster);
     let mut judge = Judge {
         landing: apiserver::Landing::of(&changes.applies, &cluster),
         policy,
         settings,
-        chart,
-        quotas: crate::quota::checked(settings),
+        chart: TenantChart::of(&resolved),
+        quotas: crate::quota::checked(&resolved),
         identity,
         cluster: State::new(cluster),
         kinds,

@@ -534,7 +534,9 @@ fn run_simulate(args: SimulateArgs) -> Result<ExitCode, Error> {
     let run = simulate::Run {
         policy: &policy,
         settings: &settings,
-        chart: cozystack_policy::writes::TenantChart::of(&settings)?,
+        chart: cozystack_policy::writes::TenantChart::of(&cozystack_policy::settings::resolved(
+            &settings,
+        )?),
         cluster,
     };
     let bar = indicatif::ProgressBar::new(args.steps as u64).with_style(

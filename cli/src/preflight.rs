@@ -134,9 +134,7 @@ pub struct ReleaseCheck {
 impl ReleaseCheck {
     /// What `settings` judge for, against the stamp `cluster` holds (when it holds the ConfigMap).
     pub fn of(settings: &Value, cluster: &ClusterObjects) -> Result<ReleaseCheck, Error> {
-        let judged = cozystack_resolver::Settings::for_request(&settings.to_string())
-            .map_err(|e| format!("settings: {e}"))?
-            .judged();
+        let judged = crate::settings::resolved(settings)?.judged();
         let (namespace, name) = VERSION_CONFIGMAP;
         let stamp = match cluster.get("v1", "ConfigMap", name, Some(namespace)) {
             None => None,

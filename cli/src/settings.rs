@@ -21,6 +21,13 @@ pub fn read(path: Option<&Path>) -> Result<Value, Error> {
     })
 }
 
+/// The settings as the resolver reads them, for what the tool models of the cluster (the Tenant
+/// chart's switches, the release); the module itself judges them through `validate_settings`.
+pub fn resolved(settings: &Value) -> Result<cozystack_resolver::Settings, Error> {
+    cozystack_resolver::Settings::for_request(&settings.to_string())
+        .map_err(|e| format!("settings: {e}").into())
+}
+
 /// What the policy-server does before it serves a request: `validate_settings`, and refuse to
 /// go on when the policy answers that the settings are invalid.
 pub fn check(policy: &Policy, settings: &Value) -> Result<(), Error> {

@@ -266,13 +266,11 @@ pub struct TenantChart {
 
 impl TenantChart {
     /// The chart of the release the settings name (main's when they name none).
-    pub fn of(settings: &Value) -> Result<TenantChart, String> {
-        let settings = cozystack_resolver::Settings::for_request(&settings.to_string())
-            .map_err(|e| format!("settings: {e}"))?;
-        Ok(TenantChart {
+    pub fn of(settings: &cozystack_resolver::Settings) -> TenantChart {
+        TenantChart {
             ancestors: settings.judged().chart_writes(),
-            modules: settings.tenant_modules,
-        })
+            modules: settings.tenant_modules.clone(),
+        }
     }
 }
 
