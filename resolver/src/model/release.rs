@@ -134,9 +134,7 @@ impl Judged {
     pub fn ancestor_labels(&self) -> &'static [AncestorLabels] {
         match self.0.map(|r| r.0.ancestor_labels) {
             Some(AncestorLabels::Full) => &[AncestorLabels::Full],
-            Some(AncestorLabels::ParentPrefixes) | None => {
-                &[AncestorLabels::Full, AncestorLabels::ParentPrefixes]
-            }
+            Some(AncestorLabels::ParentPrefixes) | None => AncestorLabels::ANY,
         }
     }
 

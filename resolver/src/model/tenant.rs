@@ -35,6 +35,12 @@ pub enum AncestorLabels {
     ParentPrefixes,
 }
 
+impl AncestorLabels {
+    /// Either chain: what some supported release's chart writes.
+    pub const ANY: &'static [AncestorLabels] =
+        &[AncestorLabels::Full, AncestorLabels::ParentPrefixes];
+}
+
 /// A namespace's place in the tenant tree: its chain of tenant namespaces, root first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
@@ -214,8 +220,6 @@ pub fn place(
             .filter(|t| *t != ROOT || chain.len() > 1)
             .chain(owned_by_root.then_some(ROOT)),
     );
-    // The shorter chain of the older Tenant chart: the full one without tenant-root, for a
-    // tenant namespace below the root's children.
     // The older chart's set ([`chart_labels`], `ParentPrefixes`): the full one less tenant-root,
     // below the root's children; compared in place, without building it.
     let shorter = accepted.contains(&AncestorLabels::ParentPrefixes)
@@ -287,7 +291,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     const FULL: &[AncestorLabels] = &[AncestorLabels::Full];
-    const EITHER: &[AncestorLabels] = &[AncestorLabels::Full, AncestorLabels::ParentPrefixes];
+    const EITHER: &[AncestorLabels] = AncestorLabels::ANY;
 
     fn labels(keys: &[&str]) -> Labels {
         keys.iter()

@@ -58,7 +58,7 @@ fn check(eval: &Evaluation) -> Result<(), Violation> {
     let release_chains = eval.settings.judged().ancestor_labels();
     let untouched = !changed.iter().any(|k| k.starts_with(ANCESTOR_PREFIX));
     let accepted = match untouched {
-        true => &[AncestorLabels::Full, AncestorLabels::ParentPrefixes][..],
+        true => AncestorLabels::ANY,
         false => release_chains,
     };
     let placement = tenant::place(name, &new.labels, accepted).map_err(|err| {
