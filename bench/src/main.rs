@@ -10,6 +10,7 @@
 //! typed objects) is a residual per call and per byte, fitted once to kwctl's table (docs/benchmarks.md).
 
 mod breakdown;
+mod floor;
 mod heap;
 mod model;
 mod peer;
@@ -51,6 +52,10 @@ fn main() {
         read_module(&root.join("target/accept-all-policy.wasm")).unwrap_or_else(|e| panic!("{e}"));
     let floor_policy =
         Policy::load(&floor_wasm, Metadata::default()).unwrap_or_else(|e| panic!("{e}"));
+    // The same floor making a workload's protocol-floor calls, its callback thread as ours.
+    let floor_calls = Policy::load(&floor_wasm, Metadata::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_callback_thread();
     let bundle = Bundle::load(&root.join("e2e/cluster")).unwrap_or_else(|e| panic!("{e}"));
     let budget = budget();
 
@@ -78,6 +83,12 @@ fn main() {
                 policy.host_state(w.cluster.clone(), vec![], Some(cache.clone())),
             )
             .unwrap_or_else(|e| panic!("{}: {e}", w.name));
+        // `BENCH_CALLS=1`: each host call and what it answered, to weigh a change of lookups.
+        if std::env::var_os("BENCH_CALLS").is_some() {
+            for exchange in &probe.exchanges {
+                eprintln!("{}: {exchange}", w.name);
+            }
+        }
         // The largest answer one call hands the guest, and the guest's peak heap (the payload
         // is copied into it too).
         let largest = probe
@@ -156,6 +167,13 @@ fn main() {
             probe.response_bytes(),
         );
         let floors = model.total.as_secs_f64() / accept_all.median().as_secs_f64();
+        let protocol = floor::measured(
+            &floor_calls,
+            || policy.host_state(w.cluster.clone(), vec![], Some(cache.clone())),
+            &w.payload,
+            &w.floor,
+            budget / 4,
+        );
         if w.name.starts_with("Namespace") {
             floor = Some(accept_all);
         }
@@ -186,6 +204,7 @@ fn main() {
             workload: w,
             model,
             floors,
+            protocol,
             heap_peak,
             largest,
             p99: wasm.p99(),
@@ -228,9 +247,25 @@ fn main() {
     report::peer(&peer);
     report::phases(&phases);
     report::audit(&rows);
+    // The upstream change that would lower the largest floors: masks reaching metadata.
+    let reaching: Vec<(&Row, floor::Floor)> = rows
+        .iter()
+        .filter(|r| r.workload.name.starts_with(floor::UPSTREAM_WEIGHED))
+        .map(|r| {
+            let cache = Arc::new(HostCache::masking_metadata());
+            let floor = floor::measured(
+                &floor_calls,
+                || policy.host_state(r.workload.cluster.clone(), vec![], Some(cache.clone())),
+                &r.workload.payload,
+                &r.workload.floor,
+                budget / 4,
+            );
+            (r, floor)
+        })
+        .collect();
+    report::upstream(&reaching);
 
-    let (targets, keys) =
-        targets::targets(&policy, &bundle, &root, &rows, budget, &preflight, &peer);
+    let (targets, keys) = targets::targets(&policy, &bundle, &root, &rows, budget, &preflight);
     if report::targets(&targets, &keys) > 0 {
         std::process::exit(1);
     }

@@ -65,12 +65,16 @@ pub fn micros(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e6)
 }
 
+pub fn millis(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
 /// The residual of a host call beyond the mechanism the harness runs, per call and per byte
 /// the host serialises, fitted to kwctl's measurements of the module at 6be6b36
 /// (docs/benchmarks.md#calibration): the harness's channel and callback thread already cost
 /// what kwctl's call path does, and kube-rs's typed objects and copies cost by the byte.
 pub const RESIDUAL_PER_CALL_US: f64 = 0.0;
-pub const RESIDUAL_PER_BYTE_NS: f64 = 59.6;
+pub const RESIDUAL_PER_BYTE_NS: f64 = 0.0;
 
 /// One workload's cost in the model: what was measured plus the residual of its host calls.
 pub struct Modelled {

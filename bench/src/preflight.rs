@@ -10,62 +10,7 @@ use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::{Value, json};
 
-use crate::workloads::{release, tree};
-
-/// An object as `kubectl get -o yaml` prints it from the API server: uid, resourceVersion,
-/// creation time, the managed fields of each writer, the last-applied annotation, and the
-/// status its controller keeps (a HelmRelease's conditions and history, a Namespace's phase).
-pub fn as_served(object: &Value, i: usize) -> Value {
-    let mut object = object.clone();
-    /// The managed-fields set of a value: `f:<key>` for every key, nested.
-    fn fields(v: &Value) -> Value {
-        match v {
-            Value::Object(map) => Value::Object(
-                map.iter()
-                    .map(|(k, v)| (format!("f:{k}"), fields(v)))
-                    .collect(),
-            ),
-            _ => json!({}),
-        }
-    }
-    let last_applied = serde_json::to_string(&object).unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-    let spec_fields = fields(&object["spec"]);
-    let label_fields = fields(&object["metadata"]["labels"]);
-    let meta = &mut object["metadata"];
-    meta["uid"] = json!(format!("7d3c{i:04x}-9f0e-4b1a-8c2d-{i:012x}"));
-    meta["resourceVersion"] = json!(format!("{}", 1_000_000 + i));
-    meta["creationTimestamp"] = json!("2026-10-01T08:00:00Z");
-    meta["annotations"] = json!({"kubectl.kubernetes.io/last-applied-configuration": last_applied});
-    let writer = json!({"manager": "helm-controller", "operation": "Update", "apiVersion": object["apiVersion"],
-        "time": "2026-10-01T08:00:00Z", "fieldsType": "FieldsV1",
-        "fieldsV1": {"f:metadata": {"f:labels": label_fields}, "f:spec": spec_fields}});
-    let status = match kind.as_str() {
-        "HelmRelease" => {
-            object["metadata"]["generation"] = json!(1);
-            object["metadata"]["finalizers"] = json!(["finalizers.fluxcd.io"]);
-            json!({"conditions": [
-                    {"type": "Ready", "status": "True", "reason": "InstallSucceeded", "message": "Helm install succeeded for release with chart version 1.6.0", "lastTransitionTime": "2026-10-01T08:01:00Z", "observedGeneration": 1},
-                    {"type": "Released", "status": "True", "reason": "InstallSucceeded", "message": "Helm install succeeded for release with chart version 1.6.0", "lastTransitionTime": "2026-10-01T08:01:00Z", "observedGeneration": 1}],
-                "history": [{"chartName": "app", "chartVersion": "1.6.0", "configDigest": "sha256:9f2b7c1e5d3a8f6b4c2e0d9a7b5c3e1f9d7b5a3c1e9f7d5b3a1c9e7f5d3b1a9c", "digest": "sha256:1c9e7f5d3b1a9c7e5f3d1b9a7c5e3f1d9b7a5c3e1f9d7b5a3c1e9f7d5b3a1c9e",
-                    "firstDeployed": "2026-10-01T08:00:30Z", "lastDeployed": "2026-10-01T08:00:30Z", "name": "app", "namespace": "tenant", "status": "deployed", "version": 1}],
-                "lastAttemptedConfigDigest": "sha256:9f2b7c1e5d3a8f6b4c2e0d9a7b5c3e1f9d7b5a3c1e9f7d5b3a1c9e7f5d3b1a9c",
-                "lastAttemptedGeneration": 1, "lastAttemptedReleaseAction": "install", "lastAttemptedRevision": "1.6.0",
-                "observedGeneration": 1, "storageNamespace": "tenant"})
-        }
-        "Namespace" => {
-            object["spec"] = json!({"finalizers": ["kubernetes"]});
-            json!({"phase": "Active"})
-        }
-        _ => json!({}),
-    };
-    let status_writer = json!({"manager": "helm-controller", "operation": "Update", "subresource": "status",
-        "apiVersion": object["apiVersion"], "time": "2026-10-01T08:01:00Z", "fieldsType": "FieldsV1",
-        "fieldsV1": {"f:status": fields(&status)}});
-    object["metadata"]["managedFields"] = json!([writer, status_writer]);
-    object["status"] = status;
-    object
-}
+use crate::workloads::{info, kubernetes, tree};
 
 pub struct PreflightRun {
     pub objects: usize,
@@ -160,13 +105,12 @@ pub struct LiveRun {
 /// YAML and replaying every Namespace and HelmRelease through the wasm.
 pub fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
     let cluster = tree(bundle, 4000, |ns, objects| {
-        objects.push(release(ns, "info", "Info", "info"));
-        objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"));
+        objects.push(info(bundle, ns));
+        objects.push(kubernetes(bundle, ns, "dev"));
     });
     let items: Vec<Value> = cluster
         .values()
-        .enumerate()
-        .map(|(i, o)| as_served(&o, i))
+        .map(|o| cluster.with_managed_fields(o))
         .collect();
     let dump = serde_yaml::to_string(&json!({"apiVersion": "v1", "kind": "List",
         "metadata": {"resourceVersion": ""}, "items": items}))
@@ -318,8 +262,8 @@ pub struct LargeRun {
 /// then runs `cozystack-policy preflight --dump` on it.
 pub fn large_preflight(bundle: &Bundle, tenants: usize) -> LargeRun {
     let cluster = tree(bundle, tenants, |ns, objects| {
-        objects.push(release(ns, "info", "Info", "info"));
-        objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"));
+        objects.push(info(bundle, ns));
+        objects.push(kubernetes(bundle, ns, "dev"));
     });
     let dir = workspace().join("target/tmp/bench-preflight");
     let failed = |summary: String| LargeRun {
@@ -337,9 +281,8 @@ pub fn large_preflight(bundle: &Bundle, tenants: usize) -> LargeRun {
         std::fs::write(dir.join("settings.json"), bundle.settings.to_string())?;
         let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("dump.yaml"))?);
         out.write_all(b"apiVersion: v1\nitems:\n")?;
-        for (i, object) in cluster.values().enumerate() {
-            let text =
-                serde_yaml::to_string(&as_served(&object, i)).map_err(std::io::Error::other)?;
+        for object in cluster.values() {
+            let text = serde_yaml::to_string(&object).map_err(std::io::Error::other)?;
             for (n, line) in text.lines().enumerate() {
                 out.write_all(if n == 0 { b"- " } else { b"  " })?;
                 out.write_all(line.as_bytes())?;

@@ -10,9 +10,9 @@ use crate::workloads::Row;
 /// The table's head.
 pub fn header() {
     println!(
-        "| workload | host calls | bytes served | largest answer | guest heap peak KiB | guest µs | host µs | modelled median µs | modelled p99 µs | spread | × floor | × floor, warm | native µs | kwctl µs | model ÷ kwctl |"
+        "| workload | host calls | bytes served | largest answer | guest heap peak KiB | guest µs | host µs | modelled median µs | modelled p99 µs | spread | × accept-all | × accept-all, warm | native µs | floor calls | floor bytes | floor µs | ÷ floor | kwctl µs | model ÷ kwctl |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
 }
 
 /// kwctl's range, and the model's ratio to its middle.
@@ -39,7 +39,7 @@ pub fn row(row: &Row) {
         .warm_floors
         .map_or("–".to_owned(), |ratio| format!("{ratio:.2}"));
     println!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {warm} | {} | {kwctl} | {ratio} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {warm} | {} | {} | {} | {} | {:.2} | {kwctl} | {ratio} |",
         w.name,
         model.calls,
         model.bytes,
@@ -52,6 +52,10 @@ pub fn row(row: &Row) {
         row.spread,
         row.floors,
         micros(row.native),
+        row.protocol.calls,
+        row.protocol.bytes,
+        micros(row.protocol.total),
+        row.over_floor(),
     );
 }
 
@@ -152,4 +156,24 @@ pub fn targets(targets: &[Target], keys: &BTreeSet<String>) -> usize {
         println!("  list key: {key}");
     }
     missed
+}
+
+/// Each weighed workload's protocol floor as Kubewarden answers today, and with masks that reach
+/// metadata (the upstream change docs/benchmarks.md states).
+pub fn upstream(weighed: &[(&Row, crate::floor::Floor)]) {
+    println!();
+    println!("Protocol floors if Kubewarden's field masks reached metadata:");
+    for (row, reaching) in weighed {
+        println!(
+            "  {}: {} bytes and {} µs today, {} bytes and {} µs with masks reaching metadata ({:.1}× fewer bytes, {:.1}× faster); the policy today {} µs",
+            row.workload.name,
+            row.protocol.bytes,
+            micros(row.protocol.total),
+            reaching.bytes,
+            micros(reaching.total),
+            row.protocol.bytes as f64 / reaching.bytes.max(1) as f64,
+            row.protocol.total.as_secs_f64() / reaching.total.as_secs_f64(),
+            micros(row.model.total),
+        );
+    }
 }

@@ -12,15 +12,14 @@ use cozystack_policy_runtime::host::HostCache;
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
 
-use crate::model::{Modelled, measure, micros, timed};
-use crate::model::{RESIDUAL_PER_BYTE_NS, RESIDUAL_PER_CALL_US};
-use crate::peer::LOOKUPS;
+use crate::model::{measure, micros, millis, timed};
 use crate::preflight::PreflightRun;
 use crate::workloads::Row;
 use crate::workloads::{
-    DEFINITIONS_READ, NO_SLOTS, SETTINGS_ONLY, STOCK_DEPLOYMENT_CONSUMER, STOCK_DEPLOYMENT_CREATE,
-    STOCK_DEPLOYMENT_DELETE, STOCK_DEPLOYMENT_ZERO_CALL, ZERO_CALL_EMPTY_SETTINGS,
+    DEFINITIONS_READ, NO_SLOTS, SETTINGS_ONLY, STOCK_DEPLOYMENT_CREATE, STOCK_DEPLOYMENT_ZERO_CALL,
+    ZERO_CALL_EMPTY_SETTINGS,
 };
+use cozystack_policy::footprint::{DEPLOYED_TIMEOUT_EVAL_SECONDS, Footprint};
 
 /// The module before #26 compiled the stock rule set in (the parent of commit 2de2a5a), and
 /// what the table and its code added to it (582,429 → 587,483 bytes): the issue's size budget.
@@ -36,6 +35,13 @@ const LARGE_PREFLIGHT_MEMORY: &str = "the snapshot keeps each object as its JSON
 /// What the module's bytes are when the annotated module is over 450 KB (docs/benchmarks.md,
 /// round #35, "the module under 450 KB"): `twiggy top` of an unstripped build.
 const ANNOTATED_SIZE_CAUSE: &str = "the rules (~97 KB), serde_json's deserialisers for the settings, the rule blocks and a release's values (~55 KB), data (~48 KB: messages, std's error names), core and alloc (~81 KB), the scanner that reads the request and the host's answers (~35 KB), the ordered maps still used (~21 KB: labels, JSON objects, raw blocks, field masks), core's float formatting for serde's messages (~15 KB); the annotation adds policy-metadata.yml and the README as usage (~14 KB). `twiggy paths` tells what retains a function: a second serde reader type, a JSON value written back or a new BTreeMap key and value type each cost 3-12 KB. A smaller build gives up speed: rustc's opt-level z made the warm zero-call request 2.2× the floor, wasm-opt -Os 1.45-1.52×";
+
+/// Why a workload costs more than its protocol floor (docs/benchmarks.md#the-protocol-floor).
+const FLOOR_CAUSE: &str = "TBD";
+
+/// Why the first evaluation after a start outlasts the budget at 40,000 tenants
+/// (docs/benchmarks.md#the-policy-servers-memory-and-first-evaluation).
+const FIRST_FILL_CAUSE: &str = "TBD";
 
 /// One target: what it says with the measured numbers, whether it is met, and why not.
 pub struct Target {
@@ -53,7 +59,6 @@ pub fn targets(
     rows: &[Row],
     budget: Duration,
     preflight: &PreflightRun,
-    peer: &Modelled,
 ) -> (Vec<Target>, BTreeSet<String>) {
     // The summary checks the targets.
     // The module the policy-server compiles; the annotated file adds the README as usage.
@@ -102,6 +107,10 @@ pub fn targets(
             .expect("counted")
     };
     // The policy's own share: the guest's time per listed item (the host's is the model's).
+    let slope_per_byte = (counted(4000).model.guest().as_secs_f64()
+        - counted(1).model.guest().as_secs_f64())
+        / (counted(4000).model.bytes - counted(1).model.bytes).max(1) as f64
+        * 1e9;
     let slope_ns = (counted(4000).model.guest().as_secs_f64()
         - counted(1).model.guest().as_secs_f64())
         / 3999.0
@@ -119,12 +128,41 @@ pub fn targets(
         .filter(|r| r.model.calls > 1)
         .map(|r| format!("{} ({})", r.workload.name, r.model.calls))
         .collect();
-    let slowest = small_creates
-        .iter()
-        .max_by_key(|r| r.model.total)
-        .expect("CREATE workloads");
     let consumed = find("DELETE shared provider, 4000");
     let consumed_40k = find("DELETE shared provider, 40000");
+    let consumed_rows = [
+        consumed,
+        find("UPDATE Tenant switching a shared provider off, 4000"),
+        consumed_40k,
+    ];
+    let timeout = DEPLOYED_TIMEOUT_EVAL_SECONDS;
+    // The first evaluation's wait for the initial LIST, at each scale, plus the warm cost.
+    let first_fills: Vec<(usize, f64)> = [(4000, consumed), (40_000, consumed_40k)]
+        .into_iter()
+        .map(|(n, row)| {
+            let fill = Footprint::of(&row.workload.cluster).first_fill_ms() / 1000.0;
+            (n, fill + row.model.total.as_secs_f64())
+        })
+        .collect();
+    let worst_floor = rows
+        .iter()
+        .max_by(|a, b| a.over_floor().total_cmp(&b.over_floor()))
+        .expect("workloads");
+    let over_floor: Vec<String> = rows
+        .iter()
+        .filter(|r| r.over_floor() > 1.5)
+        .map(|r| {
+            format!(
+                "{} {:.2}× ({} calls and {} bytes against the floor's {} and {})",
+                r.workload.name,
+                r.over_floor(),
+                r.model.calls,
+                r.model.bytes,
+                r.protocol.calls,
+                r.protocol.bytes
+            )
+        })
+        .collect();
     let unconsumed = find("DELETE unconsumed provider, 4000");
     let by_flux = find("DELETE unconsumed provider by Flux");
     let slotted_create = find(&format!(
@@ -151,7 +189,14 @@ pub fn targets(
     };
     let (mut slotted_run, mut unslotted_run) =
         (native_run(slotted_create), native_run(unslotted_create));
-    let [with_slots, without] = measure(budget, [&mut slotted_run, &mut unslotted_run]);
+    // On a thread of its own: the main thread's heap holds every tree, and its allocator's
+    // free lists slow the native host's clones several times over.
+    let [with_slots, without] = std::thread::scope(|scope| {
+        scope
+            .spawn(|| measure(budget, [&mut slotted_run, &mut unslotted_run]))
+            .join()
+            .expect("the slot check's thread")
+    });
     let slot_cost = with_slots.median().as_secs_f64() - without.median().as_secs_f64();
     let stock_zero = find("Namespace label UPDATE, stock rule set");
     let empty_zero = find(ZERO_CALL_EMPTY_SETTINGS);
@@ -165,19 +210,6 @@ pub fn targets(
         .expect("a zero-call row is timed against the floor with settings {}");
     let deployed_floors = deployed_fresh.as_secs_f64() / empty_floor.as_secs_f64();
     let deployed_warm = deployed_zero.warm_floors.unwrap_or(f64::INFINITY);
-    let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
-    // Every CREATE under the stock deployment, against the context-aware peer.
-    let deployed_creates: Vec<&Row> = rows
-        .iter()
-        .filter(|r| {
-            r.workload.name.starts_with("CREATE") && r.workload.name.contains("stock deployment")
-        })
-        .collect();
-    let worst_create = deployed_creates
-        .iter()
-        .max_by_key(|r| r.model.total)
-        .expect("a CREATE under the stock deployment");
-    let peer_ratio = worst_create.model.total.as_secs_f64() / peer.total.as_secs_f64();
     // The same CREATE reading 14 and 140 ApplicationDefinitions: the guest's share.
     let (few, many) = (
         find(&format!("{DEFINITIONS_READ}14 ")),
@@ -188,49 +220,8 @@ pub fn targets(
     let per_definition_ns = extra_guest / 126.0 * 1e9;
     let per_byte_ns =
         extra_guest / many.model.bytes.saturating_sub(few.model.bytes).max(1) as f64 * 1e9;
-    // The stock deployment's own worst cases (#35).
-    let (stock_delete, stock_consumer) = (
-        find(STOCK_DEPLOYMENT_DELETE),
-        find(STOCK_DEPLOYMENT_CONSUMER),
-    );
-    let consumer_ratio = stock_consumer.model.total.as_secs_f64() / peer.total.as_secs_f64();
-    let answer = |row: &Row| row.model.bytes.saturating_sub(row.largest);
     // (what, met, the measured cause when missed)
     let mut checks: Vec<(String, bool, String)> = vec![
-        (
-            format!(
-                "under the stock deployment, a Kubernetes consumer's CREATE at most ½ of the {LOOKUPS}-call context-aware peer in the model: {consumer_ratio:.2} ({} µs against {} µs, {} host calls)",
-                micros(stock_consumer.model.total),
-                micros(peer.total),
-                stock_consumer.model.calls,
-            ),
-            consumer_ratio <= 0.5,
-            format!(
-                "its {} calls: the namespace (which providers its labels name) and, its monitoring label naming tenant-root, whose Namespace carries no provider label, the root Tenant's release for its switches (is the provider it will use running, or must the user be warned it awaits one); the host's share is {} µs of {} µs, of which the model's residual is {} µs ({RESIDUAL_PER_CALL_US} µs a call, {RESIDUAL_PER_BYTE_NS} ns a byte)",
-                stock_consumer.model.calls,
-                micros(stock_consumer.model.host),
-                micros(stock_consumer.model.total),
-                micros(stock_consumer.model.residual()),
-            ),
-        ),
-        (
-            format!(
-                "under the stock deployment, the DELETE of tenant-root's Monitoring consumed by 4,000 Kubernetes clusters under 10 ms in the model: {} µs (verdict allowed={}, {} host calls, {} bytes)",
-                micros(stock_delete.model.total),
-                stock_delete.verdict,
-                stock_delete.model.calls,
-                stock_delete.model.bytes,
-            ),
-            stock_delete.model.total <= Duration::from_millis(10),
-            format!(
-                "the consumer kinds' release list (Kubernetes and ComputePlane in one selector, {} bytes for 4,000 releases) is cloned and serialised by the host and parsed by the guest: the host's share is {} µs (its residual alone {} µs), the guest's {} µs; ComputePlane's empty release prefix cannot tell its releases from Kubernetes' by name, so one more list (0 items) sorts them, and the consumers named in the message are each read from their Namespace ({} bytes over the other calls)",
-                stock_delete.largest,
-                micros(stock_delete.model.host),
-                micros(stock_delete.model.residual()),
-                micros(stock_delete.model.guest()),
-                answer(stock_delete),
-            ),
-        ),
         (
             format!(
                 "with definitionSource: applicationDefinitions, the guest's cost grows with the kinds a request needs, not with the definitions listed: 140 definitions at most 1.2× the guest time of 14: {definitions_growth:.2}× ({} µs against {} µs; the host's share, one list call, {} against {} µs)",
@@ -242,26 +233,6 @@ pub fn targets(
             definitions_growth <= 1.2,
             format!(
                 "the guest decodes only the kinds a request asks for, but it still scans every listed item for its kind and name and checks its grammar: {per_definition_ns:.0} ns per definition, {per_byte_ns:.1} ns per byte the list grew, the rate at which the guest scans any list answer (docs/benchmarks.md)"
-            ),
-        ),
-        (
-            format!(
-                "every CREATE under the stock deployment at most ½ of the {LOOKUPS}-call context-aware peer in the model: {peer_ratio:.2} ({}: {} µs against {} µs, over {} workload(s))",
-                worst_create.workload.name,
-                micros(worst_create.model.total),
-                micros(peer.total),
-                deployed_creates.len(),
-            ),
-            peer_ratio <= 0.5,
-            format!(
-                "its {} calls ({} bytes): the kind's instances in every tenant (one watch per kind), and, Monitoring consuming ingress (docs/stock-rules.md), its namespace's provider label and the root Tenant's switches for the awaiting warning; the host's share is {} µs of {} µs (the peer's four small lookups: {} µs), the guest's {} µs against the peer's {} µs",
-                worst_create.model.calls,
-                worst_create.model.bytes,
-                micros(worst_create.model.host),
-                micros(worst_create.model.total),
-                micros(peer.host),
-                micros(worst_create.model.guest()),
-                micros(peer.guest()),
             ),
         ),
         (
@@ -301,42 +272,47 @@ pub fn targets(
         ),
         (
             format!(
-                "every CREATE at ≤100 instances costs at most 500 µs in the model (stock rule set): worst {} µs ({})",
-                micros(slowest.model.total),
-                slowest.workload.name
+                "every workload within 1.5× of its protocol floor (the smallest set of host calls that decides it, served by the same host, plus the accept-all policy on its payload): worst {:.2}× ({}: {} µs against {} µs){}",
+                worst_floor.over_floor(),
+                worst_floor.workload.name,
+                micros(worst_floor.model.total),
+                micros(worst_floor.protocol.total),
+                if over_floor.is_empty() { String::new() } else { format!("; over it: {}", over_floor.join(", ")) },
             ),
-            slowest.model.total <= Duration::from_micros(500),
-            format!("a host call costs ~60–150 µs in this model (the mechanism, which the fit to kwctl leaves a residual of {RESIDUAL_PER_CALL_US} µs a call, plus {RESIDUAL_PER_BYTE_NS} ns a byte the host serialises); one call and the guest's fixed work fit, more do not"),
+            over_floor.is_empty(),
+            FLOOR_CAUSE.to_owned(),
         ),
         (
             format!(
-                "DELETE of a provider consumed by 4,000 tenants under 20 ms in the model: {} µs (verdict allowed={}; largest answer {} bytes)",
-                micros(consumed.model.total),
-                consumed.verdict,
-                consumed.largest
+                "the DELETE or switch-off of a provider consumed by 4,000 and by 40,000 tenants, warm, under a tenth of the deployed timeoutEvalSeconds ({timeout:.0} s): {}",
+                consumed_rows
+                    .iter()
+                    .map(|r| format!(
+                        "{} {} ms (allowed={})",
+                        r.workload.name,
+                        millis(r.model.total),
+                        r.verdict
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
-            consumed.model.total < Duration::from_millis(20),
+            consumed_rows
+                .iter()
+                .all(|r| r.model.total.as_secs_f64() < timeout / 10.0),
             format!(
-                "the consumer kinds' release list: 4,000 releases cloned and serialised by the host ({} µs, {} bytes in all) and scanned by the guest ({} µs)",
-                micros(consumed.model.host),
-                consumed.model.bytes,
-                micros(consumed.model.guest())
-            ),
-        ),
-        (
-            format!(
-                "DELETE of a provider consumed by 40,000 tenants under 200 ms in the model, guest heap under 32 MiB: {} µs, {:.1} MiB",
-                micros(consumed_40k.model.total),
-                mib(consumed_40k.heap_peak)
-            ),
-            consumed_40k.model.total < Duration::from_millis(200)
-                && consumed_40k.heap_peak < 32 * 1024 * 1024,
-            format!(
-                "the same list, ten times longer: {} µs of host time for {} bytes; the guest holds the answer ({:.1} MiB) while it scans it",
-                micros(consumed_40k.model.host),
+                "the consumer kinds' release list, every consumer's whole metadata: {} bytes at 40,000 tenants, cloned and serialised by the host ({} ms) and scanned by the guest ({} ms)",
                 consumed_40k.model.bytes,
-                mib(consumed_40k.heap_peak)
+                millis(consumed_40k.model.host),
+                millis(consumed_40k.model.guest()),
             ),
+        ),
+        (
+            format!(
+                "the first such DELETE after a policy-server start, which waits inside its budget for the initial LIST of the releases it lists, under the deployed timeoutEvalSeconds ({timeout:.0} s): {}",
+                first_fills.iter().map(|(n, s)| format!("{n} tenants {s:.1} s")).collect::<Vec<_>>().join(", "),
+            ),
+            first_fills.iter().all(|(_, s)| *s < timeout),
+            FIRST_FILL_CAUSE.to_owned(),
         ),
         (
             format!(
@@ -359,9 +335,11 @@ pub fn targets(
             "the slot check runs after the count on the instances it listed: the free slots are a scan of that list in the slot's namespace".to_owned(),
         ),
         (
-            format!("per-listed-item guest slope under 1 µs: {slope_ns:.0} ns/item"),
-            slope_ns < 1000.0,
-            String::new(),
+            format!(
+                "the guest's slope over a listed item under 3 ns per byte the host hands over (an item is its whole metadata, ~820 bytes for an Info release): {slope_per_byte:.2} ns/byte, {slope_ns:.0} ns/item"
+            ),
+            slope_per_byte < 3.0,
+            "the scanner checks the grammar of every byte it skips and reads each item's name, namespace and deletion mark; the many short strings of labels, annotations and managed fields cost it per string, not per byte".to_owned(),
         ),
         (
             format!(

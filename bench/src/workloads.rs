@@ -10,6 +10,7 @@ use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::payload;
 use serde_json::{Value, json};
 
+use crate::floor::{self, Call};
 use crate::model::Modelled;
 
 pub struct Workload {
@@ -19,38 +20,125 @@ pub struct Workload {
     pub listed: usize,
     /// kwctl 1.36 `bench` on the same workload (issue #13), median µs, low and high.
     pub kwctl: Option<(f64, f64)>,
+    /// The smallest set of host calls that decides it ([`crate::floor`]).
+    pub floor: Vec<Call>,
 }
 
-pub fn namespace(name: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+/// The bundled objects the trees are copied from: a child of the root and its apps
+/// (e2e/cluster, where each field is cited to the component that writes it), so that every
+/// tree holds objects of one shape, as large as a live cluster's.
+const CHILD: &str = "tenant-acme";
+const CHILD_HOST: &str = "acme.example.org";
+
+/// A copy of the bundled object `namespace/name` of `kind`, moved to `to_namespace` and named
+/// `to_name`, with a uid of its own: every name, label, annotation and status field that
+/// named the original names the copy.
+pub fn copied(
+    bundle: &Bundle,
+    kind: &str,
+    (namespace, name): (&str, &str),
+    (to_namespace, to_name): (&str, &str),
+) -> Value {
+    let api_version = match kind {
+        "Namespace" => "v1",
+        _ => "helm.toolkit.fluxcd.io/v2",
+    };
+    let template = bundle
+        .cluster
+        .get(
+            api_version,
+            kind,
+            name,
+            (!namespace.is_empty()).then_some(namespace),
+        )
+        .map(|o| bundle.cluster.with_managed_fields(o))
+        .unwrap_or_else(|| panic!("e2e/cluster holds no {kind} {namespace}/{name}"));
+    let uid = template["metadata"]["uid"].clone();
+    let short = |ns: &str| ns.strip_prefix("tenant-").unwrap_or(ns).to_owned();
+    let mut text = template.to_string();
+    if !name.is_empty() && name != to_name {
+        text = text.replace(name, to_name);
+    }
+    if !namespace.is_empty() && namespace != to_namespace {
+        text = text.replace(namespace, to_namespace);
+    }
+    text = text.replace(CHILD_HOST, &format!("{}.example.org", short(to_namespace)));
+    let mut copy: Value = serde_json::from_str(&text).expect("a copy of a JSON value");
+    let serial = UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    copy["metadata"]["resourceVersion"] = json!(format!("{}", 2_000_000 + serial));
+    copy["metadata"]["uid"] = json!(format!(
+        "{}-{serial:012x}",
+        uid.as_str()
+            .unwrap_or("6f1c0d2e-0000-4000-8000")
+            .rsplit_once('-')
+            .map_or("", |p| p.0)
+    ));
+    copy
 }
 
-/// A child of the root as the Tenant chart labels it: the root's values for every class but
-/// `monitoring` (the platform gateway is off, so `gateway` is empty).
-pub fn tenant_labels(name: &str, monitoring: &str) -> Value {
-    let mut labels = json!({"kubernetes.io/metadata.name": name, "namespace.cozystack.io/host": format!("{name}.example.org"),
-        "namespace.cozystack.io/monitoring": monitoring, "namespace.cozystack.io/etcd": "tenant-root", "namespace.cozystack.io/ingress": "tenant-root",
-        "namespace.cozystack.io/gateway": "", "namespace.cozystack.io/seaweedfs": "tenant-root", "tenant.cozystack.io/tenant-root": "",
-        "alpha.kubevirt.io/auto-memory-limits-ratio": "1.0", "app.kubernetes.io/managed-by": "Helm", "internal.cozystack.io/flux-shard": "shard0"});
-    labels[format!("tenant.cozystack.io/{name}")] = json!("");
-    labels
+/// The serial a copy's uid ends with.
+static UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1000);
+
+/// A child tenant's Namespace: a copy of the bundled child of the root.
+pub fn child_namespace(bundle: &Bundle, name: &str) -> Value {
+    copied(bundle, "Namespace", ("", CHILD), ("", name))
 }
 
-pub fn release(namespace: &str, name: &str, kind: &str, app: &str) -> Value {
-    json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-        "metadata": {"name": name, "namespace": namespace, "labels": {
-            "apps.cozystack.io/application.kind": kind, "apps.cozystack.io/application.group": "apps.cozystack.io",
-            "apps.cozystack.io/application.name": app, "sharding.fluxcd.io/key": "shard0"}},
-        "spec": {"interval": "5m", "chartRef": {"kind": "ExternalArtifact", "name": format!("cozystack-{}", kind.to_lowercase()), "namespace": "cozy-system"},
-                 "valuesFrom": [{"kind": "Secret", "name": "cozystack-values"}], "values": {}}})
+/// An app's release in `namespace`: a copy of the bundled `template` (`<namespace>/<name>`),
+/// named `name` for the app `app`.
+pub fn release(
+    bundle: &Bundle,
+    template: (&str, &str),
+    namespace: &str,
+    name: &str,
+    app: &str,
+) -> Value {
+    let mut copy = copied(bundle, "HelmRelease", template, (namespace, name));
+    copy["metadata"]["labels"]["apps.cozystack.io/application.name"] = json!(app);
+    copy
 }
 
-/// The bundled definitions, the root, and `tenants` child tenants built by `each`.
+/// Each tenant's Info release (the Tenant chart's), a copy of tenant-acme's.
+pub fn info(bundle: &Bundle, namespace: &str) -> Value {
+    release(bundle, (CHILD, "info"), namespace, "info", "info")
+}
+
+/// A tenant's Kubernetes cluster (cozystack-api's release), a copy of tenant-acme's storefront.
+pub fn kubernetes(bundle: &Bundle, namespace: &str, app: &str) -> Value {
+    let name = format!("kubernetes-{app}");
+    release(
+        bundle,
+        (CHILD, "kubernetes-storefront"),
+        namespace,
+        &name,
+        app,
+    )
+}
+
+/// A module the Tenant chart renders in `namespace` (Monitoring, Etcd), a copy of tenant-ktj's.
+pub fn tenant_module(bundle: &Bundle, namespace: &str, name: &str) -> Value {
+    release(bundle, ("tenant-ktj", name), namespace, name, name)
+}
+
+/// The bundled definitions, the root with its Namespace, its Tenant release and its modules,
+/// and `tenants` child tenants built by `each`.
 pub fn tree(
     bundle: &Bundle,
     tenants: usize,
     each: impl Fn(&str, &mut Vec<Value>),
 ) -> ClusterObjects {
+    let root = |kind: &str, name: &str| {
+        bundle
+            .cluster
+            .values()
+            .find(|o| {
+                o["kind"] == kind
+                    && o["metadata"]["name"] == name
+                    && (kind == "Namespace" || o["metadata"]["namespace"] == "tenant-root")
+            })
+            .map(|o| bundle.cluster.with_managed_fields(o))
+            .unwrap_or_else(|| panic!("e2e/cluster holds no {kind} {name} of tenant-root"))
+    };
     let mut objects: Vec<Value> = bundle
         .cluster
         .values()
@@ -58,31 +146,16 @@ pub fn tree(
         .collect();
     // cozystack-basics writes no provider label on tenant-root; its values resolve every class
     // to it, and its Tenant's switches (set through `tenants/root`) render its modules.
-    objects.push(namespace(
-        "tenant-root",
-        json!({"kubernetes.io/metadata.name": "tenant-root", "platform.cozystack.io/no-delete": "true",
-            "namespace.cozystack.io/host": "example.org"}),
-    ));
-    let mut root = release("tenant-root", "tenant-root", "Tenant", "root");
-    root["spec"]["values"] = json!({"host": "example.org", "monitoring": true, "etcd": true, "ingress": true, "seaweedfs": true});
-    objects.push(root);
-    for (name, kind) in [
-        ("monitoring", "Monitoring"),
-        ("etcd", "Etcd"),
-        ("ingress", "Ingress"),
-        ("seaweedfs", "SeaweedFS"),
-    ] {
-        objects.push(release("tenant-root", name, kind, name));
+    objects.push(root("Namespace", "tenant-root"));
+    for name in ["tenant-root", "monitoring", "etcd", "ingress", "seaweedfs"] {
+        objects.push(root("HelmRelease", name));
     }
     for i in 0..tenants {
         let name = format!("tenant-t{i}");
-        objects.push(namespace(&name, tenant_labels(&name, "tenant-root")));
+        objects.push(child_namespace(bundle, &name));
         each(&name, &mut objects);
     }
-    objects.push(namespace(
-        "tenant-new",
-        tenant_labels("tenant-new", "tenant-root"),
-    ));
+    objects.push(child_namespace(bundle, "tenant-new"));
     objects.into_iter().collect()
 }
 
@@ -92,6 +165,7 @@ pub fn workload(
     request: ShortRequest,
     settings: &Value,
     listed: usize,
+    floor: Vec<Call>,
 ) -> Workload {
     let admission = request.expand(&cluster);
     Workload {
@@ -100,6 +174,7 @@ pub fn workload(
         payload: payload(&admission, settings).expect("payload"),
         listed,
         kwctl: None,
+        floor,
     }
 }
 
@@ -181,9 +256,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     let mut out = Vec::new();
     let settings = only_settings;
     for n in [1usize, 100, 4000] {
-        let cluster = tree(bundle, n, |ns, objects| {
-            objects.push(release(ns, "info", "Info", "info"))
-        });
+        let cluster = tree(bundle, n, |ns, objects| objects.push(info(bundle, ns)));
         let request = ShortRequest::new(
             "CREATE",
             "Info",
@@ -198,6 +271,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             request,
             settings,
             n,
+            vec![floor::instances(&["Info"])],
         ));
     }
     let settings = defaults;
@@ -215,6 +289,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         request,
         settings,
         0,
+        vec![floor::definitions()],
     ));
     let request = ShortRequest::new(
         "CREATE",
@@ -230,6 +305,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         request,
         settings,
         0,
+        [vec![floor::definitions()], awaiting("tenant-new")].concat(),
     ));
     let request = ShortRequest::new(
         "CREATE",
@@ -241,15 +317,14 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     );
     out.push(workload(
         "CREATE second singleton, 100 tenants",
-        tree(bundle, 100, |ns, objects| {
-            objects.push(release(ns, "info", "Info", "info"))
-        }),
+        tree(bundle, 100, |ns, objects| objects.push(info(bundle, ns))),
         request,
         settings,
         100,
+        vec![floor::definitions(), floor::instances(&["Info"])],
     ));
     // The same CREATEs with the rules in the settings alone.
-    for (name, kind, namespace, app, group, instances) in [
+    for (name, kind, namespace, app, group, instances, floor) in [
         (
             "CREATE of a kind with no rules",
             "Redis",
@@ -257,6 +332,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             "cache",
             "tenant-new-use",
             false,
+            vec![],
         ),
         (
             "CREATE catalog consumer",
@@ -265,6 +341,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             "dev",
             "tenant-new-use",
             false,
+            awaiting("tenant-new"),
         ),
         (
             "CREATE second singleton, 100 tenants",
@@ -273,11 +350,12 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             "info-2",
             "tenant-t0-admin",
             true,
+            vec![floor::instances(&["Info"])],
         ),
     ] {
         let cluster = tree(bundle, 100, |ns, objects| {
             if instances {
-                objects.push(release(ns, "info", "Info", "info"))
+                objects.push(info(bundle, ns))
             }
         });
         let request = ShortRequest::new("CREATE", kind, namespace, app, "carol", &[group]);
@@ -288,6 +366,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             request,
             only_settings,
             listed,
+            floor,
         ));
     }
     // A new Tenant with two switches on: each module it will render is counted in a namespace
@@ -304,17 +383,26 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     out.push(workload(
         &format!("CREATE Tenant with two switches, 100 tenants{SETTINGS_ONLY}"),
         tree(bundle, 100, |ns, objects| {
-            objects.push(release(ns, "monitoring", "Monitoring", "monitoring"));
-            objects.push(release(ns, "etcd", "Etcd", "etcd"));
+            objects.push(tenant_module(bundle, ns, "monitoring"));
+            objects.push(tenant_module(bundle, ns, "etcd"));
         }),
         request,
         only_settings,
         100,
+        vec![floor::instances(&["Etcd", "Monitoring"])],
     ));
+    // The floor of a DELETE of tenant-root's Monitoring while consumers run: one list finds them,
+    // one Namespace confirms the first resolves its monitoring to tenant-root.
+    let consumed = || {
+        vec![
+            floor::instances(MONITORING_CONSUMERS),
+            floor::namespace("tenant-t0"),
+        ]
+    };
     // Every tenant runs a Kubernetes cluster on the root's providers.
     let consumed_tree = |tenants| {
         tree(bundle, tenants, |ns, objects| {
-            objects.push(release(ns, "kubernetes-dev", "Kubernetes", "dev"))
+            objects.push(kubernetes(bundle, ns, "dev"))
         })
     };
     let cluster = consumed_tree(4000);
@@ -334,6 +422,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         delete_root_monitoring(),
         settings,
         8002,
+        [vec![floor::definitions()], consumed()].concat(),
     ));
     // The same provider removed by its switch: a root super-admin turns monitoring off in
     // `tenants/root`, which moves every consumer pointing at tenant-root (refused, naming them).
@@ -352,6 +441,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         switch_off,
         settings,
         8002,
+        [vec![floor::definitions()], consumed()].concat(),
     ));
     // The stock deployment's worst cases: the same DELETE with the built-in rules, whose
     // Monitoring consumers are Kubernetes and ComputePlane, and a Kubernetes cluster's CREATE.
@@ -364,8 +454,9 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             delete_root_monitoring(),
             &builtin_settings(),
             8002,
+            consumed(),
         )
-        .kwctl(22_060.0, 30_100.0),
+        .kwctl(KWCTL_DELETE.0, KWCTL_DELETE.1),
     );
     out.push(
         workload(
@@ -381,8 +472,9 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             ),
             &builtin_settings(),
             100,
+            awaiting("tenant-t0"),
         )
-        .kwctl(273.0, 333.0),
+        .kwctl(KWCTL_CONSUMER.0, KWCTL_CONSUMER.1),
     );
     // The common DELETE: a provider nobody consumes, in the same 4,000-tenant tree.
     out.push(workload(
@@ -391,6 +483,12 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         delete_root_monitoring(),
         settings,
         0,
+        // No consumer: is its switch on in the owning Tenant (the root's)?
+        vec![
+            floor::definitions(),
+            floor::instances(MONITORING_CONSUMERS),
+            floor::tenant_release("tenant-root", "tenant-root"),
+        ],
     ));
     // The path a module takes when a Tenant switches it off: Flux deletes the release.
     let flux = ShortRequest::new(
@@ -411,6 +509,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         flux,
         settings,
         0,
+        vec![floor::definitions(), floor::instances(MONITORING_CONSUMERS)],
     ));
     let mut request = ShortRequest::new(
         "UPDATE",
@@ -441,10 +540,17 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             &sixteen_kilobytes(only_settings),
         ),
     ] {
-        let measured = workload(name, tree(bundle, 1, |_, _| {}), request.clone(), with, 0);
+        let measured = workload(
+            name,
+            tree(bundle, 1, |_, _| {}),
+            request.clone(),
+            with,
+            0,
+            vec![],
+        );
         // kwctl's Namespace label edit by a tenant, under the stock deployment.
         out.push(match name {
-            STOCK_DEPLOYMENT_ZERO_CALL => measured.kwctl(27.0, 28.0),
+            STOCK_DEPLOYMENT_ZERO_CALL => measured.kwctl(KWCTL_ZERO_CALL.0, KWCTL_ZERO_CALL.1),
             _ => measured,
         });
     }
@@ -454,6 +560,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         request,
         settings,
         0,
+        vec![],
     ));
     // A tenant administrator switches a module on from Administration → Modules; the same with
     // the kinds' slots dropped, for what the slot check costs on top; and under the stock
@@ -463,7 +570,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     };
     let module_tree = || {
         tree(bundle, 100, |ns, objects| {
-            objects.push(release(ns, "monitoring", "Monitoring", "monitoring"))
+            objects.push(tenant_module(bundle, ns, "monitoring"))
         })
     };
     let module_create = || {
@@ -476,6 +583,16 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             &["tenant-new-admin"],
         )
     };
+    // Its floor: the kind's instances (is one already in tenant-new?), and, Monitoring consuming
+    // ingress, whether tenant-new's ingress provider runs (its Namespace's label names
+    // tenant-root, whose Tenant's switches tell) for the awaiting warning.
+    let module_floor = || {
+        [
+            vec![floor::instances(&["Monitoring"])],
+            awaiting("tenant-new"),
+        ]
+        .concat()
+    };
     for (name, settings) in [
         (STOCK_DEPLOYMENT_CREATE.to_owned(), builtin.clone()),
         (module(""), only_settings.clone()),
@@ -487,6 +604,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             module_create(),
             &settings,
             100,
+            module_floor(),
         ));
     }
     // The same CREATE with the rules read from the ApplicationDefinitions (one more list), with
@@ -519,6 +637,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             module_create(),
             defaults,
             100,
+            [vec![floor::definitions()], module_floor()].concat(),
         ));
     }
     // The consumed DELETE at ten times the scale.
@@ -528,6 +647,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         delete_root_monitoring(),
         settings,
         80_002,
+        [vec![floor::definitions()], consumed()].concat(),
     ));
     // What the audit scanner's replay of one tenant's Info release costs the policy-server: a
     // CREATE without userInfo, counted against the Info release of every tenant.
@@ -536,6 +656,33 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     }
     out
 }
+
+/// The kinds that consume monitoring, in the bundled settings and the stock rule set alike.
+const MONITORING_CONSUMERS: &[&str] = &["ComputePlane", "Kubernetes"];
+
+/// The floor of a consumer's CREATE in `namespace`, whose labels resolve every class to
+/// tenant-root: its Namespace, and the root Tenant's switches (is each provider running, or
+/// must the user be warned that the app awaits one).
+fn awaiting(namespace: &str) -> Vec<Call> {
+    vec![
+        floor::namespace(namespace),
+        floor::tenant_release("tenant-root", "tenant-root"),
+    ]
+}
+
+impl Row {
+    /// The model's median over the protocol floor's.
+    pub fn over_floor(&self) -> f64 {
+        self.model.total.as_secs_f64() / self.protocol.total.as_secs_f64()
+    }
+}
+
+/// kwctl 1.36.0-beta.1 `bench` on the module of 6dc1f48 (../shared/reference/kwctl-measurements.md,
+/// "Again at 6dc1f48"), median µs: the 4,000-tenant DELETE on live-sized objects, and the two
+/// requests on the small held-out cluster (its two runs).
+const KWCTL_DELETE: (f64, f64) = (27_100.0, 27_100.0);
+const KWCTL_CONSUMER: (f64, f64) = (171.0, 228.0);
+const KWCTL_ZERO_CALL: (f64, f64) = (27.0, 27.0);
 
 /// The tenants the audit replay is measured at.
 pub const AUDIT_REPLAY_TENANTS: [usize; 2] = [4000, 40_000];
@@ -550,15 +697,17 @@ pub fn audit_replay_name(tenants: usize) -> String {
 /// The audit scanner's request for tenant-t0's Info release, every tenant holding its own.
 fn audit_replay(bundle: &Bundle, tenants: usize) -> Workload {
     let cluster = tree(bundle, tenants, |ns, objects| {
-        objects.push(release(ns, "info", "Info", "info"))
+        objects.push(info(bundle, ns))
     });
-    let request = replay_request(&release("tenant-t0", "info", "Info", "info")).expect("replay");
+    let request = replay_request(&info(bundle, "tenant-t0")).expect("replay");
     Workload {
         name: audit_replay_name(tenants),
         cluster: Arc::new(cluster),
         payload: payload(&request, &builtin_settings()).expect("payload"),
         listed: tenants,
         kwctl: None,
+        // The slot holder is the instance its scope keeps: nothing to read.
+        floor: vec![],
     }
 }
 
@@ -568,6 +717,8 @@ pub struct Row {
     pub workload: Workload,
     pub model: Modelled,
     pub floors: f64,
+    /// The protocol floor: what the smallest set of calls deciding it costs, measured.
+    pub protocol: crate::floor::Floor,
     pub heap_peak: usize,
     pub largest: usize,
     pub verdict: Value,

@@ -642,10 +642,12 @@ fn run_preflight(args: PreflightArgs) -> Result<ExitCode, Error> {
             bar.set_position(done as u64);
         }
     };
+    let footprint = cozystack_policy::footprint::Footprint::of(&cluster);
     let report = preflight::run(&policy, Arc::new(cluster), &settings, &progress)?;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
+    eprintln!("{}", footprint.line());
     eprintln!(
         "replayed {} objects, done in {:.1} s{}",
         report.judged.len(),

@@ -149,7 +149,11 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
     assert_eq!(
         update["oldObject"],
         json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Postgres",
-            "metadata": {"name": "shop", "namespace": "tenant-acme"}, "spec": {"replicas": 2}})
+            "metadata": {"name": "shop", "namespace": "tenant-acme",
+                // The release's own, as cozystack-api reads them into the Application.
+                "uid": "6f1c0d2e-0000-4000-8000-00000000007d", "resourceVersion": "989875",
+                "creationTimestamp": "2026-11-02T09:14:07Z"},
+            "spec": {"replicas": 2}})
     );
     assert_eq!(update["object"]["spec"], json!({"replicas": 3}));
     assert_eq!(steps[1]["outcome"], "denied");

@@ -248,12 +248,15 @@ fn preflight_reports_exactly_the_known_problems() {
     let stderr = utf8(&from_dump.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert!(
-        lines.len() == 3
+        lines.len() == 4
             && lines[0] == "policy: the embedded policy v0.1.0"
             && lines[1].starts_with("read 23 objects from the dump in ")
-            && lines[2].starts_with("replayed 19 objects, done in "),
+            && lines[2].starts_with("policy-server estimate for this cluster: 12 app releases (0.0 MB) and 7 Namespaces (0.0 MB) listed: about 84 MiB resident")
+            && lines[2].contains("within the deployed timeoutEvalSeconds (5 s;")
+            && lines[3].starts_with("replayed 19 objects, done in "),
         "{stderr}"
     );
+    let estimate = lines[2].to_owned();
     let clean_yaml = dump("clean.yaml");
     let clean = cli(
         &["preflight", "--settings"],
@@ -311,7 +314,9 @@ fn preflight_reports_exactly_the_known_problems() {
     assert!(
         stderr.contains(
             "read from context loopback: 4 applicationdefinitions.cozystack.io (1 page), 12 helmreleases.helm.toolkit.fluxcd.io (3 pages), 7 namespaces (2 pages) in "
-        ) && stderr.lines().count() == 3,
+        ) && stderr.lines().count() == 4
+            // The same objects read live: the same estimate.
+            && stderr.contains(&estimate),
         "{stderr}"
     );
     let seen = api.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -126,13 +126,13 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
     assert!(lines[3].starts_with("host calls 2 ("), "{}", out.stdout);
     assert!(
         lines[4].starts_with("  1. list cozystack.io/v1alpha1 ApplicationDefinition in all namespaces [masks metadata.name,")
-            && lines[4].ends_with(" -> 14 items, 6723 bytes"),
+            && lines[4].ends_with(" -> 14 items, 8557 bytes"),
         "{}",
         out.stdout
     );
     assert!(
         lines[5].starts_with("  2. list helm.toolkit.fluxcd.io/v2 HelmRelease in all namespaces [labels apps.cozystack.io/application.kind=Monitoring,apps.cozystack.io/application.group=apps.cozystack.io;")
-            && lines[5].ends_with(" -> 2 items, 1520 bytes"),
+            && lines[5].ends_with(" -> 2 items, 1780 bytes"),
         "{}",
         out.stdout
     );

@@ -353,6 +353,10 @@ impl Outcome {
     }
 }
 
+/// The bundled cluster keeps every object's managed fields: a GET answers with them, as the API
+/// server's does (the reflectors' lists drop them).
+const EVERY_OBJECT: cozystack_policy_runtime::cluster::Keep<'static> = Some(&|_| true);
+
 pub struct Bundle {
     pub cluster: ClusterObjects,
     pub settings: Value,
@@ -364,7 +368,7 @@ impl Bundle {
     /// The bundled example cluster: `e2e/cluster/*.yaml`, settings in `settings.yaml`; its
     /// release variants in `e2e/releases` beside it.
     pub fn load(dir: &Path) -> Result<Bundle, String> {
-        let cluster = ClusterObjects::load_dir(dir)?;
+        let cluster = ClusterObjects::read_dump_keeping(&[dir.to_owned()], EVERY_OBJECT)?;
         let path = dir.join("settings.yaml");
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -395,7 +399,7 @@ impl Bundle {
             ));
         }
         let text = String::from_utf8(output.stdout).map_err(|e| e.to_string())?;
-        Ok(ClusterObjects::from_yaml(&text)?)
+        Ok(ClusterObjects::from_yaml_keeping(&text, EVERY_OBJECT)?)
     }
 
     pub fn prepare(&self, scenario: &Scenario) -> Result<Prepared, String> {

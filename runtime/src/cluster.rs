@@ -353,15 +353,20 @@ impl ClusterObjects {
     /// Parses multi-document YAML; `kind: List` documents are flattened into their items.
     /// Objects are kept as a reflector stores them ([`strip_store_fields`]).
     pub fn from_yaml(text: &str) -> Result<ClusterObjects, Error> {
+        Self::from_yaml_keeping(text, None)
+    }
+
+    /// The same, keeping the managed fields of the objects `keep` names.
+    pub fn from_yaml_keeping(text: &str, keep: Keep<'_>) -> Result<ClusterObjects, Error> {
         // `kubectl get -o json` (JSON is YAML) read by the JSON parser: a third of the time,
         // and no event buffer of the whole document in memory.
         let listed = match is_json(text.as_bytes()) {
             true => None,
-            false => list_items(text.as_bytes(), None).map_err(Error::Objects)?,
+            false => list_items(text.as_bytes(), keep).map_err(Error::Objects)?,
         };
         let read = match listed {
             Some(read) => read,
-            None => whole(text, None).map_err(Error::Objects)?,
+            None => whole(text, keep).map_err(Error::Objects)?,
         };
         Ok(ClusterObjects::of(read))
     }
@@ -402,6 +407,18 @@ impl ClusterObjects {
         self.managed
             .get(key)
             .and_then(|text| serde_json::from_str(text).ok())
+    }
+
+    /// `object` as the API server serves it: with the managed fields kept beside the snapshot,
+    /// unless it still carries its own.
+    pub fn with_managed_fields(&self, mut object: Value) -> Value {
+        if object.pointer("/metadata/managedFields").is_none()
+            && let Some(managed) = self.managed_fields(&index_key(&object))
+            && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert("managedFields".into(), managed);
+        }
+        object
     }
 
     /// Reads one dump file: a kubectl List streamed line by line, anything else read whole.

@@ -198,6 +198,9 @@ impl std::fmt::Display for Exchange {
 /// replays a dump that never changes and has no host to model.
 #[derive(Debug, Default)]
 pub struct HostCache {
+    /// What the masks reach: the data, as Kubewarden's host does, unless a benchmark weighs
+    /// the upstream change ([`HostCache::masking_metadata`]).
+    reach: masks::Reach,
     reflectors: Mutex<HashMap<String, Arc<Vec<Value>>>>,
     gets: Mutex<HashMap<String, Fetched>>,
     answers: Option<Mutex<HashMap<String, Arc<str>>>>,
@@ -279,7 +282,7 @@ impl HostCache {
                     items.remove(at);
                 }
                 if let Some(new) = new.filter(|new| takes_in(&list, new)) {
-                    let item = reflected(new, list.field_masks);
+                    let item = reflected(new, list.field_masks, self.reach);
                     items.insert(at.unwrap_or(items.len()), item);
                 }
                 true
@@ -303,6 +306,15 @@ impl HostCache {
                     }),
                 },
             );
+        }
+    }
+
+    /// A cache whose masks prune metadata as well as data: what the host would answer after
+    /// the upstream change docs/benchmarks.md measures. Never Kubewarden's behaviour today.
+    pub fn masking_metadata() -> HostCache {
+        HostCache {
+            reach: masks::Reach::Metadata,
+            ..HostCache::default()
         }
     }
 
@@ -377,7 +389,8 @@ struct ListRequest {
 /// last-applied annotation removed, its data masked. kube's `managed_fields_mut` and
 /// `annotations_mut` insert what is absent, so the answer carries `managedFields: []` and an
 /// `annotations` map even where the object had neither.
-fn reflected(object: &Value, masks: Option<&[String]>) -> Value {
+/// Masks that reach metadata would prune after the store's own changes, so nothing is added.
+fn reflected(object: &Value, masks: Option<&[String]>, reach: masks::Reach) -> Value {
     let mut object = masks::apply(object, masks);
     crate::cluster::strip_store_fields(&mut object);
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -385,7 +398,7 @@ fn reflected(object: &Value, masks: Option<&[String]>) -> Value {
         meta.entry("annotations")
             .or_insert_with(|| Value::Object(Default::default()));
     }
-    object
+    masks::apply_reaching(&object, masks, reach)
 }
 
 impl HostState {
@@ -499,14 +512,14 @@ impl HostState {
                 field_masks,
                 ..
             } => {
+                // The object as the API server returns it (`get_resource` in
+                // `callback_handler/kubernetes.rs` reads it through the client, no reflector):
+                // its managed fields too, where the snapshot kept them beside it.
                 let fetch = || {
                     let index = cache.index.get_or_init(|| self.cluster.index());
                     self.cluster
                         .get_indexed(index, api_version, kind, name, namespace.as_deref())
-                        .map(|mut o| {
-                            crate::cluster::strip_store_fields(&mut o);
-                            Arc::new(o)
-                        })
+                        .map(|o| Arc::new(self.cluster.with_managed_fields(o)))
                 };
                 let stored = if cache.answers.is_some() {
                     // Each answer is serialised once and kept: a second copy of every object
@@ -539,8 +552,8 @@ impl HostState {
                         namespace.as_deref()
                     )
                 })?;
-                serde_json::to_string(&masks::apply(&object, field_masks.as_deref()))
-                    .map_err(|e| e.to_string())
+                let masked = masks::apply_reaching(&object, field_masks.as_deref(), cache.reach);
+                serde_json::to_string(&masked).map_err(|e| e.to_string())
             }
             _ => {
                 let key = request.list_key().unwrap_or_default();
@@ -552,7 +565,7 @@ impl HostState {
                     match reflectors.get(&key) {
                         Some(items) => items.clone(),
                         None => {
-                            let items = Arc::new(self.listed(request)?);
+                            let items = Arc::new(self.listed(request, cache.reach)?);
                             // A memoised answer is never built again: its items kept as well
                             // would be a second copy of every listed object.
                             if cache.answers.is_none() {
@@ -601,7 +614,7 @@ impl HostState {
     }
 
     /// What a list's reflector holds: the selected objects, stripped and masked.
-    fn listed(&self, request: &CallbackRequest) -> Result<Vec<Value>, String> {
+    fn listed(&self, request: &CallbackRequest, reach: masks::Reach) -> Result<Vec<Value>, String> {
         let (api_version, kind) = request.resource();
         let Some(list) = request.list() else {
             return Err("a get is not a list".into());
@@ -614,7 +627,7 @@ impl HostState {
         Ok(self
             .cluster
             .list(api_version, kind, list.namespace, &selector)
-            .map(|o| reflected(&o, list.field_masks))
+            .map(|o| reflected(&o, list.field_masks, reach))
             .collect())
     }
 }
@@ -655,6 +668,63 @@ mod tests {
             list.to_string(),
             "list helm.toolkit.fluxcd.io/v2 HelmRelease in tenant-a [labels a=b] -> 1 item, 14 bytes"
         );
+    }
+
+    #[test]
+    fn a_get_answers_the_object_as_the_api_server_keeps_it_and_a_list_as_its_reflector_does() {
+        // kubewarden-controller v1.36.0-beta.1: `get_resource_cached` (callback_handler/
+        // kubernetes.rs line 109) reads through the client, and callback_handler.rs line 306
+        // prunes `obj.data` alone, so a GET keeps the managed fields and kubectl's last-applied
+        // annotation; a list is served from a reflector whose `modify_object` (reflector.rs
+        // lines 187-193) clears the one and removes the other.
+        let managed = json!([{"manager": "helm-controller", "operation": "Update",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]);
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "tenant-a", "uid": "u", "resourceVersion": "7",
+                "labels": {"x": "1"}, "managedFields": managed,
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        let state = HostState {
+            cluster: Arc::new([namespace.clone()].into_iter().collect::<ClusterObjects>()),
+            ..HostState::default()
+        };
+        let masks = Some(vec!["metadata.labels".to_owned()]);
+        let get = CallbackRequest::KubernetesGetResource {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            name: "tenant-a".into(),
+            namespace: None,
+            disable_cache: false,
+            field_masks: masks.clone(),
+        };
+        let list = CallbackRequest::KubernetesListResourceAll {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            label_selector: None,
+            field_selector: None,
+            field_masks: masks,
+        };
+        let answer = |cache: &HostCache, request: &CallbackRequest| -> Value {
+            serde_json::from_str(&state.answer_from(cache, request).expect("answered"))
+                .expect("JSON")
+        };
+        let cache = HostCache::default();
+        let mut whole_metadata = namespace.clone();
+        whole_metadata.as_object_mut().map(|o| {
+            o.remove("spec");
+            o.remove("status")
+        });
+        assert_eq!(answer(&cache, &get), whole_metadata);
+        let mut reflected = whole_metadata.clone();
+        reflected["metadata"]["managedFields"] = json!([]);
+        reflected["metadata"]["annotations"] = json!({});
+        assert_eq!(answer(&cache, &list)["items"], json!([reflected]));
+        // The upstream change the benchmark weighs: masks that reach metadata.
+        let reaching = HostCache::masking_metadata();
+        let trimmed = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"labels": {"x": "1"}}});
+        assert_eq!(answer(&reaching, &get), trimmed);
+        assert_eq!(answer(&reaching, &list)["items"], json!([trimmed]));
     }
 
     #[test]

@@ -51,6 +51,32 @@ fn prune(value: &mut Value, node: &Node) {
     }
 }
 
+/// Which fields of an object the host's masks reach.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reach {
+    /// Its data, as Kubewarden's host prunes them.
+    #[default]
+    Data,
+    /// Its metadata too: the upstream change docs/benchmarks.md weighs, measured on the same
+    /// trees (an answer then carries only the `metadata.*` paths a policy names).
+    Metadata,
+}
+
+/// Applies `masks` as a host whose masks reach `reach`.
+pub fn apply_reaching(object: &Value, masks: Option<&[String]>, reach: Reach) -> Value {
+    let mut kept = apply(object, masks);
+    if reach == Reach::Metadata
+        && let (Some(paths), Some(meta)) =
+            (masks.filter(|m| !m.is_empty()), kept.get_mut("metadata"))
+    {
+        match build(paths).children.get("metadata") {
+            Some(node) => prune(meta, node),
+            None => *meta = Value::Object(Map::new()),
+        }
+    }
+    kept
+}
+
 /// Applies `masks` to `object`'s data; no masks (or an empty list) keeps everything, and
 /// `apiVersion`, `kind` and `metadata` are always kept whole.
 pub fn apply(object: &Value, masks: Option<&[String]>) -> Value {
@@ -109,6 +135,35 @@ mod tests {
         );
         assert_eq!(apply(&object, None), object);
         assert_eq!(apply(&object, Some(&[])), object);
+    }
+
+    #[test]
+    fn masks_reaching_metadata_keep_only_the_metadata_paths_named() {
+        let object = json!({"apiVersion": "v1", "kind": "HelmRelease",
+            "metadata": {"name": "a", "namespace": "b", "labels": {"x": "1"}, "uid": "u"},
+            "spec": {"values": {"y": 2}, "interval": "5m"}});
+        assert_eq!(
+            apply_reaching(
+                &object,
+                Some(&masks(&[
+                    "metadata.name",
+                    "metadata.namespace",
+                    "spec.values"
+                ])),
+                Reach::Metadata
+            ),
+            json!({"apiVersion": "v1", "kind": "HelmRelease",
+                "metadata": {"name": "a", "namespace": "b"}, "spec": {"values": {"y": 2}}})
+        );
+        assert_eq!(
+            apply_reaching(&object, Some(&masks(&["spec.interval"])), Reach::Metadata),
+            json!({"apiVersion": "v1", "kind": "HelmRelease", "metadata": {}, "spec": {"interval": "5m"}})
+        );
+        let data_only = Some(masks(&["metadata.name"]));
+        assert_eq!(
+            apply_reaching(&object, data_only.as_deref(), Reach::Data),
+            apply(&object, data_only.as_deref())
+        );
     }
 
     #[test]

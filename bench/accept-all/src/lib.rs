@@ -3,7 +3,9 @@
 //! lookups of Kubewarden's context-aware test policy (`kubewarden/context-aware-test-policy`,
 //! the one policy-evaluator's integration tests run): the request's Namespace, the Deployments
 //! labelled `app.kubernetes.io/component` `database` and `frontend` in it, and the Service
-//! `api-auth-service` there. The benchmark's context-aware peer.
+//! `api-auth-service` there. The benchmark's context-aware peer. With `{"calls": [...]}` it
+//! makes those host calls, as given, and reads nothing of their answers: a workload's protocol
+//! floor, what the host must hand over whatever a policy does with it.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -19,6 +21,15 @@ use serde::Deserialize;
 struct Settings {
     #[serde(default)]
     lookups: bool,
+    #[serde(default)]
+    calls: Vec<Call>,
+}
+
+/// One host call: its `kubewarden/kubernetes` operation and its request, sent as they are.
+#[derive(Deserialize)]
+struct Call {
+    operation: String,
+    request: serde_json::Value,
 }
 
 impl Validatable for Settings {
@@ -71,6 +82,11 @@ fn validate(payload: &[u8]) -> guest::CallResult {
         let service: Service =
             get_resource(&get("Service", "v1", "api-auth-service", Some(&namespace)))?;
         std::hint::black_box(service.metadata.labels);
+    }
+    for call in &request.settings.calls {
+        let body = serde_json::to_vec(&call.request)?;
+        let answer = guest::host_call("kubewarden", "kubernetes", &call.operation, &body)?;
+        std::hint::black_box(answer.len());
     }
     kubewarden_policy_sdk::accept_request()
 }
