@@ -8,6 +8,8 @@
 //! serialised on every call; `get_resource` from a 5-second cache, masked and serialised per
 //! call. What that mechanism does not reproduce (the policy-server's async runtime, kube-rs's
 //! typed objects) is a residual per call and per byte, fitted once to kwctl's table (docs/benchmarks.md).
+//! Each workload is also held against its protocol floor: the accept-all policy making the
+//! smallest set of host calls that decides it (`floor.rs`).
 
 mod breakdown;
 mod floor;

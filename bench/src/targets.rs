@@ -27,21 +27,21 @@ const BEFORE_BUILTIN: u64 = 582_429;
 const BUILTIN_TABLE: u64 = 5_054;
 
 /// What the 40,000-tenant pre-flight's time is made of (docs/benchmarks.md, round #35).
-const LARGE_PREFLIGHT_CAUSE: &str = "each object is replayed once, and no replay reads a list of every tenant: the Info releases and the modules a Tenant switches on are on their slots, which an audit replay does not count (a surplus is reported on the instances off the slots); the YAML is streamed with the managed fields dropped as lines (the read is 3.5 s of 9.2 s measured 2026-12-03 with the accept-all floor at 30 µs; 5.2 s when they were parsed), and each replay is one evaluation on a warm instance per core, its payload written from the object and the settings without copying them; the same binary took 10.3-10.6 s when the machine ran a quarter slower (the floor at 38-39 µs). 451.7 s before the slot holders were kept, each Info replay reading 40,000 releases";
+const LARGE_PREFLIGHT_CAUSE: &str = "each object is replayed once, and no replay reads a list of every tenant: the Info releases and the modules a Tenant switches on are on their slots, which an audit replay does not count (a surplus is reported on the instances off the slots); the YAML is streamed with the managed fields dropped as lines, and each replay is one evaluation on a warm instance per core, its payload written from the object and the settings without copying them. On live-sized objects the dump is 541 MB (each object with its writers' managed fields and helm-controller's status) and took 12.1 s, 4.6 s of it the read, measured 2026-12-04 with the accept-all floor at 64 µs; the dump of 388 MB before took 9.2-10.6 s. 451.7 s before the slot holders were kept, each Info replay reading 40,000 releases";
 
 /// What the 40,000-tenant pre-flight's peak memory is made of (docs/benchmarks.md, round #35).
-const LARGE_PREFLIGHT_MEMORY: &str = "the snapshot keeps each object as its JSON text beside its identity (1.4 KB per served object stripped of its managed fields: ~200 MB for 120,021), the YAML is streamed in batches of 2,048 items with the managed fields dropped as lines, and a list is masked one object at a time; the rest is the GET index, the memoised answers and one instance per core (396-410 MiB measured 2026-12-03; 647 MiB while each Info replay read every tenant's release)";
+const LARGE_PREFLIGHT_MEMORY: &str = "the snapshot keeps each object as its JSON text beside its identity, stripped of its managed fields, the YAML is streamed in batches of 2,048 items with the managed fields dropped as lines, and a list is masked one object at a time; the rest is the GET index, the memoised answers and one instance per core (484 MiB measured 2026-12-04 on live-sized objects; 396-410 MiB on the smaller ones before; 647 MiB while each Info replay read every tenant's release)";
 
 /// What the module's bytes are when the annotated module is over 450 KB (docs/benchmarks.md,
 /// round #35, "the module under 450 KB"): `twiggy top` of an unstripped build.
 const ANNOTATED_SIZE_CAUSE: &str = "the rules (~97 KB), serde_json's deserialisers for the settings, the rule blocks and a release's values (~55 KB), data (~48 KB: messages, std's error names), core and alloc (~81 KB), the scanner that reads the request and the host's answers (~35 KB), the ordered maps still used (~21 KB: labels, JSON objects, raw blocks, field masks), core's float formatting for serde's messages (~15 KB); the annotation adds policy-metadata.yml and the README as usage (~14 KB). `twiggy paths` tells what retains a function: a second serde reader type, a JSON value written back or a new BTreeMap key and value type each cost 3-12 KB. A smaller build gives up speed: rustc's opt-level z made the warm zero-call request 2.2× the floor, wasm-opt -Os 1.45-1.52×";
 
 /// Why a workload costs more than its protocol floor (docs/benchmarks.md#the-protocol-floor).
-const FLOOR_CAUSE: &str = "TBD";
+const FLOOR_CAUSE: &str = "the floor hands each answer over and reads none of it; the policy scans every answer (an item is its whole metadata: the guest column, about 3 ns a byte) and decodes its request, its settings and the rules a request needs, which on a fresh instance is the whole gap of the small CREATEs (100-300 µs over the accept-all policy); its calls beyond the floor's are small: the protected DELETE's list of ComputePlane (its empty release prefix cannot tell its releases from Kubernetes' by name) and of the providers, and up to six Namespaces read to name consumers in the message (about 2.2 KB a GET with its managed fields)";
 
 /// Why the first evaluation after a start outlasts the budget at 40,000 tenants
 /// (docs/benchmarks.md#the-policy-servers-memory-and-first-evaluation).
-const FIRST_FILL_CAUSE: &str = "TBD";
+const FIRST_FILL_CAUSE: &str = "the first evaluation to open a list key waits for the policy-server's reflector to take its initial LIST, inside timeoutEvalSeconds; the estimate is fitted to the real policy-server on live-sized trees (cli/src/footprint.rs: 374 ms plus 63.4 ms a MiB listed; 7.0 s measured at 40,000 tenants, where the evaluation was interrupted), and no lookup of the policy avoids a LIST its decision needs (the protocol floor); at that scale raise timeoutEvalSeconds as deploy/README.md#sizing says";
 
 /// One target: what it says with the measured numbers, whether it is met, and why not.
 pub struct Target {
@@ -137,11 +137,16 @@ pub fn targets(
     ];
     let timeout = DEPLOYED_TIMEOUT_EVAL_SECONDS;
     // The first evaluation's wait for the initial LIST, at each scale, plus the warm cost.
-    let first_fills: Vec<(usize, f64)> = [(4000, consumed), (40_000, consumed_40k)]
+    let first_fills: Vec<(usize, f64, f64)> = [(4000, consumed), (40_000, consumed_40k)]
         .into_iter()
         .map(|(n, row)| {
-            let fill = Footprint::of(&row.workload.cluster).first_fill_ms() / 1000.0;
-            (n, fill + row.model.total.as_secs_f64())
+            let footprint = Footprint::of(&row.workload.cluster);
+            let fill = footprint.first_fill_ms() / 1000.0;
+            (
+                n,
+                fill + row.model.total.as_secs_f64(),
+                footprint.memory_mib().0,
+            )
         })
         .collect();
     let worst_floor = rows
@@ -309,9 +314,9 @@ pub fn targets(
         (
             format!(
                 "the first such DELETE after a policy-server start, which waits inside its budget for the initial LIST of the releases it lists, under the deployed timeoutEvalSeconds ({timeout:.0} s): {}",
-                first_fills.iter().map(|(n, s)| format!("{n} tenants {s:.1} s")).collect::<Vec<_>>().join(", "),
+                first_fills.iter().map(|(n, s, mib)| format!("{n} tenants {s:.1} s (the policy-server then holds about {mib:.0} MiB)")).collect::<Vec<_>>().join(", "),
             ),
-            first_fills.iter().all(|(_, s)| *s < timeout),
+            first_fills.iter().all(|(_, s, _)| *s < timeout),
             FIRST_FILL_CAUSE.to_owned(),
         ),
         (

@@ -252,7 +252,7 @@ fn preflight_reports_exactly_the_known_problems() {
             && lines[0] == "policy: the embedded policy v0.1.0"
             && lines[1].starts_with("read 23 objects from the dump in ")
             && lines[2].starts_with("policy-server estimate for this cluster: 12 app releases (0.0 MB) and 7 Namespaces (0.0 MB) listed: about 84 MiB resident")
-            && lines[2].contains("within the deployed timeoutEvalSeconds (5 s;")
+            && lines[2].contains("within the deployed timeoutEvalSeconds (5 s), one listing every app release 0.4 s, within it")
             && lines[3].starts_with("replayed 19 objects, done in "),
         "{stderr}"
     );
