@@ -17,6 +17,7 @@ pub mod quota;
 pub mod settings;
 pub mod simulate;
 pub mod source;
+pub mod sourceignore;
 pub mod state;
 pub mod supply;
 pub mod trust;

@@ -1,6 +1,7 @@
-//! A change set as `kubectl apply -f` and Flux read it: files, folders (every `*.yaml`, `*.yml`
-//! and `*.json`, in name order, recursively) or standard input (`-`), each multi-document
-//! YAML or JSON, `kind: List` flattened into its items. A folder with a `kustomization.yaml` is
+//! A change set as Flux reads it: files (each read as named), folders (every `*.yaml` and
+//! `*.yml` the source artifact would hold, in name order, recursively: [`crate::sourceignore`])
+//! or standard input (`-`), each multi-document YAML or JSON, `kind: List` flattened into its
+//! items. A folder with a `kustomization.yaml` is
 //! a kustomize unit, as Flux's kustomize-controller builds it: its objects are what `kustomize
 //! build` (or `kubectl kustomize`) makes of it, never its files read one by one. Every document
 //! keeps where it came from, so a verdict or an error names the file and the document.
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::Error;
+use crate::sourceignore::Packed;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -69,7 +71,10 @@ fn kustomization(dir: &Path) -> Option<PathBuf> {
 /// The sources a path stands for: itself, a kustomize unit (a folder with a kustomization, or
 /// that file named), or a folder's manifests in name order, recursively, each folder below that
 /// is a kustomize unit built as one, as Flux builds a path without a kustomization of its own.
-fn files(path: &Path) -> Result<Vec<Source>, Error> {
+/// A folder is read as source-controller packs it (`packed`: no ignored path, no symlink) and as
+/// kustomize-controller's generator scans it: `.yaml` and `.yml` files only (fluxcd/pkg
+/// kustomize v1.27.0, `kustomize_generator.go` `scanManifests`).
+fn files(path: &Path, packed: &Packed) -> Result<Vec<Source>, Error> {
     if path.is_dir() && kustomization(path).is_some() {
         return Ok(vec![Source::Kustomize(path.to_owned())]);
     }
@@ -83,19 +88,19 @@ fn files(path: &Path) -> Result<Vec<Source>, Error> {
         }
         return Ok(vec![Source::File(path.to_owned())]);
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+    let canonical = std::fs::canonicalize(path).map_err(|e| Error::read(path, e))?;
+    let mut entries: Vec<(PathBuf, PathBuf)> = std::fs::read_dir(path)
         .map_err(|e| Error::read(path, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|e| e.ok())
+        .map(|e| (e.path(), canonical.join(e.file_name())))
+        .filter(|(_, canonical)| packed.keeps(canonical))
         .collect();
     entries.sort();
     let mut out = Vec::new();
-    for entry in entries {
+    for (entry, _) in entries {
         if entry.is_dir() {
-            out.extend(files(&entry)?);
-        } else if entry
-            .extension()
-            .is_some_and(|x| x == "yaml" || x == "yml" || x == "json")
-        {
+            out.extend(files(&entry, packed)?);
+        } else if entry.extension().is_some_and(|x| x == "yaml" || x == "yml") {
             out.push(Source::File(entry));
         }
     }
@@ -138,7 +143,11 @@ fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, Error> {
 pub fn read(paths: &[PathBuf]) -> Result<Vec<Manifest>, Error> {
     let mut manifests = Vec::new();
     for path in paths {
-        for source in files(path)? {
+        let sources = match path == Path::new("-") {
+            true => vec![Source::File(path.to_owned())],
+            false => files(path, &Packed::of(path)?)?,
+        };
+        for source in sources {
             let (name, text) = match source {
                 Source::File(file) if file == Path::new("-") => {
                     let text = std::io::read_to_string(std::io::stdin()).map_err(|source| {
@@ -241,6 +250,37 @@ mod tests {
     const KUSTOMIZATION: &str = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [tenant.yaml]\n";
 
     #[test]
+    fn a_folder_is_read_as_flux_packs_and_scans_it() {
+        // source-controller leaves out what .sourceignore excludes (and, with a pattern of the
+        // repository's own, no longer the defaults); kustomize-controller takes .yaml and .yml.
+        let repo = folder("packed");
+        let namespace =
+            |name: &str| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}}}\n");
+        write(&repo.join(".git/HEAD"), "");
+        write(&repo.join("apps/a.yaml"), &namespace("a"));
+        write(&repo.join("apps/b.yml"), &namespace("b"));
+        write(
+            &repo.join("apps/c.json"),
+            r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "c"}}"#,
+        );
+        write(&repo.join("apps/drafts/d.yaml"), &namespace("d"));
+        write(&repo.join("apps/.sops.yaml"), "creation_rules: []\n");
+        let names = |paths: &[PathBuf]| -> Vec<String> {
+            read(paths)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .iter()
+                .map(|m| m.name().to_owned())
+                .collect()
+        };
+        // The defaults keep .sops.yaml out (it is no manifest: read, it would be an error).
+        assert_eq!(names(&[repo.join("apps")]), ["a", "b", "d"]);
+        write(&repo.join(".sourceignore"), "drafts/\n.sops.yaml\n");
+        assert_eq!(names(&[repo.join("apps")]), ["a", "b"]);
+        // A file named is read as named.
+        assert_eq!(names(&[repo.join("apps/c.json")]), ["c"]);
+    }
+
+    #[test]
     fn a_folder_with_a_kustomization_is_one_unit_to_build() {
         // A Flux repository: plain manifests beside an overlay, as Flux builds a path.
         let repo = folder("repo");
@@ -252,19 +292,23 @@ mod tests {
         write(&repo.join("tenants/acme/tenant.yaml"), "kind: Tenant\n");
         let overlay = repo.join("tenants/acme");
         assert_eq!(
-            files(&repo).unwrap(),
+            files(&repo, &Packed::of(&repo).unwrap()).unwrap(),
             [
                 Source::File(repo.join("a.yaml")),
                 Source::Kustomize(overlay.clone())
             ]
         );
         assert_eq!(
-            files(&overlay).unwrap(),
+            files(&overlay, &Packed::of(&overlay).unwrap()).unwrap(),
             [Source::Kustomize(overlay.clone())]
         );
         // Naming the kustomization itself names its folder.
         assert_eq!(
-            files(&overlay.join("kustomization.yaml")).unwrap(),
+            files(
+                &overlay.join("kustomization.yaml"),
+                &Packed::of(&overlay).unwrap()
+            )
+            .unwrap(),
             [Source::Kustomize(overlay.clone())]
         );
         // Without a builder: one line saying how to pipe the build in, never "has no name".
