@@ -70,7 +70,7 @@ pub struct ChangeSet {
 pub enum Applier {
     /// Flux's kustomize-controller ([`flux`]): stages, each dry-run whole before any of it is
     /// applied; the prune after a successful apply, in reverse order; its owner labels when the
-    /// Kustomization is known (`--inventory`).
+    /// Kustomization is known (`--kustomization`).
     #[default]
     Flux,
     /// Flux, applying for this Kustomization.
@@ -899,12 +899,17 @@ pub fn pruned(
     applies: &[Manifest],
     origin: &str,
 ) -> Result<(Owner, Vec<Manifest>), Error> {
-    let entries = kustomization
-        .pointer("/status/inventory/entries")
-        .and_then(Value::as_array)
-        .ok_or_else(|| {
-            format!("{origin}: no status.inventory.entries (a Flux Kustomization as `kubectl get kustomization NAME -n NS -o yaml` prints it)")
-        })?;
+    // A Kustomization read from the repository has no status: it never applied anything.
+    let never_applied = Vec::new();
+    let entries = match kustomization.get("status") {
+        None => &never_applied,
+        Some(status) => status
+            .pointer("/inventory/entries")
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                format!("{origin}: no status.inventory.entries (a Flux Kustomization as `kubectl get kustomization NAME -n NS -o yaml` prints it)")
+            })?,
+    };
     let owner = Owner {
         name: writes::str_of(kustomization, "/metadata/name").to_owned(),
         namespace: writes::str_of(kustomization, "/metadata/namespace").to_owned(),

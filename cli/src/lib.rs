@@ -8,6 +8,7 @@ pub mod check;
 pub mod error;
 pub mod evaluate;
 pub mod flux;
+pub mod fluxbuild;
 pub mod footprint;
 pub mod live;
 pub mod manifests;

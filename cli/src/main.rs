@@ -17,7 +17,7 @@ use cozystack_policy::supply::{
     self, KeygenArgs, PullArgs, PushArgs, SbomArgs, SignArgs, VerificationConfigArgs, VerifyArgs,
     VerifyKeyArgs,
 };
-use cozystack_policy::{check, evaluate, manifests, preflight, settings, simulate};
+use cozystack_policy::{check, evaluate, fluxbuild, manifests, preflight, settings, simulate};
 use cozystack_policy_runtime::cluster::{ClusterObjects, Keep};
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
@@ -169,19 +169,24 @@ enum RunOutput {
 
 #[derive(Args)]
 struct CheckArgs {
-    /// The manifests: files, folders (every *.yaml, *.yml, *.json, recursively) or `-` for
-    /// standard input; multi-document YAML or JSON (`kustomize build overlay | … check -`).
+    /// The manifests: files, folders (every *.yaml and *.yml the source artifact holds,
+    /// recursively) or `-` for standard input; multi-document YAML or JSON (`kustomize build
+    /// overlay | … check -`). With --kustomization, the one folder its spec.path names.
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<PathBuf>,
     /// Manifests of objects the change removes, deleted after every apply (as Flux prunes);
     /// repeatable.
     #[arg(long, value_name = "PATH")]
     delete: Vec<PathBuf>,
-    /// A Flux Kustomization with its status.inventory (`kubectl get kustomization NAME -n NS
-    /// -o yaml`): what it lists and the change set no longer holds is pruned, if it carries
+    /// The Flux Kustomization that applies the change set: a file of the repository, or
+    /// `kubectl get kustomization NAME -n NS -o yaml` with its status.inventory. One folder
+    /// given is built as kustomize-controller builds its spec.path (targetNamespace,
+    /// namePrefix, nameSuffix, patches, components, images, commonMetadata); files are taken as
+    /// built already (`flux build kustomization … | check -`); with spec.prune,
+    /// what its inventory lists and the change set no longer holds is pruned, if it carries
     /// this Kustomization's owner labels, which every object applied gets.
-    #[arg(long, value_name = "FILE")]
-    inventory: Option<PathBuf>,
+    #[arg(long, visible_alias = "inventory", value_name = "FILE")]
+    kustomization: Option<PathBuf>,
     /// Apply one manifest after the other in the order given, each before the next is sent
     /// (`kubectl apply --server-side`), instead of as Flux's kustomize-controller does (sorted
     /// into stages, each dry-run whole before any of it is applied, the prune in reverse).
@@ -407,13 +412,35 @@ fn run(args: RunArgs) -> Result<ExitCode, Error> {
 
 fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
-    // The input first: a change set that cannot be read is refused before any cluster is.
-    let read = manifests::read(&args.paths)
+    // The input first: a change set that cannot be read or built is refused before any
+    // cluster is read.
+    let kustomization = match &args.kustomization {
+        Some(path) => {
+            let text = read_text(path)?;
+            let object: Value =
+                serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
+            let origin = path.display().to_string();
+            let spec = fluxbuild::Spec::of(&object, &origin)?;
+            Some((object, spec, origin))
+        }
+        None => None,
+    };
+    // A folder is built as the Kustomization builds its spec.path; files and standard input
+    // (`flux build kustomization` piped in) are what it applies already.
+    let built = |paths: &[PathBuf]| match (&kustomization, paths) {
+        (Some((_, spec, _)), [folder]) if folder.is_dir() => fluxbuild::build(folder, spec),
+        _ => manifests::read(paths),
+    };
+    let read = built(&args.paths)
         .and_then(|applies| manifests::read(&args.delete).map(|deletes| (applies, deletes)));
     // Flux substitutes its post-build variables before it applies: a change set holding one is
     // not yet what it applies.
+    // A Kustomization without spec.postBuild substitutes nothing: `${NAME}` lands as written.
+    let substitutes = kustomization
+        .as_ref()
+        .is_none_or(|(_, spec, _)| spec.post_build);
     let read = read.and_then(|(applies, deletes)| match check::unsubstituted(&applies) {
-        Some(error) if !args.in_order => Err(Error::Invalid(error)),
+        Some(error) if !args.in_order && substitutes => Err(Error::Invalid(error)),
         _ => Ok((applies, deletes)),
     });
     let (mut applies, mut deletes) = match read {
@@ -455,13 +482,19 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
     } else {
         check::Applier::Flux
     };
-    if let Some(path) = &args.inventory {
-        let text = read_text(path)?;
-        let kustomization: Value =
-            serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
-        let origin = path.display().to_string();
-        let (owner, pruned) = check::pruned(&kustomization, &applies, &origin)?;
-        deletes.extend(pruned);
+    if let Some((object, spec, origin)) = &kustomization {
+        let (owner, pruned) = check::pruned(object, &applies, origin)?;
+        if spec.prune {
+            deletes.extend(pruned);
+        } else if !deletes.is_empty() || !pruned.is_empty() {
+            // kustomize-controller prunes only with spec.prune: what the change set drops stays.
+            eprintln!(
+                "the Kustomization {} has spec.prune false: nothing the change set drops is deleted, so {} deletion(s) are not judged",
+                spec.name,
+                deletes.len() + pruned.len()
+            );
+            deletes.clear();
+        }
         if !args.in_order {
             applier = check::Applier::Kustomization(owner);
         }

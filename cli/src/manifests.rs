@@ -51,7 +51,8 @@ impl Manifest {
 }
 
 /// The names kustomize reads a folder's kustomization from.
-const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+pub(crate) const KUSTOMIZATION_FILES: [&str; 3] =
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// What a path stands for: a file, or a kustomize unit to build.
 #[derive(Debug, PartialEq)]
@@ -109,11 +110,12 @@ fn files(path: &Path, packed: &Packed) -> Result<Vec<Source>, Error> {
 
 /// The maintained builders of a kustomize unit, in the order they are tried: the program and
 /// the arguments before the folder.
-const BUILDERS: [(&str, &[&str]); 2] = [("kustomize", &["build"]), ("kubectl", &["kustomize"])];
+pub(crate) const BUILDERS: [(&str, &[&str]); 2] =
+    [("kustomize", &["build"]), ("kubectl", &["kustomize"])];
 
 /// What the first builder found on `PATH` makes of `dir`; without one, one line saying how to
 /// pipe the build in. A builder that fails is the change set's error, with its own words.
-fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, Error> {
+pub(crate) fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, Error> {
     let shown = dir.display();
     for (program, args) in builders {
         let output = match Command::new(program).args(*args).arg(dir).output() {

@@ -86,6 +86,30 @@ impl Packed {
         &self.root
     }
 
+    /// Every file the artifact holds, relative to the root, in name order: in a git work tree
+    /// what the repository holds or is about to (tracked, or new and not ignored by git), else
+    /// every file under the root; either way only what [`Packed::keeps`].
+    pub fn files(&self) -> Result<Vec<PathBuf>, Error> {
+        let mut files = match git_files(&self.root, &[]) {
+            Some(files) => files,
+            None => {
+                let mut files = Vec::new();
+                walk(&self.root, &mut files)?;
+                files
+            }
+        };
+        files.retain(|file| {
+            file.ancestors()
+                .take_while(|p| *p != self.root)
+                .all(|p| self.keeps(p))
+        });
+        files.sort();
+        Ok(files
+            .into_iter()
+            .filter_map(|f| f.strip_prefix(&self.root).ok().map(Path::to_owned))
+            .collect())
+    }
+
     /// Whether the artifact holds `path` (under the root, canonical): a regular file or a
     /// folder that no pattern excludes, or that a later pattern takes back.
     pub fn keeps(&self, path: &Path) -> bool {
@@ -126,33 +150,65 @@ fn layer(dir: &Path, file: &Path, lines: &[&str]) -> Result<Gitignore, Error> {
 /// and not ignored by git: a build's output or a scratch folder is never pushed), root first;
 /// `None` when `root` is no git work tree or git cannot say.
 fn tracked_ignore_files(root: &Path) -> Option<Vec<PathBuf>> {
-    if !root.join(".git").exists() {
-        return None;
-    }
-    let output = std::process::Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args([
-            "ls-files",
-            "-z",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-        ])
-        .args(["--", ":(glob)**/.sourceignore"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())?;
-    let mut files: Vec<PathBuf> = output
-        .stdout
-        .split(|b| *b == 0)
-        .filter(|p| !p.is_empty())
-        .map(|p| root.join(String::from_utf8_lossy(p).as_ref()))
-        .filter(|p| p.is_file())
-        .collect();
+    let mut files = git_files(root, &[":(glob)**/.sourceignore"])?;
     // The folder's own before its subfolders', as the walk below lists them.
     files.sort_by(|a, b| a.parent().cmp(&b.parent()));
     Some(files)
+}
+
+/// The files of the git work tree at `root` matching `pathspecs` (all without any) that the
+/// repository holds or is about to, as paths under `root`; `None` when `root` is no git work
+/// tree or git cannot say.
+fn git_files(root: &Path, pathspecs: &[&str]) -> Option<Vec<PathBuf>> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+    };
+    // `root` must be the work tree's top, not a folder inside another repository whose `.git`
+    // git found further up (a `.git` folder it cannot read as one).
+    let top = git(&["rev-parse", "--show-toplevel"])?;
+    let top = PathBuf::from(String::from_utf8_lossy(&top.stdout).trim());
+    if std::fs::canonicalize(&top).ok()? != root {
+        return None;
+    }
+    let mut ls = vec![
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--exclude-standard",
+        "--",
+    ];
+    ls.extend(pathspecs);
+    let output = git(&ls)?;
+    Some(
+        output
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| root.join(String::from_utf8_lossy(p).as_ref()))
+            .filter(|p| p.is_file())
+            .collect(),
+    )
+}
+
+/// Every file under `dir`, never inside `.git`.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::read(dir, e))? {
+        let path = entry.map_err(|e| Error::read(dir, e))?.path();
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::read(&path, e))?;
+        if meta.is_dir() && path.file_name().is_some_and(|n| n != ".git") {
+            walk(&path, out)?;
+        } else if meta.is_file() {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Every `.sourceignore` under `dir`, the folder's own before its subfolders' (in name order),

@@ -853,7 +853,7 @@ fn flux_applies_what_its_dry_run_admitted_and_stops_at_the_first_refusal() {
     let set = set.to_str().unwrap_or_default();
     let inventory = write(
         "htdev.yaml",
-        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nstatus:\n  inventory:\n    entries:\n    - {id: tenant-ktj-htdev_orders_apps.cozystack.io_Postgres, v: v1alpha1}\n",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nspec: {prune: true, path: ./tenants/htdev, sourceRef: {kind: GitRepository, name: platform}}\nstatus:\n  inventory:\n    entries:\n    - {id: tenant-ktj-htdev_orders_apps.cozystack.io_Postgres, v: v1alpha1}\n",
     );
     let inventory = inventory.to_str().unwrap_or_default();
     let htdev = tenant_flux("tenant-ktj-htdev");
@@ -901,6 +901,76 @@ fn flux_applies_what_its_dry_run_admitted_and_stops_at_the_first_refusal() {
         "{}",
         out.stdout
     );
+
+    // With spec.prune false kustomize-controller deletes nothing the change set drops
+    // (`kustomization_controller.go` prunes only `if obj.Spec.Prune`): no DELETE is judged.
+    let kept = write(
+        "htdev-kept.yaml",
+        &std::fs::read_to_string(inventory)
+            .unwrap_or_default()
+            .replace("prune: true", "prune: false"),
+    );
+    let kept = kept.to_str().unwrap_or_default();
+    let out = check(
+        &args(&[&[set, "--kustomization", kept], GITOPS, &htdev]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stdout.contains("DELETE"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("the Kustomization cozy-fluxcd/htdev has spec.prune false: nothing the change set drops is deleted, so 1 deletion(s) are not judged"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_folder_is_judged_as_the_kustomization_builds_it() {
+    // kustomize-controller builds spec.path with the Kustomization's targetNamespace and
+    // namePrefix set in the kustomization it writes (fluxcd/pkg kustomize v1.27.0
+    // `WriteFile`): the Application is judged under the name and namespace Flux applies.
+    let folder = scratch("built-folder");
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(folder.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        folder.join("bucket.yaml"),
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Bucket\nmetadata: {name: media}\nspec: {}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let kustomization = write(
+        "htdev-built.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nspec: {prune: true, path: ./, targetNamespace: tenant-ktj-htdev, namePrefix: team-, sourceRef: {kind: GitRepository, name: platform}}\n",
+    );
+    let htdev = tenant_flux("tenant-ktj-htdev");
+    let htdev: Vec<&str> = htdev.iter().map(String::as_str).collect();
+    let folder_arg = folder.to_str().unwrap_or_default();
+    let ks = kustomization.to_str().unwrap_or_default();
+    let out = check(
+        &args(&[&[folder_arg, "--kustomization", ks], GITOPS, &htdev]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!(
+            "ALLOWED  CREATE Bucket tenant-ktj-htdev/team-media ({folder_arg} (built as cozy-fluxcd/htdev builds it), document 1)"
+        )),
+        "{}",
+        out.stdout
+    );
+    // Two files holding one object: kustomize refuses the build, so nothing lands: exit 2.
+    std::fs::copy(folder.join("bucket.yaml"), folder.join("again.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = check(
+        &args(&[&[folder_arg, "--kustomization", ks], GITOPS, &htdev]),
+        None,
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("may not add resource with an already registered id"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -918,7 +988,7 @@ fn a_server_side_apply_keeps_what_the_manifest_omits_unless_flux_alone_owned_it(
     // (the bundled release has none), so the prune leaves it.
     let inventory = write(
         "htdev-kept.yaml",
-        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nstatus:\n  inventory:\n    entries:\n    - {id: tenant-ktj-htdev_cache_helm.toolkit.fluxcd.io_HelmRelease, v: v2}\n    - {id: tenant-ktj-htdev_db_apps.cozystack.io_Postgres, v: v1alpha1}\n",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nspec: {prune: true, path: ./tenants/htdev, sourceRef: {kind: GitRepository, name: platform}}\nstatus:\n  inventory:\n    entries:\n    - {id: tenant-ktj-htdev_cache_helm.toolkit.fluxcd.io_HelmRelease, v: v2}\n    - {id: tenant-ktj-htdev_db_apps.cozystack.io_Postgres, v: v1alpha1}\n",
     );
     let inventory = inventory.to_str().unwrap_or_default();
     let out = check(
