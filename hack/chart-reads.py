@@ -454,7 +454,7 @@ RULE_HEADER = ["kind", "visibility", "cardinality", "protection", "provides", "c
                "read in", "slots", "off its slot", "named by", "release prefix"]
 PLAIN_HEADER = ["kind", "release prefix", "chart"]
 RELEASE_HEADER = ["release", "commit", "version stamp", "ancestor labels", "lacks", "off its slot",
-                  "cozystack-api refuses before admission"]
+                  "cozystack-api refuses before admission", "cozystack-api's dry run"]
 STOCK = Path(__file__).resolve().parent.parent / "resolver" / "stock-rules.yaml"
 
 
@@ -505,7 +505,7 @@ def release_cells(entry):
     return [entry["release"], f"`{entry['commit']}`", str(entry["versionStamp"]), entry["ancestorLabels"],
             ", ".join(entry.get("lacks") or []) or "—",
             "; ".join(f"{k}: {v}" for k, v in sorted(off_slot.items())) or "as above",
-            ", ".join(entry.get("apiRefuses") or []) or "—"]
+            ", ".join(entry.get("apiRefuses") or []) or "—", entry["apiDryRun"]]
 
 
 def markdown(header, rows):
@@ -674,10 +674,15 @@ def release_facts(root):
     stamp = re.search(r"^\s*targetVersion:\s*(\d+)", read(root, "packages/core/platform/values.yaml"), re.M)
     rest = read(root, "pkg/registry/apps/application/rest.go")
     refuses = ["tenantResourceQuotas"] if "validateTenantResourceQuotas(ctx" in rest else []
+    # Update creates through r.Create with fresh CreateOptions, or updates the release with
+    # fresh UpdateOptions: the request's dryRun never reaches the write.
+    drops = ("r.Create(ctx, obj, createValidation, &metav1.CreateOptions{})" in rest
+             or "UpdateOptions{Raw: &metav1.UpdateOptions{}}" in rest)
     return {
         "ancestorLabels": (ancestors, "packages/apps/tenant/templates/{namespace.yaml,_helpers.tpl}"),
         "versionStamp": (int(stamp.group(1)) if stamp else None, "packages/core/platform/values.yaml targetVersion"),
         "apiRefuses": (refuses, "pkg/registry/apps/application/rest.go"),
+        "apiDryRun": ("ignored" if drops else "honoured", "pkg/registry/apps/application/rest.go Update"),
     }
 
 

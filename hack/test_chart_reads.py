@@ -404,9 +404,9 @@ class Releases(unittest.TestCase):
         ]
         data["releases"] = [
             {"release": "v1.5.3", "commit": "37cd6a79", "versionStamp": 45, "ancestorLabels": "parentPrefixes",
-             "lacks": ["ComputePlane"], "offSlot": {"Monitoring": "never renders"}},
+             "lacks": ["ComputePlane"], "offSlot": {"Monitoring": "never renders"}, "apiDryRun": "honoured"},
             {"release": "main", "commit": "3c780acd", "versionStamp": 56, "ancestorLabels": "full",
-             "apiRefuses": ["tenantResourceQuotas"]},
+             "apiRefuses": ["tenantResourceQuotas"], "apiDryRun": "ignored"},
         ]
         return data
 
@@ -436,17 +436,21 @@ class Releases(unittest.TestCase):
         self.assertEqual(facts["ancestorLabels"][0], "parentPrefixes")
         self.assertEqual(facts["versionStamp"][0], 45)
         self.assertEqual(facts["apiRefuses"][0], [])
+        self.assertEqual(facts["apiDryRun"][0], "honoured")
         _, v153 = chart_reads.release_view(self.matrix(), "v1.5.3")
         self.assertEqual(chart_reads.compare_release(facts, v153), [])
         # main's: the helper, and cozystack-api's quota validation.
         tree.write("packages/apps/tenant/templates/namespace.yaml",
                    '{{- include "tenant.ancestorTenantLabels" $tenantName | nindent 4 }}\n')
         tree.write("packages/apps/tenant/templates/_helpers.tpl", '{{- define "tenant.ancestorTenantLabels" -}}\n')
-        tree.write("pkg/registry/apps/application/rest.go", "if qErrs := r.validateTenantResourceQuotas(ctx, app); len(qErrs) > 0 {\n")
+        tree.write("pkg/registry/apps/application/rest.go",
+                   "if qErrs := r.validateTenantResourceQuotas(ctx, app); len(qErrs) > 0 {\n"
+                   "createdObj, err := r.Create(ctx, obj, createValidation, &metav1.CreateOptions{})\n")
         facts = chart_reads.release_facts(tree.root)
         self.assertEqual(chart_reads.compare_release(facts, v153), [
             "release v1.5.3: ancestorLabels: packages/apps/tenant/templates/{namespace.yaml,_helpers.tpl} says full, the stock rule set says parentPrefixes",
             "release v1.5.3: apiRefuses: pkg/registry/apps/application/rest.go says ['tenantResourceQuotas'], the stock rule set says []",
+            "release v1.5.3: apiDryRun: pkg/registry/apps/application/rest.go Update says ignored, the stock rule set says honoured",
         ])
 
 

@@ -52,6 +52,7 @@ struct Release {
     off_slot: BTreeMap<String, String>,
     #[serde(default)]
     api_refuses: Vec<String>,
+    api_dry_run: String,
 }
 
 #[derive(Deserialize)]
@@ -142,9 +143,13 @@ fn releases(stock: &Stock) -> Result<String, String> {
                 variant(validation, "apiRefuses", name)?
             ));
         }
+        let dry_run = match r.api_dry_run.as_str() {
+            "ignored" | "honoured" => variant(&r.api_dry_run, "apiDryRun", name)?,
+            other => return Err(format!("release {name}: unknown apiDryRun {other:?}")),
+        };
         writeln!(
             code,
-            "    ReleaseRow {{ name: {name:?}, commit: {:?}, version_stamp: {}, ancestor_labels: AncestorLabels::{ancestor_labels}, lacks: {}, off_slot: &[{}], api_refuses: &[{}] }},",
+            "    ReleaseRow {{ name: {name:?}, commit: {:?}, version_stamp: {}, ancestor_labels: AncestorLabels::{ancestor_labels}, lacks: {}, off_slot: &[{}], api_refuses: &[{}], api_dry_run: ApiDryRun::{dry_run} }},",
             r.commit,
             r.version_stamp,
             list(&r.lacks),

@@ -293,6 +293,8 @@ struct Judge<'a> {
     chart: TenantChart,
     /// The release's cozystack-api checks a Tenant's quota against its parent's ([`quota`]).
     quotas: bool,
+    /// The release's cozystack-api lets an Application's dry run land ([`dry_run_lands`]).
+    dry_run_lands: bool,
     identity: &'a Identity,
     cluster: State,
     kinds: Kinds,
@@ -668,9 +670,19 @@ impl Judge<'_> {
         report: &mut Report,
     ) -> Result<Option<String>, Error> {
         let mut judged = Vec::with_capacity(manifests.len());
+        // The Applications cozystack-api wrote during the dry run, by reference.
+        let mut landed = BTreeSet::new();
         for manifest in manifests {
-            let (mut step, effect) = self.judge(manifest, false, true)?;
+            let (mut step, mut effect) = self.judge(manifest, false, true)?;
             step.stage = Some(stage);
+            // cozystack-api makes the write its dry run asked for: it lands now.
+            if self.dry_run_lands
+                && matches!(surface(manifest), Some(Surface::Application))
+                && let Some(effect) = effect.take()
+            {
+                self.apply(effect);
+                landed.insert(step.reference.clone());
+            }
             judged.push((*manifest, step, effect));
         }
         if let Some((_, refused, _)) = judged.iter().find(|(_, step, _)| step.outcome.fails()) {
@@ -686,6 +698,10 @@ impl Judge<'_> {
                     } else {
                         step.note("the dry run fails here too");
                     }
+                } else if landed.contains(&step.reference) {
+                    step.note(&format!(
+                        "{LANDED_IN_DRY_RUN}; {STAYS} {first} failed the dry run of its stage"
+                    ));
                 } else if !matches!(step.outcome, Outcome::Unchanged | Outcome::Absent) {
                     step.block(&format!(
                         "not applied: {first} failed the dry run of its stage"
@@ -695,7 +711,8 @@ impl Judge<'_> {
             }
             return Ok(Some(why));
         }
-        let mut changed = false;
+        // What landed during the dry run already changed the state the apply starts from.
+        let mut changed = !landed.is_empty();
         let mut failed: Option<String> = None;
         for (manifest, mut step, effect) in judged {
             if let Some(reason) = &failed {
@@ -738,6 +755,25 @@ impl Judge<'_> {
         Ok(failed.map(|_| "the apply failed, so kustomize-controller prunes nothing".to_owned()))
     }
 }
+
+/// Whether cozystack-api writes an Application its dry run was asked for: the release the
+/// settings name says (`apiDryRun` in `resolver/stock-rules.yaml`); with none named, whether any
+/// supported release does, so that a team is never told nothing landed when something may have.
+pub fn dry_run_lands(settings: &cozystack_resolver::Settings) -> bool {
+    use cozystack_resolver::release::{ApiDryRun, Release};
+    let lands = |r: Release| r.row().api_dry_run == ApiDryRun::Ignored;
+    match settings.judged().0 {
+        Some(release) => lands(release),
+        None => Release::all().any(lands),
+    }
+}
+
+/// What a step says when cozystack-api wrote its dry run (`rest.go` `Update`, which server-side
+/// apply calls, creates and updates the release with fresh options, so the dryRun is dropped).
+const LANDED_IN_DRY_RUN: &str = "landed during the dry run: cozystack-api drops a server-side apply's dryRun (pkg/registry/apps/application/rest.go Update), so this write is made now, whatever becomes of the stage, and the rest of the dry run sees it";
+
+/// How a step landed during a failed stage's dry run says it stays.
+const STAYS: &str = "it stays although";
 
 /// The policy's response to `request` on `cluster`: the payload the policy-server sends, its GETs
 /// and lists served through the state's index and reflectors.
@@ -786,6 +822,7 @@ pub fn run<'a>(
         settings,
         chart: TenantChart::of(&resolved),
         quotas: crate::quota::checked(&resolved),
+        dry_run_lands: dry_run_lands(&resolved),
         identity,
         cluster: State::new(cluster),
         kinds,
@@ -1076,6 +1113,16 @@ impl Report {
             if n > 0 {
                 out.push_str(&format!("{n} {what}\n"));
             }
+        }
+        let landed = self
+            .steps
+            .iter()
+            .filter(|s| s.note.as_deref().is_some_and(|n| n.contains(STAYS)))
+            .count();
+        if landed > 0 {
+            out.push_str(&format!(
+                "{landed} written by cozystack-api during the dry run of a stage that failed: they stay in the cluster\n"
+            ));
         }
         out
     }

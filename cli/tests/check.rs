@@ -506,6 +506,10 @@ fn what_flux_leaves_as_it_is_sends_nothing() {
 const DRY_RUN_FAILS: &str =
     "the dry run fails here: nothing of this stage is applied, no later stage, and no prune runs";
 
+/// The note on an Application cozystack-api writes during Flux's dry run (every supported
+/// release drops a server-side apply's dryRun in `rest.go` `Update`).
+const LANDED: &str = "landed during the dry run: cozystack-api drops a server-side apply's dryRun (pkg/registry/apps/application/rest.go Update), so this write is made now, whatever becomes of the stage, and the rest of the dry run sees it";
+
 fn flux_applies(name: &str, text: &str, code: i32) -> (String, Ran) {
     let set = write(name, text).to_str().unwrap_or_default().to_owned();
     let out = check(&args(&[&[set.as_str()], DUMP, FLUX]), None);
@@ -523,7 +527,8 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
         "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: shop, namespace: tenant-root}\nspec: {}\n---\napiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-shop}\nspec: {}\n",
         1,
     );
-    // Flux's dry run of the stage fails on the Postgres, so the Tenant is not applied either.
+    // Flux's dry run of the stage fails on the Postgres; the Tenant's dry run, which
+    // cozystack-api does not keep one, has made it already: it stays.
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
         lines[1],
@@ -534,12 +539,12 @@ fn a_new_tenant_s_apps_wait_for_its_namespace() {
     assert_eq!(
         lines[2],
         format!(
-            "BLOCKED  CREATE Tenant tenant-root/shop ({set}, document 1) | not applied: Postgres tenant-shop/db failed the dry run of its stage"
+            "ALLOWED  CREATE Tenant tenant-root/shop ({set}, document 1) | {LANDED}; it stays although Postgres tenant-shop/db failed the dry run of its stage"
         )
     );
     assert!(
         out.stdout.ends_with(
-            "1 refused by the API server before admission\n1 admitted but not applied, as an earlier failure stops Flux\n"
+            "1 refused by the API server before admission\n1 written by cozystack-api during the dry run of a stage that failed: they stay in the cluster\n"
         ),
         "{}",
         out.stdout
@@ -803,7 +808,9 @@ fn tenant_flux(namespace: &str) -> [String; 2] {
 fn flux_dry_runs_each_stage_whole_before_it_applies_any_of_it() {
     // The tenant administrator's commit, applied by the tenant's Kustomization: sorted, the
     // Monitoring named metrics comes first, and the dry run of the stage refuses it (on the
-    // cluster before the stage), so nothing of the stage lands, not even the ConfigMap.
+    // cluster before the stage), so Flux applies nothing of the stage, not even the ConfigMap;
+    // but the Applications after it in the dry run are written by cozystack-api, which drops
+    // the dryRun, and stay.
     let set = write("flux-commit.yaml", TENANT_COMMIT);
     let set = set.to_str().unwrap_or_default();
     let acme = tenant_flux("tenant-acme");
@@ -816,10 +823,11 @@ fn flux_dry_runs_each_stage_whole_before_it_applies_any_of_it() {
             "stage 3, resources: every other object, all dry-run before any is applied\n\
              BLOCKED  ConfigMap tenant-acme/shop-config ({set}, document 4) | not applied: Monitoring tenant-acme/metrics failed the dry run of its stage\n\
              DENIED   CREATE Monitoring tenant-acme/metrics ({set}, document 2): Monitoring tenant-acme/metrics: Monitoring is held to at most 1 per tenant by its name: create it as tenant-acme/monitoring (cardinality.slots) | {DRY_RUN_FAILS}\n\
-             BLOCKED  CREATE Monitoring tenant-acme/monitoring ({set}, document 1) | not applied: Monitoring tenant-acme/metrics failed the dry run of its stage\n\
-             BLOCKED  UPDATE Postgres tenant-acme/shop ({set}, document 3) | not applied: Monitoring tenant-acme/metrics failed the dry run of its stage\n\
-             \n4 manifests: 3 writes judged (0 allowed, 0 with warnings, 1 denied), 0 not judged by this policy, 0 absent, 0 errors\n\
-             3 admitted but not applied, as an earlier failure stops Flux\n"
+             ALLOWED  CREATE Monitoring tenant-acme/monitoring ({set}, document 1) | {LANDED}; it stays although Monitoring tenant-acme/metrics failed the dry run of its stage\n\
+             ALLOWED  UPDATE Postgres tenant-acme/shop ({set}, document 3) | {LANDED}; it stays although Monitoring tenant-acme/metrics failed the dry run of its stage\n\
+             \n4 manifests: 3 writes judged (2 allowed, 0 with warnings, 1 denied), 0 not judged by this policy, 0 absent, 0 errors\n\
+             1 admitted but not applied, as an earlier failure stops Flux\n\
+             2 written by cozystack-api during the dry run of a stage that failed: they stay in the cluster\n"
         )
     );
     // Each dry run is a request with dryRun set, sent with kustomize-controller's field manager.
@@ -832,14 +840,16 @@ fn flux_dry_runs_each_stage_whole_before_it_applies_any_of_it() {
         denied["request"]["options"],
         json!({"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": "kustomize-controller", "dryRun": ["All"]})
     );
-    assert_eq!(report["summary"]["blocked"], 3);
+    assert_eq!(report["summary"]["blocked"], 1);
 }
 
 #[test]
-fn flux_applies_what_its_dry_run_admitted_and_stops_at_the_first_refusal() {
-    // One Bucket per tenant (a platform's own rule): each Bucket alone passes the dry run, on
-    // the cluster before the stage; applied in order, the second finds the first and is
-    // refused, the apply stops there, and nothing is pruned.
+fn cozystack_api_makes_an_application_s_dry_run_and_it_stays_when_the_stage_fails() {
+    // One Bucket per tenant (a platform's own rule). Flux dry-runs the stage; cozystack-api
+    // drops the dryRun of the server-side apply (`rest.go` `Update` creates through `r.Create`
+    // with fresh options, every supported release), so the first Bucket is created during the
+    // dry run, the second's dry run finds it and is refused, the stage fails, and the first
+    // stays, with the Postgres edit after it; nothing is pruned.
     let mut settings =
         cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -876,11 +886,11 @@ fn flux_applies_what_its_dry_run_admitted_and_stops_at_the_first_refusal() {
         lines[..6],
         [
             "stage 3, resources: every other object, all dry-run before any is applied",
-            format!("ALLOWED  CREATE Bucket tenant-ktj-htdev/a ({set}, document 2)").as_str(),
-            format!("DENIED   CREATE Bucket tenant-ktj-htdev/b ({set}, document 1): Bucket: at most 1 per tenant tenant-ktj-htdev; already present: a; use or edit the existing Bucket instead of creating another (cardinality tenant/1) | refused when applied, after the objects before it in its stage: the dry run, on the state before the stage, admitted it; the apply stops here, what came before it stays applied, and no prune runs").as_str(),
-            format!("BLOCKED  UPDATE Postgres tenant-ktj-htdev/db ({set}, document 3) | not applied: the apply of Bucket tenant-ktj-htdev/b before it in its stage failed").as_str(),
+            format!("ALLOWED  CREATE Bucket tenant-ktj-htdev/a ({set}, document 2) | {LANDED}; it stays although Bucket tenant-ktj-htdev/b failed the dry run of its stage").as_str(),
+            format!("DENIED   CREATE Bucket tenant-ktj-htdev/b ({set}, document 1): Bucket: at most 1 per tenant tenant-ktj-htdev; already present: a; use or edit the existing Bucket instead of creating another (cardinality tenant/1) | {DRY_RUN_FAILS}").as_str(),
+            format!("ALLOWED  UPDATE Postgres tenant-ktj-htdev/db ({set}, document 3) | {LANDED}; it stays although Bucket tenant-ktj-htdev/b failed the dry run of its stage").as_str(),
             "prune: what the change set no longer holds, in reverse apply order, once every stage has applied",
-            format!("BLOCKED  Postgres tenant-ktj-htdev/orders ({inventory}, inventory entry 1) | not pruned: the apply failed, so kustomize-controller prunes nothing").as_str(),
+            format!("BLOCKED  Postgres tenant-ktj-htdev/orders ({inventory}, inventory entry 1) | not pruned: Bucket tenant-ktj-htdev/b failed the dry run of its stage, so kustomize-controller applies nothing of it, no later stage, and prunes nothing").as_str(),
         ],
         "{}",
         out.stdout
@@ -905,7 +915,7 @@ fn flux_applies_what_its_dry_run_admitted_and_stops_at_the_first_refusal() {
     // With spec.prune false kustomize-controller deletes nothing the change set drops
     // (`kustomization_controller.go` prunes only `if obj.Spec.Prune`): no DELETE is judged.
     let kept = write(
-        "htdev-kept.yaml",
+        "htdev-unpruned.yaml",
         &std::fs::read_to_string(inventory)
             .unwrap_or_default()
             .replace("prune: true", "prune: false"),

@@ -30,6 +30,18 @@ pub struct ReleaseRow {
     pub off_slot: &'static [(&'static str, OffSlot)],
     /// cozystack-api's validations that refuse an Application before admission.
     pub api_refuses: &'static [ApiValidation],
+    /// What cozystack-api does with a dry-run write of an Application.
+    pub api_dry_run: ApiDryRun,
+}
+
+/// Whether cozystack-api keeps a dry run a dry run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiDryRun {
+    /// `Update` (server-side apply's path) creates and updates the release with fresh options:
+    /// the dry run lands (cozystack#3971).
+    Ignored,
+    /// It passes the request's dryRun on.
+    Honoured,
 }
 
 /// A validation cozystack-api runs on an Application before its admission chain.
