@@ -9,12 +9,14 @@
 //! kinded and versioned, SOPS documents refused without `spec.decryption`, `commonMetadata`
 //! set on every object).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
 use crate::manifests::{self, KUSTOMIZATION_FILES, Manifest};
+use crate::postbuild::{self, PostBuild};
 use crate::sourceignore::Packed;
 
 /// The fields of a Flux Kustomization's spec that decide what it builds and prunes.
@@ -36,7 +38,7 @@ pub struct Spec {
     decryption: bool,
     /// `spec.postBuild`: only then does the controller substitute variables
     /// (`kustomization_controller.go` `build`); without it `${NAME}` is applied as written.
-    pub post_build: bool,
+    pub post_build: Option<PostBuild>,
 }
 
 impl Spec {
@@ -88,14 +90,19 @@ impl Spec {
             common_labels: map("labels"),
             common_annotations: map("annotations"),
             decryption: spec.get("decryption").is_some_and(|d| !d.is_null()),
-            post_build: spec.get("postBuild").is_some_and(|p| !p.is_null()),
+            post_build: PostBuild::of(kustomization),
         })
     }
 }
 
-/// The manifests Flux applies for `spec` from the folder `path`, in kustomize's output order.
-/// A build Flux would fail is an error naming the folder and Flux's reason.
-pub fn build(path: &Path, spec: &Spec) -> Result<Vec<Manifest>, Error> {
+/// The manifests Flux applies for `spec` from the folder `path`, in kustomize's output order,
+/// each built document's YAML substituted with `variables` ([`postbuild`]). A build Flux would
+/// fail is an error naming the folder and Flux's reason.
+pub fn build(
+    path: &Path,
+    spec: &Spec,
+    variables: &BTreeMap<String, String>,
+) -> Result<Vec<Manifest>, Error> {
     let packed = Packed::of(path)?;
     let work = WorkDir::new()?;
     for file in packed.files()? {
@@ -124,6 +131,12 @@ pub fn build(path: &Path, spec: &Spec) -> Result<Vec<Manifest>, Error> {
         e.to_string().replace(&dir.display().to_string(), &shown)
     })?;
     let origin = format!("{shown} (built as {} builds it)", spec.name);
+    let text = match spec.post_build {
+        Some(_) => substituted(&text, variables).map_err(|e| {
+            format!("{origin}: post build failed: {e}: kustomize-controller fails the build, so nothing lands")
+        })?,
+        None => text,
+    };
     let mut built = manifests::parse(&origin, &text)?;
     for manifest in &mut built {
         if is_sops(&manifest.object) && !spec.decryption {
@@ -138,6 +151,19 @@ pub fn build(path: &Path, spec: &Spec) -> Result<Vec<Manifest>, Error> {
         set_common_metadata(&mut manifest.object, spec);
     }
     Ok(built)
+}
+
+/// kustomize's output with each document substituted as `SubstituteVariables` does it.
+fn substituted(text: &str, variables: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut documents = Vec::new();
+    for document in text.split("\n---\n") {
+        let object: Value = serde_yaml::from_str(document).map_err(|e| e.to_string())?;
+        documents.push(
+            postbuild::substitute(document, &object, variables)?
+                .unwrap_or_else(|| document.to_owned()),
+        );
+    }
+    Ok(documents.join("\n---\n"))
 }
 
 /// A document SOPS encrypted: its top-level `sops` block with the key groups and the MAC.
@@ -338,7 +364,8 @@ mod tests {
         let spec = spec(
             ", targetNamespace: tenant-shop, namePrefix: p-, nameSuffix: -s, commonMetadata: {labels: {team: shop}}",
         );
-        let built = build(&root.join("apps"), &spec).unwrap_or_else(|e| panic!("{e}"));
+        let built =
+            build(&root.join("apps"), &spec, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             names(&built),
             [
@@ -372,7 +399,8 @@ mod tests {
         let spec = spec(
             ", targetNamespace: tenant-prod, patches: [{patch: '[{\"op\": \"add\", \"path\": \"/spec/replicas\", \"value\": 3}]', target: {kind: Postgres}}]",
         );
-        let built = build(&root.join("apps"), &spec).unwrap_or_else(|e| panic!("{e}"));
+        let built =
+            build(&root.join("apps"), &spec, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(built.len(), 1);
         assert_eq!(built[0].reference(), "Postgres tenant-prod/db");
         assert_eq!(built[0].object["spec"], json!({"replicas": 3}));
@@ -386,7 +414,9 @@ mod tests {
             &[("apps/a.yaml", POSTGRES), ("apps/b.yaml", POSTGRES)],
         );
         let folder = root.join("apps");
-        let err = build(&folder, &spec("")).unwrap_err().to_string();
+        let err = build(&folder, &spec(""), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(&format!("{}: `", folder.display())),
             "{err}"
@@ -402,7 +432,7 @@ mod tests {
             "sops",
             &[("apps/db.yaml", POSTGRES), ("apps/creds.yaml", sops)],
         );
-        let err = build(&root.join("apps"), &spec(""))
+        let err = build(&root.join("apps"), &spec(""), &BTreeMap::new())
             .unwrap_err()
             .to_string();
         assert!(
@@ -410,13 +440,18 @@ mod tests {
             "{err}"
         );
         let decrypted = spec(", decryption: {provider: sops}");
-        assert_eq!(build(&root.join("apps"), &decrypted).unwrap().len(), 2);
+        assert_eq!(
+            build(&root.join("apps"), &decrypted, &BTreeMap::new())
+                .unwrap()
+                .len(),
+            2
+        );
         // A folder the artifact leaves out.
         let root = repo(
             "ignored",
             &[(".sourceignore", "apps/\n"), ("apps/db.yaml", POSTGRES)],
         );
-        let err = build(&root.join("apps"), &spec(""))
+        let err = build(&root.join("apps"), &spec(""), &BTreeMap::new())
             .unwrap_err()
             .to_string();
         assert!(
@@ -430,12 +465,12 @@ mod tests {
         let parse = |text: &str| Spec::of(&serde_yaml::from_str(text).unwrap(), "ks.yaml");
         let head = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: a, namespace: b}\n";
         let kept = parse(&format!("{head}spec: {{prune: false, path: ./a}}\n")).unwrap();
-        assert!(!kept.prune && !kept.post_build);
+        assert!(!kept.prune && kept.post_build.is_none());
         let substituted = parse(&format!(
             "{head}spec: {{prune: true, postBuild: {{substitute: {{x: y}}}}}}\n"
         ))
         .unwrap();
-        assert!(substituted.prune && substituted.post_build);
+        assert!(substituted.prune && substituted.post_build.is_some());
         assert_eq!(
             parse(&format!("{head}spec: {{path: ./a}}\n"))
                 .unwrap_err()

@@ -13,6 +13,7 @@ pub mod footprint;
 pub mod live;
 pub mod manifests;
 pub mod output;
+pub mod postbuild;
 pub mod preflight;
 pub mod quota;
 pub mod settings;

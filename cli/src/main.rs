@@ -410,6 +410,40 @@ fn run(args: RunArgs) -> Result<ExitCode, Error> {
     })
 }
 
+/// The variables a Kustomization's `spec.postBuild` substitutes, its `substituteFrom` objects
+/// read from the dump, or live (ConfigMaps only: the check reads no Secret of a live cluster).
+fn substitution(
+    kustomization: &Value,
+    spec: &fluxbuild::Spec,
+    cluster: &ClusterArgs,
+) -> Result<std::collections::BTreeMap<String, String>, Error> {
+    let Some(post) = &spec.post_build else {
+        return Ok(Default::default());
+    };
+    let namespace = kustomization["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let source = match (post.reads_cluster(), cluster.dump.is_empty()) {
+        (false, _) => ClusterObjects::default(),
+        (true, false) => ClusterObjects::read_dump(&cluster.dump)?,
+        (true, true) => {
+            let mut objects = Vec::new();
+            for (kind, name) in post.references() {
+                if kind != "ConfigMap" {
+                    return Err(format!(
+                        "the Kustomization {} substitutes from {kind}/{name}: the check reads no Secret of a live cluster; pass --dump with it, or pipe `flux build kustomization` in",
+                        spec.name
+                    )
+                    .into());
+                }
+                objects.extend(live::config_map(&target(cluster), namespace, name)?);
+            }
+            objects.into_iter().collect()
+        }
+    };
+    post.variables(namespace, &source)
+}
+
 fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     // The input first: a change set that cannot be read or built is refused before any
@@ -427,18 +461,27 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
     };
     // A folder is built as the Kustomization builds its spec.path; files and standard input
     // (`flux build kustomization` piped in) are what it applies already.
+    let variables = match &kustomization {
+        Some((object, spec, _)) => substitution(object, spec, &args.evaluation.cluster)?,
+        None => Default::default(),
+    };
     let built = |paths: &[PathBuf]| match (&kustomization, paths) {
-        (Some((_, spec, _)), [folder]) if folder.is_dir() => fluxbuild::build(folder, spec),
+        (Some((_, spec, _)), [folder]) if folder.is_dir() => {
+            fluxbuild::build(folder, spec, &variables)
+        }
         _ => manifests::read(paths),
     };
     let read = built(&args.paths)
         .and_then(|applies| manifests::read(&args.delete).map(|deletes| (applies, deletes)));
     // Flux substitutes its post-build variables before it applies: a change set holding one is
     // not yet what it applies.
-    // A Kustomization without spec.postBuild substitutes nothing: `${NAME}` lands as written.
-    let substitutes = kustomization
-        .as_ref()
-        .is_none_or(|(_, spec, _)| spec.post_build);
+    // A Kustomization without spec.postBuild substitutes nothing: `${NAME}` lands as written; a
+    // folder built with one is substituted already.
+    let substitutes = match (&kustomization, args.paths.as_slice()) {
+        (None, _) => true,
+        (Some(_), [folder]) if folder.is_dir() => false,
+        (Some((_, spec, _)), _) => spec.post_build.is_some(),
+    };
     let read = read.and_then(|(applies, deletes)| match check::unsubstituted(&applies) {
         Some(error) if !args.in_order && substitutes => Err(Error::Invalid(error)),
         _ => Ok((applies, deletes)),

@@ -967,6 +967,61 @@ fn a_folder_is_judged_as_the_kustomization_builds_it() {
         "{}",
         out.stdout
     );
+    // spec.postBuild: the built YAML substituted, `substitute` over the variables of a
+    // `substituteFrom` ConfigMap of the Kustomization's namespace (here from a dump).
+    std::fs::write(
+        folder.join("bucket.yaml"),
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Bucket\nmetadata: {name: '${app}-${tier:=gold}'}\nspec: {}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let substituted = write(
+        "htdev-substituted.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nspec: {prune: true, path: ./, targetNamespace: tenant-ktj-htdev, sourceRef: {kind: GitRepository, name: platform}, postBuild: {substitute: {app: store}, substituteFrom: [{kind: ConfigMap, name: vars}]}}\n",
+    );
+    let vars = write(
+        "vars-dump.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: vars, namespace: cozy-fluxcd}\ndata: {app: media, tier: silver}\n",
+    );
+    let with_vars = [GITOPS, &["--dump", vars.to_str().unwrap_or_default()]].concat();
+    let out = check(
+        &args(&[
+            &[
+                folder_arg,
+                "--kustomization",
+                substituted.to_str().unwrap_or_default(),
+            ],
+            &with_vars,
+            &htdev,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("ALLOWED  CREATE Bucket tenant-ktj-htdev/store-silver ("),
+        "{}",
+        out.stdout
+    );
+    // Without the ConfigMap Flux fails the build: exit 2, naming it.
+    let out = check(
+        &args(&[
+            &[
+                folder_arg,
+                "--kustomization",
+                substituted.to_str().unwrap_or_default(),
+            ],
+            GITOPS,
+            &htdev,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("substitute from 'ConfigMap/vars' error: not found in namespace cozy-fluxcd"),
+        "{}",
+        out.stderr
+    );
     // Two files holding one object: kustomize refuses the build, so nothing lands: exit 2.
     std::fs::copy(folder.join("bucket.yaml"), folder.join("again.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));
