@@ -187,16 +187,23 @@ pub fn check_run(bundle: &Bundle, dump: &str, items: &[Value]) -> CheckRun {
     let json_dump = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List",
         "metadata": {"resourceVersion": ""}, "items": items}))
     .unwrap_or_default();
+    // The change set as a platform repository holds it: one folder a Flux Kustomization
+    // builds (`check` packs it, writes the generator's kustomization and runs kustomize).
     let files = [
         ("dump.yaml", dump.to_owned()),
         ("dump.json", json_dump),
-        ("changes.yaml", change_set()),
+        ("repo/.git/HEAD", String::new()),
+        ("repo/tenants/changes.yaml", change_set()),
+        ("tenants.yaml", "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: tenants, namespace: cozy-fluxcd}\nspec: {prune: true, path: ./tenants, interval: 10m, sourceRef: {kind: GitRepository, name: platform}}\n".to_owned()),
         ("settings.json", bundle.settings.to_string()),
     ];
     for (name, text) in &files {
-        if let Err(e) =
-            std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join(name), text))
-        {
+        let path = dir.join(name);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&path, text));
+        if let Err(e) = written {
             return failed(format!("{name}: {e}"));
         }
     }
@@ -205,7 +212,8 @@ pub fn check_run(bundle: &Bundle, dump: &str, items: &[Value]) -> CheckRun {
         let started = Instant::now();
         let output = std::process::Command::new(&binary)
             .current_dir(&dir)
-            .args(["check", "changes.yaml", "--dump", dump])
+            .args(["check", "repo/tenants", "--kustomization", "tenants.yaml"])
+            .args(["--dump", dump])
             .args(["--settings", "settings.json"])
             .args(["--as", "system:serviceaccount:cozy-fluxcd:flux"])
             .output();
