@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::error::Error;
 use crate::manifests::{self, KUSTOMIZATION_FILES, Manifest};
 use crate::postbuild::{self, PostBuild};
-use crate::sourceignore::Packed;
+use crate::sourceignore::{GitRepository, Packed};
 
 /// The fields of a Flux Kustomization's spec that decide what it builds and prunes.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -102,8 +102,9 @@ pub fn build(
     path: &Path,
     spec: &Spec,
     variables: &BTreeMap<String, String>,
+    repository: &GitRepository,
 ) -> Result<Vec<Manifest>, Error> {
-    let packed = Packed::of(path)?;
+    let packed = Packed::of(path, repository)?;
     let work = WorkDir::new()?;
     for file in packed.files()? {
         let to = work.0.join(&file);
@@ -364,8 +365,13 @@ mod tests {
         let spec = spec(
             ", targetNamespace: tenant-shop, namePrefix: p-, nameSuffix: -s, commonMetadata: {labels: {team: shop}}",
         );
-        let built =
-            build(&root.join("apps"), &spec, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
+        let built = build(
+            &root.join("apps"),
+            &spec,
+            &BTreeMap::new(),
+            &GitRepository::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             names(&built),
             [
@@ -399,8 +405,13 @@ mod tests {
         let spec = spec(
             ", targetNamespace: tenant-prod, patches: [{patch: '[{\"op\": \"add\", \"path\": \"/spec/replicas\", \"value\": 3}]', target: {kind: Postgres}}]",
         );
-        let built =
-            build(&root.join("apps"), &spec, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
+        let built = build(
+            &root.join("apps"),
+            &spec,
+            &BTreeMap::new(),
+            &GitRepository::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(built.len(), 1);
         assert_eq!(built[0].reference(), "Postgres tenant-prod/db");
         assert_eq!(built[0].object["spec"], json!({"replicas": 3}));
@@ -414,9 +425,14 @@ mod tests {
             &[("apps/a.yaml", POSTGRES), ("apps/b.yaml", POSTGRES)],
         );
         let folder = root.join("apps");
-        let err = build(&folder, &spec(""), &BTreeMap::new())
-            .unwrap_err()
-            .to_string();
+        let err = build(
+            &folder,
+            &spec(""),
+            &BTreeMap::new(),
+            &GitRepository::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.starts_with(&format!("{}: `", folder.display())),
             "{err}"
@@ -432,18 +448,28 @@ mod tests {
             "sops",
             &[("apps/db.yaml", POSTGRES), ("apps/creds.yaml", sops)],
         );
-        let err = build(&root.join("apps"), &spec(""), &BTreeMap::new())
-            .unwrap_err()
-            .to_string();
+        let err = build(
+            &root.join("apps"),
+            &spec(""),
+            &BTreeMap::new(),
+            &GitRepository::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("Secret tenant-acme/creds is encrypted with SOPS and the Kustomization cozy-fluxcd/apps has no spec.decryption"),
             "{err}"
         );
         let decrypted = spec(", decryption: {provider: sops}");
         assert_eq!(
-            build(&root.join("apps"), &decrypted, &BTreeMap::new())
-                .unwrap()
-                .len(),
+            build(
+                &root.join("apps"),
+                &decrypted,
+                &BTreeMap::new(),
+                &GitRepository::default()
+            )
+            .unwrap()
+            .len(),
             2
         );
         // A folder the artifact leaves out.
@@ -451,9 +477,14 @@ mod tests {
             "ignored",
             &[(".sourceignore", "apps/\n"), ("apps/db.yaml", POSTGRES)],
         );
-        let err = build(&root.join("apps"), &spec(""), &BTreeMap::new())
-            .unwrap_err()
-            .to_string();
+        let err = build(
+            &root.join("apps"),
+            &spec(""),
+            &BTreeMap::new(),
+            &GitRepository::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("the artifact source-controller packs holds no such folder"),
             "{err}"

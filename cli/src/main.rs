@@ -13,6 +13,7 @@ use cozystack_policy::error::Error;
 use cozystack_policy::live::{self, Target};
 use cozystack_policy::output::{self, emit, json, read, read_text};
 use cozystack_policy::source::Source;
+use cozystack_policy::sourceignore::GitRepository;
 use cozystack_policy::supply::{
     self, KeygenArgs, PullArgs, PushArgs, SbomArgs, SignArgs, VerificationConfigArgs, VerifyArgs,
     VerifyKeyArgs,
@@ -187,6 +188,10 @@ struct CheckArgs {
     /// this Kustomization's owner labels, which every object applied gets.
     #[arg(long, visible_alias = "inventory", value_name = "FILE")]
     kustomization: Option<PathBuf>,
+    /// The Flux GitRepository the folders come from (`kubectl get gitrepository NAME -n NS -o
+    /// yaml`): its spec.ignore patterns leave paths out of what source-controller packs.
+    #[arg(long, value_name = "FILE")]
+    git_repository: Option<PathBuf>,
     /// Apply one manifest after the other in the order given, each before the next is sent
     /// (`kubectl apply --server-side`), instead of as Flux's kustomize-controller does (sorted
     /// into stages, each dry-run whole before any of it is applied, the prune in reverse).
@@ -461,18 +466,28 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
     };
     // A folder is built as the Kustomization builds its spec.path; files and standard input
     // (`flux build kustomization` piped in) are what it applies already.
+    let repository = match &args.git_repository {
+        Some(path) => {
+            let text = read_text(path)?;
+            let object: Value =
+                serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
+            GitRepository::of(&object, &path.display().to_string())?
+        }
+        None => GitRepository::default(),
+    };
     let variables = match &kustomization {
         Some((object, spec, _)) => substitution(object, spec, &args.evaluation.cluster)?,
         None => Default::default(),
     };
     let built = |paths: &[PathBuf]| match (&kustomization, paths) {
         (Some((_, spec, _)), [folder]) if folder.is_dir() => {
-            fluxbuild::build(folder, spec, &variables)
+            fluxbuild::build(folder, spec, &variables, &repository)
         }
-        _ => manifests::read(paths),
+        _ => manifests::read(paths, &repository),
     };
-    let read = built(&args.paths)
-        .and_then(|applies| manifests::read(&args.delete).map(|deletes| (applies, deletes)));
+    let read = built(&args.paths).and_then(|applies| {
+        manifests::read(&args.delete, &repository).map(|deletes| (applies, deletes))
+    });
     // Flux substitutes its post-build variables before it applies: a change set holding one is
     // not yet what it applies.
     // A Kustomization without spec.postBuild substitutes nothing: `${NAME}` lands as written; a

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::Error;
-use crate::sourceignore::Packed;
+use crate::sourceignore::{GitRepository, Packed};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -142,12 +142,13 @@ pub(crate) fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, 
 
 /// Every manifest of `paths`, in order. A document that is not an object with apiVersion, kind
 /// and metadata.name is an error naming it: a change set is judged whole or not at all.
-pub fn read(paths: &[PathBuf]) -> Result<Vec<Manifest>, Error> {
+/// A folder is read as `repository`'s artifact holds it ([`Packed`]).
+pub fn read(paths: &[PathBuf], repository: &GitRepository) -> Result<Vec<Manifest>, Error> {
     let mut manifests = Vec::new();
     for path in paths {
         let sources = match path == Path::new("-") {
             true => vec![Source::File(path.to_owned())],
-            false => files(path, &Packed::of(path)?)?,
+            false => files(path, &Packed::of(path, repository)?)?,
         };
         for source in sources {
             let (name, text) = match source {
@@ -268,7 +269,7 @@ mod tests {
         write(&repo.join("apps/drafts/d.yaml"), &namespace("d"));
         write(&repo.join("apps/.sops.yaml"), "creation_rules: []\n");
         let names = |paths: &[PathBuf]| -> Vec<String> {
-            read(paths)
+            read(paths, &GitRepository::default())
                 .unwrap_or_else(|e| panic!("{e}"))
                 .iter()
                 .map(|m| m.name().to_owned())
@@ -294,21 +295,29 @@ mod tests {
         write(&repo.join("tenants/acme/tenant.yaml"), "kind: Tenant\n");
         let overlay = repo.join("tenants/acme");
         assert_eq!(
-            files(&repo, &Packed::of(&repo).unwrap()).unwrap(),
+            files(
+                &repo,
+                &Packed::of(&repo, &GitRepository::default()).unwrap()
+            )
+            .unwrap(),
             [
                 Source::File(repo.join("a.yaml")),
                 Source::Kustomize(overlay.clone())
             ]
         );
         assert_eq!(
-            files(&overlay, &Packed::of(&overlay).unwrap()).unwrap(),
+            files(
+                &overlay,
+                &Packed::of(&overlay, &GitRepository::default()).unwrap()
+            )
+            .unwrap(),
             [Source::Kustomize(overlay.clone())]
         );
         // Naming the kustomization itself names its folder.
         assert_eq!(
             files(
                 &overlay.join("kustomization.yaml"),
-                &Packed::of(&overlay).unwrap()
+                &Packed::of(&overlay, &GitRepository::default()).unwrap()
             )
             .unwrap(),
             [Source::Kustomize(overlay.clone())]

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
+use serde_json::Value;
+
 use crate::error::Error;
 
 /// The file a folder states its patterns in (`sourceignore.IgnoreFile`).
@@ -29,6 +31,34 @@ const EXCLUDE_DEFAULT: [&str; 3] = [
     "**/.goreleaser.yml,**/.sops.yaml,**/.flux.yaml",
 ];
 
+/// The GitRepository a Kustomization's source is: its `spec.ignore`, patterns read after every
+/// `.sourceignore`, at the checkout's root.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GitRepository {
+    /// Where it was read, and the patterns.
+    ignore: Option<(String, String)>,
+}
+
+impl GitRepository {
+    /// The `source.toolkit.fluxcd.io` GitRepository `object` (read from `origin`).
+    pub fn of(object: &Value, origin: &str) -> Result<GitRepository, Error> {
+        let source = object["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("source.toolkit.fluxcd.io/"));
+        if !source || object["kind"] != "GitRepository" {
+            return Err(format!(
+                "{origin}: not a Flux GitRepository (source.toolkit.fluxcd.io, kind GitRepository)"
+            )
+            .into());
+        }
+        Ok(GitRepository {
+            ignore: object["spec"]["ignore"]
+                .as_str()
+                .map(|text| (format!("{origin} spec.ignore"), text.to_owned())),
+        })
+    }
+}
+
 /// A repository's checkout and the patterns its artifact is packed by.
 #[derive(Debug)]
 pub struct Packed {
@@ -41,7 +71,7 @@ pub struct Packed {
 impl Packed {
     /// The repository `path` lies in: the nearest folder above it (or itself) holding `.git`,
     /// else `path` itself, a checkout of its own.
-    pub fn of(path: &Path) -> Result<Packed, Error> {
+    pub fn of(path: &Path, repository: &GitRepository) -> Result<Packed, Error> {
         let start = std::fs::canonicalize(path).map_err(|e| Error::read(path, e))?;
         let start = match start.is_dir() {
             true => start,
@@ -71,6 +101,15 @@ impl Packed {
                 .collect();
             stated |= !lines.is_empty();
             own.push(layer(dir, &file, &lines)?);
+        }
+        // `spec.ignore`, read last, at the root (`ReadPatterns(strings.NewReader(*obj.Spec.Ignore))`).
+        if let Some((origin, text)) = &repository.ignore {
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                .collect();
+            stated |= !lines.is_empty();
+            own.push(layer(&root, Path::new(origin), &lines)?);
         }
         let mut builtin: Vec<&str> = EXCLUDE_VCS.split(',').collect();
         if !stated {
@@ -287,7 +326,7 @@ mod tests {
     #[test]
     fn without_patterns_of_its_own_the_defaults_leave_out_vcs_ci_images_and_sops() {
         let root = repo("defaults", &FILES);
-        let packed = Packed::of(&root.join("apps")).unwrap();
+        let packed = Packed::of(&root.join("apps"), &GitRepository::default()).unwrap();
         // The checkout is the folder holding .git, above the path given.
         assert_eq!(packed.root(), root);
         assert_eq!(
@@ -310,7 +349,7 @@ mod tests {
             "# drafts stay out\ndrafts/\n!drafts/keep.yaml\n",
         ));
         let root = repo("own", &files);
-        let packed = Packed::of(&root).unwrap();
+        let packed = Packed::of(&root, &GitRepository::default()).unwrap();
         assert_eq!(
             kept(&packed),
             [
@@ -326,6 +365,36 @@ mod tests {
     }
 
     #[test]
+    fn a_git_repository_s_spec_ignore_is_read_last_at_the_root() {
+        // gitrepository_controller.go: spec.ignore's patterns after every .sourceignore; any
+        // pattern at all, so the defaults give way as they do to a .sourceignore.
+        let root = repo("spec-ignore", &FILES);
+        let object: Value = serde_yaml::from_str(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: platform, namespace: cozy-fluxcd}\nspec:\n  ignore: |\n    # drafts stay out\n    /apps/drafts/\n",
+        )
+        .unwrap();
+        let repository = GitRepository::of(&object, "git.yaml").unwrap();
+        let packed = Packed::of(&root, &repository).unwrap();
+        assert_eq!(
+            kept(&packed),
+            [
+                ".github/workflows/ci.yaml",
+                "apps/.sops.yaml",
+                "apps/logo.png",
+                "apps/postgres.yaml",
+                "cloudbuild.yaml",
+            ]
+        );
+        let not_a_source = serde_yaml::from_str("apiVersion: v1\nkind: ConfigMap\n").unwrap();
+        assert!(
+            GitRepository::of(&not_a_source, "x.yaml")
+                .unwrap_err()
+                .to_string()
+                .contains("not a Flux GitRepository")
+        );
+    }
+
+    #[test]
     fn a_pattern_is_scoped_to_the_folder_of_its_file() {
         let root = repo(
             "scoped",
@@ -337,7 +406,7 @@ mod tests {
                 ("x.yaml", ""),
             ],
         );
-        let packed = Packed::of(&root).unwrap();
+        let packed = Packed::of(&root, &GitRepository::default()).unwrap();
         assert_eq!(kept(&packed), ["a/.sourceignore", "a/b/x.yaml", "x.yaml"]);
     }
 
@@ -364,7 +433,7 @@ mod tests {
             assert!(out.status.success(), "git {args:?}: {out:?}");
         };
         git(&["init", "-q"]);
-        let packed = Packed::of(&root.join("apps")).unwrap();
+        let packed = Packed::of(&root.join("apps"), &GitRepository::default()).unwrap();
         // No pattern of its own: the defaults apply, and cloudbuild.yaml stays out.
         assert_eq!(
             kept(&packed),
@@ -376,7 +445,7 @@ mod tests {
             "# none of the defaults\n/nothing\n",
         )
         .unwrap();
-        let packed = Packed::of(&root.join("apps")).unwrap();
+        let packed = Packed::of(&root.join("apps"), &GitRepository::default()).unwrap();
         assert_eq!(
             kept(&packed),
             [
@@ -392,7 +461,7 @@ mod tests {
     fn a_symlink_is_not_packed() {
         let root = repo("links", &[(".git/HEAD", ""), ("real.yaml", "")]);
         std::os::unix::fs::symlink(root.join("real.yaml"), root.join("link.yaml")).unwrap();
-        let packed = Packed::of(&root).unwrap();
+        let packed = Packed::of(&root, &GitRepository::default()).unwrap();
         assert!(packed.keeps(&root.join("real.yaml")));
         assert!(!packed.keeps(&root.join("link.yaml")));
     }
