@@ -228,6 +228,18 @@ impl Step {
     }
 }
 
+/// The steps of manifests Flux never applies, each blocked for `why`.
+pub fn blocked_steps(manifests: &[Manifest], why: &str) -> Vec<Step> {
+    manifests
+        .iter()
+        .map(|manifest| {
+            let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
+            step.block(why);
+            step
+        })
+        .collect()
+}
+
 /// Every step, in the order judged.
 #[derive(Debug, Clone, Default)]
 pub struct Report {

@@ -10,6 +10,7 @@ pub mod evaluate;
 pub mod flux;
 pub mod fluxbuild;
 pub mod footprint;
+pub mod kustomizations;
 pub mod live;
 pub mod manifests;
 pub mod output;

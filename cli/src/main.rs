@@ -18,7 +18,9 @@ use cozystack_policy::supply::{
     self, KeygenArgs, PullArgs, PushArgs, SbomArgs, SignArgs, VerificationConfigArgs, VerifyArgs,
     VerifyKeyArgs,
 };
-use cozystack_policy::{check, evaluate, fluxbuild, manifests, preflight, settings, simulate};
+use cozystack_policy::{
+    check, evaluate, fluxbuild, kustomizations, manifests, preflight, settings, simulate,
+};
 use cozystack_policy_runtime::cluster::{ClusterObjects, Keep};
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
@@ -186,8 +188,11 @@ struct CheckArgs {
     /// built already (`flux build kustomization … | check -`); with spec.prune,
     /// what its inventory lists and the change set no longer holds is pruned, if it carries
     /// this Kustomization's owner labels, which every object applied gets.
+    /// Repeated, the Kustomizations of one repository: PATH is its root, each builds its
+    /// spec.path, and they are judged in spec.dependsOn order, each on the cluster the ones
+    /// before it leave.
     #[arg(long, visible_alias = "inventory", value_name = "FILE")]
-    kustomization: Option<PathBuf>,
+    kustomization: Vec<PathBuf>,
     /// The Flux GitRepository the folders come from (`kubectl get gitrepository NAME -n NS -o
     /// yaml`): its spec.ignore patterns leave paths out of what source-controller packs.
     #[arg(long, value_name = "FILE")]
@@ -449,23 +454,86 @@ fn substitution(
     post.variables(namespace, &source)
 }
 
+/// Who applies the change set: `--as`, or, live, who the current credentials are.
+fn check_identity(args: &CheckArgs) -> Result<check::Identity, Error> {
+    let evaluation = &args.evaluation;
+    Ok(match &args.as_user {
+        Some(user) => check::Identity::impersonated(user, &args.as_group),
+        None if !evaluation.cluster.dump.is_empty() => {
+            return Err("--as USER is required with --dump: name who applies the change set (a stock install's Flux applies as system:serviceaccount:cozy-fluxcd:flux; a Kustomization with spec.serviceAccountName applies as that ServiceAccount)".into());
+        }
+        None => {
+            let (user, groups, context) = live::whoami(&target(&evaluation.cluster))?;
+            eprintln!("identity: {user} (SelfSubjectReview in context {context})");
+            check::Identity {
+                username: user,
+                groups,
+            }
+        }
+    })
+}
+
+/// `check ROOT --kustomization A --kustomization B …`: each Kustomization builds ROOT/spec.path,
+/// and they are judged in spec.dependsOn order ([`kustomizations`]).
+fn check_kustomizations(
+    args: &CheckArgs,
+    parsed: Vec<(Value, fluxbuild::Spec, String)>,
+    repository: &GitRepository,
+    started: Instant,
+) -> Result<ExitCode, Error> {
+    let [root] = args.paths.as_slice() else {
+        return Err("with several --kustomization, name the repository's root folder once: each Kustomization builds its spec.path under it".into());
+    };
+    let mut units = Vec::new();
+    for (object, spec, origin) in parsed {
+        let variables = substitution(&object, &spec, &args.evaluation.cluster)?;
+        let path = root.join(object["spec"]["path"].as_str().unwrap_or("./"));
+        let applies = fluxbuild::build(&path, &spec, &variables, repository)?;
+        units.push(kustomizations::Unit {
+            object,
+            spec,
+            origin,
+            applies,
+        });
+    }
+    let identity = check_identity(args)?;
+    let all: Vec<manifests::Manifest> = units.iter().flat_map(|u| u.applies.clone()).collect();
+    let keep = check::applies_over(&all);
+    let (settings, policy, cluster) = prepare_keeping(&args.evaluation, Some(&keep))?;
+    eprintln!(
+        "judging {} Kustomizations in dependsOn order as {}",
+        units.len(),
+        identity.describe()
+    );
+    report_release(&settings, &cluster)?;
+    let report = kustomizations::run(&policy, &settings, cluster, &units, &identity)?;
+    eprintln!(
+        "judged {} manifests in {:.1} s{}",
+        report.steps.len(),
+        started.elapsed().as_secs_f64(),
+        output::peak_memory()
+    );
+    match args.output {
+        CheckOutput::Text => emit(&report.text())?,
+        CheckOutput::Json => emit(&json(&report.json(&identity))?)?,
+        CheckOutput::Junit => emit(&report.junit())?,
+    }
+    Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
+}
+
 fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     // The input first: a change set that cannot be read or built is refused before any
     // cluster is read.
-    let kustomization = match &args.kustomization {
-        Some(path) => {
-            let text = read_text(path)?;
-            let object: Value =
-                serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
-            let origin = path.display().to_string();
-            let spec = fluxbuild::Spec::of(&object, &origin)?;
-            Some((object, spec, origin))
-        }
-        None => None,
-    };
-    // A folder is built as the Kustomization builds its spec.path; files and standard input
-    // (`flux build kustomization` piped in) are what it applies already.
+    let mut kustomizations = Vec::new();
+    for path in &args.kustomization {
+        let text = read_text(path)?;
+        let object: Value =
+            serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
+        let origin = path.display().to_string();
+        let spec = fluxbuild::Spec::of(&object, &origin)?;
+        kustomizations.push((object, spec, origin));
+    }
     let repository = match &args.git_repository {
         Some(path) => {
             let text = read_text(path)?;
@@ -475,6 +543,12 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
         }
         None => GitRepository::default(),
     };
+    if kustomizations.len() > 1 {
+        return check_kustomizations(&args, kustomizations, &repository, started);
+    }
+    let kustomization = kustomizations.pop();
+    // A folder is built as the Kustomization builds its spec.path; files and standard input
+    // (`flux build kustomization` piped in) are what it applies already.
     let variables = match &kustomization {
         Some((object, spec, _)) => substitution(object, spec, &args.evaluation.cluster)?,
         None => Default::default(),
@@ -518,20 +592,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
         }
     }
     let evaluation = &args.evaluation;
-    let identity = match &args.as_user {
-        Some(user) => check::Identity::impersonated(user, &args.as_group),
-        None if !evaluation.cluster.dump.is_empty() => {
-            return Err("--as USER is required with --dump: name who applies the change set (a stock install's Flux applies as system:serviceaccount:cozy-fluxcd:flux; a Kustomization with spec.serviceAccountName applies as that ServiceAccount)".into());
-        }
-        None => {
-            let (user, groups, context) = live::whoami(&target(&evaluation.cluster))?;
-            eprintln!("identity: {user} (SelfSubjectReview in context {context})");
-            check::Identity {
-                username: user,
-                groups,
-            }
-        }
-    };
+    let identity = check_identity(&args)?;
     // The managed fields of what the change set may apply over, for server-side apply's merge.
     let keep = check::applies_over(&applies);
     let (settings, policy, cluster) = prepare_keeping(evaluation, Some(&keep))?;

@@ -1202,3 +1202,134 @@ fn a_sub_tenant_over_its_parent_s_quota_is_refused_where_cozystack_api_checks_qu
         out.stdout
     );
 }
+
+#[test]
+fn kustomizations_are_judged_in_depends_on_order_each_on_what_the_ones_before_left() {
+    // The split `check` advises for a new Tenant and its apps: one Kustomization applies the
+    // Tenant, a second, naming it in spec.dependsOn, the apps in its namespace.
+    let root = scratch("depends-on");
+    let _ = std::fs::remove_dir_all(&root);
+    for (path, text) in [
+        (".git/HEAD", ""),
+        (
+            "tenants/shop.yaml",
+            "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: shop, namespace: tenant-root}\nspec: {}\n",
+        ),
+        (
+            "apps/db.yaml",
+            "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-shop}\nspec: {}\n",
+        ),
+    ] {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap_or(&root)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let kustomization = |name: &str, fields: &str| {
+        write(
+            &format!("ks-{name}.yaml"),
+            &format!("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: cozy-fluxcd}}\nspec: {{prune: true, path: ./{name}, sourceRef: {{kind: GitRepository, name: platform}}{fields}}}\n"),
+        )
+        .to_str()
+        .unwrap_or_default()
+        .to_owned()
+    };
+    let root_arg = root.to_str().unwrap_or_default();
+    let apps = kustomization("apps", ", dependsOn: [{name: tenants}]");
+    // Given apps first: dependsOn orders them. With spec.wait on the Tenant's Kustomization,
+    // the apps apply once helm-controller has made tenant-shop.
+    let waiting = kustomization("tenants", ", wait: true");
+    let out = check(
+        &args(&[
+            &[
+                root_arg,
+                "--kustomization",
+                &apps,
+                "--kustomization",
+                &waiting,
+            ],
+            DUMP,
+            FLUX,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let tenant = out.stdout.find("ALLOWED  CREATE Tenant tenant-root/shop (");
+    let db = out.stdout.find("ALLOWED  CREATE Postgres tenant-shop/db (");
+    assert!(
+        tenant.is_some() && db.is_some() && tenant < db,
+        "{}",
+        out.stdout
+    );
+    // Without it, the Tenant's Kustomization is Ready as soon as it applied: the apps come
+    // before helm-controller has made the namespace, and the API server refuses them.
+    let hasty = kustomization("tenants", "");
+    let out = check(
+        &args(&[
+            &[
+                root_arg,
+                "--kustomization",
+                &apps,
+                "--kustomization",
+                &hasty,
+            ],
+            DUMP,
+            FLUX,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("REJECTED Postgres tenant-shop/db (")
+            && out.stdout.contains("namespaces \"tenant-shop\" not found"),
+        "{}",
+        out.stdout
+    );
+    // A dependency whose apply fails is never Ready: what depends on it is not applied.
+    std::fs::write(
+        root.join("tenants/shop.yaml"),
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: my-shop, namespace: tenant-root}\nspec: {}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = check(
+        &args(&[
+            &[
+                root_arg,
+                "--kustomization",
+                &apps,
+                "--kustomization",
+                &waiting,
+            ],
+            DUMP,
+            FLUX,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("BLOCKED  Postgres tenant-shop/db (") && out.stdout.contains("not applied: it depends on the Kustomization cozy-fluxcd/tenants, whose apply failed, so it is never Ready"),
+        "{}",
+        out.stdout
+    );
+    // A cycle: kustomize-controller applies none of them.
+    let cyclic = kustomization("tenants", ", dependsOn: [{name: apps}]");
+    let out = check(
+        &args(&[
+            &[
+                root_arg,
+                "--kustomization",
+                &apps,
+                "--kustomization",
+                &cyclic,
+            ],
+            DUMP,
+            FLUX,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("depend on each other in a cycle"),
+        "{}",
+        out.stderr
+    );
+}

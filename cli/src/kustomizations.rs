@@ -1,0 +1,189 @@
+//! Several Flux Kustomizations of one repository, judged as kustomize-controller v1.8.0 runs
+//! them (`kustomization_controller.go` `checkDependencies`): in `spec.dependsOn` order, each
+//! once every dependency is Ready, on the cluster the ones before it left. A dependency whose
+//! apply fails is never Ready, so what depends on it is not applied. A dependency without
+//! `spec.wait` or `spec.healthChecks` is Ready as soon as it has applied, before
+//! helm-controller has reconciled the Tenants it applied: the namespaces their charts make do
+//! not exist yet for what depends on it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
+use cozystack_policy_runtime::policy::Policy;
+use serde_json::Value;
+
+use crate::check::{self, Applier, ChangeSet, Identity, Report};
+use crate::error::Error;
+use crate::fluxbuild::Spec;
+use crate::manifests::Manifest;
+use crate::state::State;
+use crate::writes;
+
+/// One Kustomization: the object, its spec, where it was read, and what it builds.
+pub struct Unit {
+    pub object: Value,
+    pub spec: Spec,
+    pub origin: String,
+    pub applies: Vec<Manifest>,
+}
+
+impl Unit {
+    /// `namespace/name`, as `dependsOn` names it.
+    fn key(&self) -> String {
+        self.spec.name.clone()
+    }
+
+    /// Its dependencies, `namespace/name` (a dependency without a namespace is in its own).
+    fn depends_on(&self) -> Vec<String> {
+        let own = self.object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default();
+        self.object["spec"]["dependsOn"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| {
+                let name = d["name"].as_str().unwrap_or_default();
+                let namespace = d["namespace"].as_str().unwrap_or(own);
+                format!("{namespace}/{name}")
+            })
+            .collect()
+    }
+
+    /// Whether it is Ready only once what it applied is healthy (`spec.wait`, `healthChecks`).
+    fn waits(&self) -> bool {
+        let spec = &self.object["spec"];
+        spec["wait"] == true
+            || spec["healthChecks"]
+                .as_array()
+                .is_some_and(|h| !h.is_empty())
+    }
+}
+
+/// The order kustomize-controller reaches them: each after its dependencies among them; the
+/// given order breaks ties. A cycle is an error naming it.
+pub fn order(units: &[Unit]) -> Result<Vec<usize>, Error> {
+    let index: BTreeMap<String, usize> = units
+        .iter()
+        .enumerate()
+        .map(|(i, u)| (u.key(), i))
+        .collect();
+    let mut done: Vec<usize> = Vec::new();
+    let mut placed = BTreeSet::new();
+    while done.len() < units.len() {
+        let next = (0..units.len()).find(|i| {
+            !placed.contains(i)
+                && units[*i]
+                    .depends_on()
+                    .iter()
+                    .filter_map(|d| index.get(d))
+                    .all(|d| placed.contains(d))
+        });
+        let Some(next) = next else {
+            let stuck: Vec<String> = (0..units.len())
+                .filter(|i| !placed.contains(i))
+                .map(|i| units[i].key())
+                .collect();
+            return Err(format!(
+                "the Kustomizations {} depend on each other in a cycle: kustomize-controller applies none of them",
+                stuck.join(", ")
+            )
+            .into());
+        };
+        placed.insert(next);
+        done.push(next);
+    }
+    Ok(done)
+}
+
+/// Judges every unit's build in dependency order, as `identity`; one report of them all, each
+/// Kustomization's steps after the ones before it.
+pub fn run(
+    policy: &Policy,
+    settings: &Value,
+    mut cluster: ClusterObjects,
+    units: &[Unit],
+    identity: &Identity,
+) -> Result<Report, Error> {
+    let mut report = Report::default();
+    // Per Kustomization: whether it failed, and the namespaces its Tenants' charts made.
+    let mut failed: BTreeSet<String> = BTreeSet::new();
+    let mut rendered: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for i in order(units)? {
+        let unit = &units[i];
+        let applies = unit.applies.clone();
+        let dependencies = unit.depends_on();
+        if let Some(blocker) = dependencies.iter().find(|d| failed.contains(*d)) {
+            failed.insert(unit.key());
+            let why = format!(
+                "not applied: it depends on the Kustomization {blocker}, whose apply failed, so it is never Ready"
+            );
+            report.steps.extend(check::blocked_steps(&applies, &why));
+            continue;
+        }
+        // A dependency that does not wait is Ready before helm-controller has made what its
+        // Tenants render.
+        let mut start = State::new(cluster.clone());
+        let hidden: BTreeSet<&String> = dependencies
+            .iter()
+            .filter(|d| !units.iter().any(|u| u.key() == **d && u.waits()))
+            .filter_map(|d| rendered.get(d))
+            .flatten()
+            .collect();
+        for namespace in &hidden {
+            writes::remove_namespace(&mut start, namespace);
+        }
+        // What helm-controller makes meanwhile, to put back once this one is judged.
+        let kept: BTreeSet<_> = start.cluster().keys().cloned().collect();
+        let pending: Vec<Value> = cluster
+            .values()
+            .filter(|o| !kept.contains(&index_key(o)))
+            .collect();
+        let before = namespaces(start.cluster());
+        let (owner, pruned) = check::pruned(&unit.object, &applies, &unit.origin)?;
+        let applied: BTreeSet<String> = applies
+            .iter()
+            .filter(|m| m.kind() == "Namespace")
+            .map(|m| m.name().to_owned())
+            .collect();
+        let changes = ChangeSet {
+            applies,
+            deletes: if unit.spec.prune { pruned } else { Vec::new() },
+        };
+        let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
+        let (judged, state) = check::run(
+            policy,
+            settings,
+            start.cluster().clone(),
+            &changes,
+            identity,
+            Applier::Kustomization(owner),
+            &mut observe,
+        )?;
+        if judged.exit_code(None) > 0 {
+            failed.insert(unit.key());
+        }
+        let made: BTreeSet<String> = namespaces(state.cluster())
+            .difference(&before)
+            .filter(|ns| !applied.contains(*ns))
+            .cloned()
+            .collect();
+        rendered.insert(unit.key(), made);
+        report.steps.extend(judged.steps);
+        let mut state = state;
+        for object in pending {
+            state.put(object);
+        }
+        cluster = state.cluster().clone();
+    }
+    Ok(report)
+}
+
+/// The cluster's Namespaces.
+fn namespaces(cluster: &ClusterObjects) -> BTreeSet<String> {
+    cluster
+        .keys()
+        .filter(|(api, kind, ..)| api == "v1" && kind == "Namespace")
+        .map(|(.., name)| name.clone())
+        .collect()
+}
