@@ -159,6 +159,32 @@ pub fn config_map(
     })
 }
 
+/// The `namespace/name` object of a custom resource (`api_version`, `kind`, its `plural`) of the
+/// cluster of `target`, `None` when it does not exist.
+pub fn object(
+    target: &Target,
+    (api_version, kind, plural): (&str, &str, &str),
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Value>, LiveError> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    block_on(async {
+        let (client, context) = client(target).await?;
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        let objects: Api<DynamicObject> = Api::namespaced_with(client, namespace, &resource);
+        match objects.get_opt(name).await {
+            Ok(object) => Ok(object.and_then(|o| serde_json::to_value(o).ok())),
+            Err(source) => Err(LiveError::List {
+                resource: format!("{plural} {namespace}/{name}"),
+                context,
+                source: Box::new(source),
+            }),
+        }
+    })
+}
+
 /// Who the credentials of `target` are, as the API server authenticates them: its answer to a
 /// SelfSubjectReview (`kubectl auth whoami`), with the context it asked.
 pub fn whoami(target: &Target) -> Result<(String, Vec<String>, String), LiveError> {

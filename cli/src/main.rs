@@ -2,7 +2,7 @@
 //! for the Cozystack capabilities policy.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -181,8 +181,9 @@ struct CheckArgs {
     /// repeatable.
     #[arg(long, value_name = "PATH")]
     delete: Vec<PathBuf>,
-    /// The Flux Kustomization that applies the change set: a file of the repository, or
-    /// `kubectl get kustomization NAME -n NS -o yaml` with its status.inventory. One folder
+    /// The Flux Kustomization that applies the change set: a file of the repository, `kubectl
+    /// get kustomization NAME -n NS -o yaml` with its status.inventory, or NAMESPACE/NAME read
+    /// from the dump or the cluster. One folder
     /// given is built as kustomize-controller builds its spec.path (targetNamespace,
     /// namePrefix, nameSuffix, patches, components, images, commonMetadata); files are taken as
     /// built already (`flux build kustomization … | check -`); with spec.prune,
@@ -191,11 +192,11 @@ struct CheckArgs {
     /// Repeated, the Kustomizations of one repository: PATH is its root, each builds its
     /// spec.path, and they are judged in spec.dependsOn order, each on the cluster the ones
     /// before it leave.
-    #[arg(long, visible_alias = "inventory", value_name = "FILE")]
+    #[arg(long, visible_alias = "inventory", value_name = "FILE|NS/NAME")]
     kustomization: Vec<PathBuf>,
-    /// The Flux GitRepository the folders come from (`kubectl get gitrepository NAME -n NS -o
-    /// yaml`): its spec.ignore patterns leave paths out of what source-controller packs.
-    #[arg(long, value_name = "FILE")]
+    /// The Flux GitRepository the folders come from, a file or NAMESPACE/NAME read from the dump
+    /// or the cluster: its spec.ignore patterns leave paths out of what source-controller packs.
+    #[arg(long, value_name = "FILE|NS/NAME")]
     git_repository: Option<PathBuf>,
     /// Apply one manifest after the other in the order given, each before the next is sent
     /// (`kubectl apply --server-side`), instead of as Flux's kustomize-controller does (sorted
@@ -454,6 +455,65 @@ fn substitution(
     post.variables(namespace, &source)
 }
 
+/// Flux's Kustomization and GitRepository: apiVersion, kind, plural.
+const KUSTOMIZATION: (&str, &str, &str) = (
+    "kustomize.toolkit.fluxcd.io/v1",
+    "Kustomization",
+    "kustomizations",
+);
+const GIT_REPOSITORY: (&str, &str, &str) = (
+    "source.toolkit.fluxcd.io/v1",
+    "GitRepository",
+    "gitrepositories",
+);
+
+/// A Flux object named by `reference`: a file holding it, or `namespace/name` read from the dump,
+/// or else from the live cluster; and how to name where it came from.
+fn flux_object(
+    reference: &Path,
+    (api_version, kind, plural): (&str, &str, &str),
+    cluster: &ClusterArgs,
+) -> Result<(Value, String), Error> {
+    let shown = reference.display().to_string();
+    if reference.is_file() || shown == "-" {
+        let text = read_text(reference)?;
+        let object = serde_yaml::from_str(&text).map_err(|e| Error::decode(&shown, e))?;
+        return Ok((object, shown));
+    }
+    let Some((namespace, name)) = shown
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+    else {
+        return Err(format!("{shown}: no such file, nor a {kind} named namespace/name").into());
+    };
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let found = match cluster.dump.is_empty() {
+        false => ClusterObjects::read_dump(&cluster.dump)?
+            .values()
+            .find(|o| {
+                o["kind"] == kind
+                    && o["apiVersion"]
+                        .as_str()
+                        .is_some_and(|v| v.starts_with(&format!("{group}/")))
+                    && o["metadata"]["namespace"] == namespace
+                    && o["metadata"]["name"] == name
+            }),
+        true => live::object(
+            &target(cluster),
+            (api_version, kind, plural),
+            namespace,
+            name,
+        )?,
+    };
+    let from = if cluster.dump.is_empty() {
+        "the cluster"
+    } else {
+        "the dump"
+    };
+    let object = found.ok_or_else(|| format!("{kind} {namespace}/{name}: not in {from}"))?;
+    Ok((object, format!("{kind} {namespace}/{name} (from {from})")))
+}
+
 /// Who applies the change set: `--as`, or, live, who the current credentials are.
 fn check_identity(args: &CheckArgs) -> Result<check::Identity, Error> {
     let evaluation = &args.evaluation;
@@ -525,21 +585,17 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     // The input first: a change set that cannot be read or built is refused before any
     // cluster is read.
+    let cluster_args = &args.evaluation.cluster;
     let mut kustomizations = Vec::new();
-    for path in &args.kustomization {
-        let text = read_text(path)?;
-        let object: Value =
-            serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
-        let origin = path.display().to_string();
+    for reference in &args.kustomization {
+        let (object, origin) = flux_object(reference, KUSTOMIZATION, cluster_args)?;
         let spec = fluxbuild::Spec::of(&object, &origin)?;
         kustomizations.push((object, spec, origin));
     }
     let repository = match &args.git_repository {
-        Some(path) => {
-            let text = read_text(path)?;
-            let object: Value =
-                serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
-            GitRepository::of(&object, &path.display().to_string())?
+        Some(reference) => {
+            let (object, origin) = flux_object(reference, GIT_REPOSITORY, cluster_args)?;
+            GitRepository::of(&object, &origin)?
         }
         None => GitRepository::default(),
     };

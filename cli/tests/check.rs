@@ -1333,3 +1333,80 @@ fn kustomizations_are_judged_in_depends_on_order_each_on_what_the_ones_before_le
         out.stderr
     );
 }
+
+#[test]
+fn a_kustomization_is_read_from_the_dump_or_the_cluster_by_its_name() {
+    let folder = scratch("named-kustomization");
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(folder.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        folder.join("bucket.yaml"),
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: Bucket\nmetadata: {name: media}\nspec: {}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let kustomization: Value = serde_yaml::from_str(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: htdev, namespace: cozy-fluxcd}\nspec: {prune: true, path: ./, targetNamespace: tenant-ktj-htdev, namePrefix: team-, sourceRef: {kind: GitRepository, name: platform}}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let flux_dump = write(
+        "flux-objects.yaml",
+        &serde_yaml::to_string(&kustomization).unwrap_or_default(),
+    );
+    let folder_arg = folder.to_str().unwrap_or_default();
+    let expected = format!(
+        "ALLOWED  CREATE Bucket tenant-ktj-htdev/team-media ({folder_arg} (built as cozy-fluxcd/htdev builds it), document 1)"
+    );
+    let with_flux = [GITOPS, &["--dump", flux_dump.to_str().unwrap_or_default()]].concat();
+    let out = check(
+        &args(&[
+            &[folder_arg, "--kustomization", "cozy-fluxcd/htdev"],
+            &with_flux,
+            FLUX,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains(&expected), "{}", out.stdout);
+    let out = check(
+        &args(&[
+            &[folder_arg, "--kustomization", "cozy-fluxcd/nope"],
+            &with_flux,
+            FLUX,
+        ]),
+        None,
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("Kustomization cozy-fluxcd/nope: not in the dump"),
+        "{}",
+        out.stderr
+    );
+    // Live: a namespaced GET of the Kustomization from the API.
+    let mut objects: Vec<Value> = ClusterObjects::read_dump(&[
+        workspace().join("e2e/cluster"),
+        workspace().join("cli/tests/dumps/gitops.yaml"),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"))
+    .values()
+    .collect();
+    objects.push(kustomization);
+    let api = loopback::serve(objects, None, 500, &scratch("loopback-named"));
+    let out = check(
+        &args(&[
+            &[folder_arg, "--kustomization", "cozy-fluxcd/htdev"],
+            &["--settings", "deploy/policy-protect.yaml"],
+            FLUX,
+        ]),
+        Some(&api.kubeconfig),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains(&expected), "{}", out.stdout);
+    let seen = api.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(
+        seen.iter().any(|url| url.starts_with(
+            "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/cozy-fluxcd/kustomizations/htdev"
+        )),
+        "{seen:?}"
+    );
+}

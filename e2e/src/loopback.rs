@@ -49,7 +49,8 @@ fn plural(kind: &str) -> String {
 }
 
 /// (apiVersion, plural, name) of a cluster-wide path: a list (`/api/v1/namespaces`,
-/// `/apis/g/v/plural`) or a GET of one cluster-scoped object (`…/plural/name`).
+/// `/apis/g/v/plural`) or a GET of one object (`…/plural/name`, or
+/// `…/namespaces/ns/plural/name`, the name then `ns/name`).
 fn route(path: &str) -> Option<(String, String, Option<String>)> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (api_version, rest) = match parts.as_slice() {
@@ -60,6 +61,11 @@ fn route(path: &str) -> Option<(String, String, Option<String>)> {
     match rest {
         [plural] => Some((api_version, plural.to_string(), None)),
         [plural, name] => Some((api_version, plural.to_string(), Some(name.to_string()))),
+        ["namespaces", namespace, plural, name] => Some((
+            api_version,
+            plural.to_string(),
+            Some(format!("{namespace}/{name}")),
+        )),
         _ => None,
     }
 }
@@ -95,11 +101,14 @@ fn answer(objects: &[Value], forbidden: Option<&str>, page: usize, url: &str) ->
             && plural(o["kind"].as_str().unwrap_or_default()) == resource
     };
     if let Some(name) = name {
-        return match objects
-            .iter()
-            .filter(of_resource)
-            .find(|o| o["metadata"]["name"] == name.as_str())
-        {
+        let (namespace, name) = match name.split_once('/') {
+            Some((namespace, name)) => (Some(namespace), name),
+            None => (None, name.as_str()),
+        };
+        return match objects.iter().filter(of_resource).find(|o| {
+            o["metadata"]["name"] == name
+                && namespace.is_none_or(|ns| o["metadata"]["namespace"] == ns)
+        }) {
             Some(object) => (200, object.clone()),
             None => status(404, "NotFound", &format!("{resource} \"{name}\" not found")),
         };
