@@ -142,12 +142,13 @@ struct SimulateArgs {
     /// Steps per run.
     #[arg(long, default_value_t = 200)]
     steps: usize,
-    /// Runs, one seed each; with --seconds, as many as fit (at least one).
+    /// At most this many runs, one seed each (at least one runs).
     #[arg(long)]
     runs: Option<u64>,
-    /// Stop starting runs after this many seconds.
-    #[arg(long, default_value_t = 60.0)]
-    seconds: f64,
+    /// Stop starting runs after this many seconds; with --runs, whichever comes first; with
+    /// neither, 60.
+    #[arg(long)]
+    seconds: Option<f64>,
     /// Where the counterexample goes (counterexample.yaml).
     #[arg(long, value_name = "DIR", default_value = "target/simulate")]
     out: PathBuf,
@@ -755,7 +756,12 @@ fn run_simulate(args: SimulateArgs) -> Result<ExitCode, Error> {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     let mut tally = simulate::Tally::default();
-    let budget = simulate::budget(args.seconds);
+    // Each limit given holds; neither given, a minute.
+    let seconds = match (args.runs, args.seconds) {
+        (Some(_), None) => None,
+        (_, seconds) => Some(seconds.unwrap_or(60.0)),
+    };
+    let budget = seconds.map(simulate::budget);
     let mut seed = args.seed;
     let mut runs = 0u64;
     loop {
@@ -786,10 +792,8 @@ fn run_simulate(args: SimulateArgs) -> Result<ExitCode, Error> {
             return Ok(ExitCode::FAILURE);
         }
         seed += 1;
-        let done = match args.runs {
-            Some(n) => runs >= n,
-            None => started.elapsed() >= budget,
-        };
+        let done = args.runs.is_some_and(|n| runs >= n)
+            || budget.is_some_and(|budget| started.elapsed() >= budget);
         if done {
             break;
         }
