@@ -1,0 +1,391 @@
+//! `check`: a change set judged as Flux applies it, built from a repository as Flux builds it.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use cozystack_policy::error::Error;
+use cozystack_policy::live;
+use cozystack_policy::output::{self, emit, json, read_text};
+use cozystack_policy::sourceignore::GitRepository;
+use cozystack_policy::{check, fluxbuild, kustomizations, manifests};
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use serde_json::Value;
+
+use super::*;
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// The manifests: files, folders (every *.yaml and *.yml the source artifact holds,
+    /// recursively) or `-` for standard input; multi-document YAML or JSON (`kustomize build
+    /// overlay | … check -`). With --kustomization, the one folder its spec.path names.
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Manifests of objects the change removes, deleted after every apply (as Flux prunes);
+    /// repeatable.
+    #[arg(long, value_name = "PATH")]
+    delete: Vec<PathBuf>,
+    /// The Flux Kustomization that applies the change set: a file of the repository, `kubectl
+    /// get kustomization NAME -n NS -o yaml` with its status.inventory, or NAMESPACE/NAME read
+    /// from the dump or the cluster. One folder
+    /// given is built as kustomize-controller builds its spec.path (targetNamespace,
+    /// namePrefix, nameSuffix, patches, components, images, commonMetadata); files are taken as
+    /// built already (`flux build kustomization … | check -`); with spec.prune,
+    /// what its inventory lists and the change set no longer holds is pruned, if it carries
+    /// this Kustomization's owner labels, which every object applied gets.
+    /// Repeated, the Kustomizations of one repository: PATH is its root, each builds its
+    /// spec.path, and they are judged in spec.dependsOn order, each on the cluster the ones
+    /// before it leave.
+    #[arg(long, visible_alias = "inventory", value_name = "FILE|NS/NAME")]
+    kustomization: Vec<PathBuf>,
+    /// The Flux GitRepository the folders come from, a file or NAMESPACE/NAME read from the dump
+    /// or the cluster: its spec.ignore patterns leave paths out of what source-controller packs.
+    #[arg(long, value_name = "FILE|NS/NAME")]
+    git_repository: Option<PathBuf>,
+    /// Apply one manifest after the other in the order given, each before the next is sent
+    /// (`kubectl apply --server-side`), instead of as Flux's kustomize-controller does (sorted
+    /// into stages, each dry-run whole before any of it is applied, the prune in reverse).
+    #[arg(long)]
+    in_order: bool,
+    /// Judge the writes as this user (as `kubectl --as`); live, the default is who the current
+    /// credentials are (SelfSubjectReview); with --dump it is required.
+    #[arg(long = "as", value_name = "USER")]
+    as_user: Option<String>,
+    /// A group of that user (as `kubectl --as-group`); repeatable.
+    #[arg(long = "as-group", value_name = "GROUP", requires = "as_user")]
+    as_group: Vec<String>,
+    /// The namespace of namespaced manifests that state none (as `kubectl apply -n`).
+    #[arg(short, long, value_name = "NAMESPACE")]
+    namespace: Option<String>,
+    #[command(flatten)]
+    evaluation: EvaluationArgs,
+    /// `text` for a person, `json` with every request and response, `junit` for CI reports
+    /// (written even when the change set cannot be read: one error naming the file).
+    #[arg(long, value_enum, default_value_t = CheckOutput::Text)]
+    output: CheckOutput,
+    /// Exit with this code when nothing is refused but a write was admitted with a warning
+    /// (as kyverno's --warn-exit-code): under the stock `platformWriters: warn`, what Flux
+    /// would break is a warning, and a gate should fail on it.
+    #[arg(long, value_name = "CODE")]
+    warn_exit_code: Option<u8>,
+    /// Write each judged request (NNNN.request.json, an AdmissionReview) and the cluster it was
+    /// judged on (NNNN.cluster.yaml) here: `run NNNN.request.json --dump NNNN.cluster.yaml`
+    /// gives that verdict again. For small change sets: each cluster is written whole.
+    #[arg(long, value_name = "DIR")]
+    save_requests: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CheckOutput {
+    Text,
+    Json,
+    Junit,
+}
+
+/// The variables a Kustomization's `spec.postBuild` substitutes, its `substituteFrom` objects
+/// read from the dump, or live (ConfigMaps only: the check reads no Secret of a live cluster).
+pub fn substitution(
+    kustomization: &Value,
+    spec: &fluxbuild::Spec,
+    cluster: &ClusterArgs,
+) -> Result<std::collections::BTreeMap<String, String>, Error> {
+    let Some(post) = &spec.post_build else {
+        return Ok(Default::default());
+    };
+    let namespace = kustomization["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let source = match (post.reads_cluster(), cluster.dump.is_empty()) {
+        (false, _) => ClusterObjects::default(),
+        (true, false) => ClusterObjects::read_dump(&cluster.dump)?,
+        (true, true) => {
+            let mut objects = Vec::new();
+            for (kind, name) in post.references() {
+                if kind != "ConfigMap" {
+                    return Err(format!(
+                        "the Kustomization {} substitutes from {kind}/{name}: the check reads no Secret of a live cluster; pass --dump with it, or pipe `flux build kustomization` in",
+                        spec.name
+                    )
+                    .into());
+                }
+                objects.extend(live::config_map(&target(cluster), namespace, name)?);
+            }
+            objects.into_iter().collect()
+        }
+    };
+    post.variables(namespace, &source)
+}
+
+/// Flux's Kustomization and GitRepository: apiVersion, kind, plural.
+pub const KUSTOMIZATION: (&str, &str, &str) = (
+    "kustomize.toolkit.fluxcd.io/v1",
+    "Kustomization",
+    "kustomizations",
+);
+
+pub const GIT_REPOSITORY: (&str, &str, &str) = (
+    "source.toolkit.fluxcd.io/v1",
+    "GitRepository",
+    "gitrepositories",
+);
+
+/// A Flux object named by `reference`: a file holding it, or `namespace/name` read from the dump,
+/// or else from the live cluster; and how to name where it came from.
+pub fn flux_object(
+    reference: &Path,
+    (api_version, kind, plural): (&str, &str, &str),
+    cluster: &ClusterArgs,
+) -> Result<(Value, String), Error> {
+    let shown = reference.display().to_string();
+    if reference.is_file() || shown == "-" {
+        let text = read_text(reference)?;
+        let object = serde_yaml::from_str(&text).map_err(|e| Error::decode(&shown, e))?;
+        return Ok((object, shown));
+    }
+    let Some((namespace, name)) = shown
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+    else {
+        return Err(format!("{shown}: no such file, nor a {kind} named namespace/name").into());
+    };
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let found = match cluster.dump.is_empty() {
+        false => ClusterObjects::read_dump(&cluster.dump)?
+            .values()
+            .find(|o| {
+                o["kind"] == kind
+                    && o["apiVersion"]
+                        .as_str()
+                        .is_some_and(|v| v.starts_with(&format!("{group}/")))
+                    && o["metadata"]["namespace"] == namespace
+                    && o["metadata"]["name"] == name
+            }),
+        true => live::object(
+            &target(cluster),
+            (api_version, kind, plural),
+            namespace,
+            name,
+        )?,
+    };
+    let from = if cluster.dump.is_empty() {
+        "the cluster"
+    } else {
+        "the dump"
+    };
+    let object = found.ok_or_else(|| format!("{kind} {namespace}/{name}: not in {from}"))?;
+    Ok((object, format!("{kind} {namespace}/{name} (from {from})")))
+}
+
+/// Who applies the change set: `--as`, or, live, who the current credentials are.
+pub fn check_identity(args: &CheckArgs) -> Result<check::Identity, Error> {
+    let evaluation = &args.evaluation;
+    Ok(match &args.as_user {
+        Some(user) => check::Identity::impersonated(user, &args.as_group),
+        None if !evaluation.cluster.dump.is_empty() => {
+            return Err("--as USER is required with --dump: name who applies the change set (a stock install's Flux applies as system:serviceaccount:cozy-fluxcd:flux; a Kustomization with spec.serviceAccountName applies as that ServiceAccount)".into());
+        }
+        None => {
+            let (user, groups, context) = live::whoami(&target(&evaluation.cluster))?;
+            eprintln!("identity: {user} (SelfSubjectReview in context {context})");
+            check::Identity {
+                username: user,
+                groups,
+            }
+        }
+    })
+}
+
+/// `check ROOT --kustomization A --kustomization B …`: each Kustomization builds ROOT/spec.path,
+/// and they are judged in spec.dependsOn order ([`kustomizations`]).
+pub fn check_kustomizations(
+    args: &CheckArgs,
+    parsed: Vec<(Value, fluxbuild::Spec, String)>,
+    repository: &GitRepository,
+    started: Instant,
+) -> Result<ExitCode, Error> {
+    let [root] = args.paths.as_slice() else {
+        return Err("with several --kustomization, name the repository's root folder once: each Kustomization builds its spec.path under it".into());
+    };
+    let mut units = Vec::new();
+    for (object, spec, origin) in parsed {
+        let variables = substitution(&object, &spec, &args.evaluation.cluster)?;
+        let path = root.join(object["spec"]["path"].as_str().unwrap_or("./"));
+        let applies = fluxbuild::build(&path, &spec, &variables, repository)?;
+        units.push(kustomizations::Unit {
+            object,
+            spec,
+            origin,
+            applies,
+        });
+    }
+    let identity = check_identity(args)?;
+    let all: Vec<manifests::Manifest> = units.iter().flat_map(|u| u.applies.clone()).collect();
+    let keep = check::applies_over(&all);
+    let (settings, policy, cluster) = prepare_keeping(&args.evaluation, Some(&keep))?;
+    eprintln!(
+        "judging {} Kustomizations in dependsOn order as {}",
+        units.len(),
+        identity.describe()
+    );
+    report_release(&settings, &cluster)?;
+    let report = kustomizations::run(&policy, &settings, cluster, &units, &identity)?;
+    eprintln!(
+        "judged {} manifests in {:.1} s{}",
+        report.steps.len(),
+        started.elapsed().as_secs_f64(),
+        output::peak_memory()
+    );
+    match args.output {
+        CheckOutput::Text => emit(&report.text())?,
+        CheckOutput::Json => emit(&json(&report.json(&identity))?)?,
+        CheckOutput::Junit => emit(&report.junit())?,
+    }
+    Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
+}
+
+pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
+    let started = Instant::now();
+    // The input first: a change set that cannot be read or built is refused before any
+    // cluster is read.
+    let cluster_args = &args.evaluation.cluster;
+    let mut kustomizations = Vec::new();
+    for reference in &args.kustomization {
+        let (object, origin) = flux_object(reference, KUSTOMIZATION, cluster_args)?;
+        let spec = fluxbuild::Spec::of(&object, &origin)?;
+        kustomizations.push((object, spec, origin));
+    }
+    let repository = match &args.git_repository {
+        Some(reference) => {
+            let (object, origin) = flux_object(reference, GIT_REPOSITORY, cluster_args)?;
+            GitRepository::of(&object, &origin)?
+        }
+        None => GitRepository::default(),
+    };
+    if kustomizations.len() > 1 {
+        return check_kustomizations(&args, kustomizations, &repository, started);
+    }
+    let kustomization = kustomizations.pop();
+    // A folder is built as the Kustomization builds its spec.path; files and standard input
+    // (`flux build kustomization` piped in) are what it applies already.
+    let variables = match &kustomization {
+        Some((object, spec, _)) => substitution(object, spec, &args.evaluation.cluster)?,
+        None => Default::default(),
+    };
+    let built = |paths: &[PathBuf]| match (&kustomization, paths) {
+        (Some((_, spec, _)), [folder]) if folder.is_dir() => {
+            fluxbuild::build(folder, spec, &variables, &repository)
+        }
+        _ => manifests::read(paths, &repository),
+    };
+    let read = built(&args.paths).and_then(|applies| {
+        manifests::read(&args.delete, &repository).map(|deletes| (applies, deletes))
+    });
+    // Flux substitutes its post-build variables before it applies: a change set holding one is
+    // not yet what it applies.
+    // A Kustomization without spec.postBuild substitutes nothing: `${NAME}` lands as written; a
+    // folder built with one is substituted already.
+    let substitutes = match (&kustomization, args.paths.as_slice()) {
+        (None, _) => true,
+        (Some(_), [folder]) if folder.is_dir() => false,
+        (Some((_, spec, _)), _) => spec.post_build.is_some(),
+    };
+    let read = read.and_then(|(applies, deletes)| match check::unsubstituted(&applies) {
+        Some(error) if !args.in_order && substitutes => Err(Error::Invalid(error)),
+        _ => Ok((applies, deletes)),
+    });
+    let (mut applies, mut deletes) = match read {
+        Ok(read) => read,
+        Err(error) if matches!(args.output, CheckOutput::Junit) => {
+            emit(&check::Report::unreadable(&error.to_string()).junit())?;
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => return Err(error),
+    };
+    if let Some(ns) = &args.namespace {
+        for manifest in applies.iter_mut().chain(deletes.iter_mut()) {
+            if manifest.namespace().is_none() && manifest.kind() != "Namespace" {
+                manifest.object["metadata"]["namespace"] = ns.as_str().into();
+            }
+        }
+    }
+    let evaluation = &args.evaluation;
+    let identity = check_identity(&args)?;
+    // The managed fields of what the change set may apply over, for server-side apply's merge.
+    let keep = check::applies_over(&applies);
+    let (settings, policy, cluster) = prepare_keeping(evaluation, Some(&keep))?;
+    let mut applier = if args.in_order {
+        check::Applier::InOrder
+    } else {
+        check::Applier::Flux
+    };
+    if let Some((object, spec, origin)) = &kustomization {
+        let (owner, pruned) = check::pruned(object, &applies, origin)?;
+        if spec.prune {
+            deletes.extend(pruned);
+        } else if !deletes.is_empty() || !pruned.is_empty() {
+            // kustomize-controller prunes only with spec.prune: what the change set drops stays.
+            eprintln!(
+                "the Kustomization {} has spec.prune false: nothing the change set drops is deleted, so {} deletion(s) are not judged",
+                spec.name,
+                deletes.len() + pruned.len()
+            );
+            deletes.clear();
+        }
+        if !args.in_order {
+            applier = check::Applier::Kustomization(owner);
+        }
+    }
+    eprintln!(
+        "judging {} manifests and {} deletions as {}",
+        applies.len(),
+        deletes.len(),
+        identity.describe()
+    );
+    report_release(&settings, &cluster)?;
+    let changes = check::ChangeSet { applies, deletes };
+    let save = args.save_requests.clone();
+    if let Some(dir) = &save {
+        std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
+    }
+    let mut observe = |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), Error> {
+        let Some(dir) = &save else {
+            return Ok(());
+        };
+        let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview", "request": request});
+        let write = |name: String, text: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))
+        };
+        write(format!("{n:04}.request.json"), json(&review)?)?;
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.values().collect::<Vec<_>>()});
+        let text = serde_yaml::to_string(&list).map_err(|e| Error::Encode {
+            what: "the cluster",
+            reason: e.to_string(),
+        })?;
+        write(format!("{n:04}.cluster.yaml"), text)
+    };
+    let (report, _) = check::run(
+        &policy,
+        &settings,
+        cluster,
+        &changes,
+        &identity,
+        applier,
+        &mut observe,
+    )?;
+    eprintln!(
+        "judged {} manifests in {:.1} s{}",
+        report.steps.len(),
+        started.elapsed().as_secs_f64(),
+        output::peak_memory()
+    );
+    match args.output {
+        CheckOutput::Text => emit(&report.text())?,
+        CheckOutput::Json => emit(&json(&report.json(&identity))?)?,
+        CheckOutput::Junit => emit(&report.junit())?,
+    }
+    Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
+}

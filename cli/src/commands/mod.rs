@@ -1,0 +1,144 @@
+//! What the verbs share: which module, which cluster, which settings, and reading them.
+
+pub mod annotate;
+pub mod artifacthub;
+pub mod check;
+pub mod inspect;
+pub mod preflight;
+pub mod run;
+pub mod simulate;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use cozystack_policy::error::Error;
+use cozystack_policy::live::{self, Target};
+use cozystack_policy::settings;
+use cozystack_policy::source::Source;
+use cozystack_policy::supply::VerifyKeyArgs;
+use cozystack_policy_runtime::cluster::{ClusterObjects, Keep};
+use cozystack_policy_runtime::policy::Policy;
+use serde_json::Value;
+
+/// Which policy module to run.
+#[derive(Args)]
+pub struct PolicyArgs {
+    /// The module: a file, or registry://REF (by digest: registry://host/repo@sha256:…).
+    /// Default: the release embedded in this binary.
+    #[arg(long, value_name = "FILE|registry://REF")]
+    pub policy: Option<String>,
+    /// Pull over plain HTTP (a registry on loopback or a lab network).
+    #[arg(long)]
+    pub insecure: bool,
+    #[command(flatten)]
+    pub verify: VerifyKeyArgs,
+}
+
+/// Which cluster the policy's host calls read.
+#[derive(Args)]
+pub struct ClusterArgs {
+    /// A `kubectl get -o yaml` dump (a List or several documents), a file or a folder of such
+    /// files; repeatable. Without it the cluster is read live through the kubeconfig.
+    #[arg(long, value_name = "PATH")]
+    pub dump: Vec<PathBuf>,
+    /// The kubeconfig to read (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, value_name = "FILE", conflicts_with = "dump")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: the current context).
+    #[arg(long, value_name = "NAME", conflicts_with = "dump")]
+    pub context: Option<String>,
+}
+
+/// What an evaluation needs: the settings, the cluster and the module.
+#[derive(Args)]
+pub struct EvaluationArgs {
+    /// The policy's settings, or a ClusterAdmissionPolicy (`kubectl get clusteradmissionpolicy
+    /// NAME -o yaml`: its spec.settings). Default: none (`{}`).
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+    /// Read the settings of this deployed ClusterAdmissionPolicy from the cluster instead
+    /// (needs `get` on clusteradmissionpolicies.policies.kubewarden.io).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["settings", "dump"])]
+    pub from_policy: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// The settings, the module and the objects its host calls read: the dump, or the kinds the
+/// policy may read (its `contextAwareResources`) listed live. Says on stderr what it read.
+pub fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), Error> {
+    prepare_keeping(args, None)
+}
+
+/// The same, keeping the managed fields of the objects `keep` names.
+pub fn prepare_keeping(
+    args: &EvaluationArgs,
+    keep: Keep<'_>,
+) -> Result<(Value, Policy, ClusterObjects), Error> {
+    let settings = match &args.from_policy {
+        Some(name) => {
+            let settings = live::policy_settings(&target(&args.cluster), name)?;
+            eprintln!("settings: ClusterAdmissionPolicy {name}");
+            settings
+        }
+        None => settings::read(args.settings.as_deref())?,
+    };
+    let source = Source::parse(args.policy.policy.as_deref(), args.policy.insecure);
+    let (policy, origin) = source.load(args.policy.verify.trust()?.as_ref())?;
+    eprintln!("policy: {origin}");
+    let cluster = cluster(&args.cluster, &policy, keep)?;
+    Ok((settings, policy, cluster))
+}
+
+pub fn target(args: &ClusterArgs) -> Target {
+    Target {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    }
+}
+
+pub fn cluster(
+    args: &ClusterArgs,
+    policy: &Policy,
+    keep: Keep<'_>,
+) -> Result<ClusterObjects, Error> {
+    let started = Instant::now();
+    if !args.dump.is_empty() {
+        let cluster = ClusterObjects::read_dump_keeping(&args.dump, keep)?;
+        eprintln!(
+            "read {} objects from the dump in {:.1} s",
+            cluster.len(),
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(cluster);
+    }
+    let mut snapshot = live::read(
+        &target(args),
+        &policy.metadata.context_aware_resources,
+        keep,
+    )?;
+    // The release the cluster runs, for the report to hold against the settings'.
+    let (namespace, name) = cozystack_policy::preflight::VERSION_CONFIGMAP;
+    if let Some(map) = live::config_map(&target(args), namespace, name)? {
+        snapshot.cluster.push(map);
+    }
+    eprintln!(
+        "read from context {}: {} in {:.1} s",
+        snapshot.context,
+        snapshot.listed.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(snapshot.cluster)
+}
+
+/// Which release the verb judges for, against the one the cluster says it runs (a warning
+/// when they differ).
+pub fn report_release(settings: &Value, cluster: &ClusterObjects) -> Result<(), Error> {
+    let release = cozystack_policy::preflight::ReleaseCheck::of(settings, cluster)?;
+    let warning = if release.mismatch { "warning: " } else { "" };
+    eprintln!("{warning}{}", release.line);
+    Ok(())
+}

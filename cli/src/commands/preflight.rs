@@ -1,0 +1,72 @@
+//! `preflight`: every Namespace and HelmRelease replayed as the audit scanner would.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use cozystack_policy::error::Error;
+use cozystack_policy::output::{self, emit};
+use cozystack_policy::preflight;
+
+use super::*;
+
+#[derive(Args)]
+pub struct PreflightArgs {
+    #[command(flatten)]
+    evaluation: EvaluationArgs,
+    /// `text` for a person, `policyreport` for wgpolicyk8s.io/v1alpha2 reports.
+    #[arg(long, value_enum, default_value_t = ReportOutput::Text)]
+    output: ReportOutput,
+    /// Name the clean namespaces too (by default they are counted).
+    #[arg(long)]
+    list_clean: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ReportOutput {
+    Text,
+    Policyreport,
+}
+
+pub fn exec(args: PreflightArgs) -> Result<ExitCode, Error> {
+    let started = Instant::now();
+    let (settings, policy, cluster) = prepare(&args.evaluation)?;
+    // A bar on a terminal; piped or redirected, nothing but the closing line below.
+    let bar = std::io::stderr().is_terminal().then(|| {
+        indicatif::ProgressBar::new(0).with_style(
+            indicatif::ProgressStyle::with_template("replaying {bar:40} {pos}/{len} ({eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        )
+    });
+    let progress = |done: usize, total: usize| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    };
+    let footprint = cozystack_policy::footprint::Footprint::of(&cluster);
+    let report = preflight::run(&policy, Arc::new(cluster), &settings, &progress)?;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    eprintln!("{}", footprint.line());
+    eprintln!(
+        "replayed {} objects, done in {:.1} s{}",
+        report.judged.len(),
+        started.elapsed().as_secs_f64(),
+        output::peak_memory()
+    );
+    match args.output {
+        ReportOutput::Policyreport => emit(&preflight::to_yaml_stream(
+            &report.policy_reports("cozystack-capabilities"),
+        )?)?,
+        ReportOutput::Text => emit(&report.text(args.list_clean))?,
+    }
+    Ok(if report.findings() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

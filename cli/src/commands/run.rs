@@ -1,0 +1,52 @@
+//! `run`: one AdmissionRequest through the policy, its verdict, message and host calls.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use cozystack_policy::error::Error;
+use cozystack_policy::evaluate;
+use cozystack_policy::output::{emit, json};
+
+use super::*;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The request: an AdmissionReview or AdmissionRequest, JSON or YAML; `-` for stdin.
+    request: PathBuf,
+    #[command(flatten)]
+    evaluation: EvaluationArgs,
+    /// `text` for a person, `json` for the ValidationResponse and the host calls.
+    #[arg(long, value_enum, default_value_t = RunOutput::Text)]
+    output: RunOutput,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum RunOutput {
+    Text,
+    Json,
+}
+
+pub fn exec(args: RunArgs) -> Result<ExitCode, Error> {
+    let request = evaluate::read_request(&args.request)?;
+    let (settings, policy, cluster) = prepare(&args.evaluation)?;
+    let evaluation = evaluate::evaluate(&policy, &request, &settings, cluster)?;
+    match args.output {
+        RunOutput::Text => emit(&evaluate::text(&request, &evaluation))?,
+        RunOutput::Json => {
+            let calls: Vec<String> = evaluation
+                .exchanges
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            emit(&json(
+                &serde_json::json!({"response": evaluation.response, "hostCalls": calls}),
+            )?)?;
+        }
+    }
+    Ok(if evaluation.response["accepted"] == true {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

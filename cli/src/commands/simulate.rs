@@ -1,0 +1,136 @@
+//! `simulate`: random lifecycles of the install through the module, its guarantees checked.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Args;
+use cozystack_policy::error::Error;
+use cozystack_policy::source::Source;
+use cozystack_policy::{settings, simulate};
+
+use super::*;
+
+#[derive(Args)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    evaluation: EvaluationArgs,
+    /// The first seed; each run takes the next. The same seed plays the same run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Steps per run.
+    #[arg(long, default_value_t = 200)]
+    steps: usize,
+    /// At most this many runs, one seed each (at least one runs).
+    #[arg(long)]
+    runs: Option<u64>,
+    /// Stop starting runs after this many seconds; with --runs, whichever comes first; with
+    /// neither, 60.
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Where the counterexample goes (counterexample.yaml).
+    #[arg(long, value_name = "DIR", default_value = "target/simulate")]
+    out: PathBuf,
+}
+
+pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
+    let started = Instant::now();
+    let evaluation = &args.evaluation;
+    let settings = settings::read(evaluation.settings.as_deref())?;
+    let source = Source::parse(
+        evaluation.policy.policy.as_deref(),
+        evaluation.policy.insecure,
+    );
+    let (policy, origin) = source.load_plain_too(evaluation.policy.verify.trust()?.as_ref())?;
+    eprintln!("policy: {origin}");
+    let cluster = cluster(&evaluation.cluster, &policy, None)?;
+    cozystack_policy::settings::check(&policy, &settings)?;
+    let run = simulate::Run {
+        policy: &policy,
+        settings: &settings,
+        chart: cozystack_policy::writes::TenantChart::of(&cozystack_policy::settings::resolved(
+            &settings,
+        )?),
+        cluster,
+    };
+    let bar = indicatif::ProgressBar::new(args.steps as u64).with_style(
+        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} steps")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let mut tally = simulate::Tally::default();
+    // Each limit given holds; neither given, a minute.
+    let seconds = match (args.runs, args.seconds) {
+        (Some(_), None) => None,
+        (_, seconds) => Some(seconds.unwrap_or(60.0)),
+    };
+    let budget = seconds.map(simulate::budget);
+    let mut seed = args.seed;
+    let mut runs = 0u64;
+    loop {
+        bar.set_message(format!("seed {seed}"));
+        bar.set_position(0);
+        let (actions, violation) = run.random(seed, args.steps, &mut tally, &mut || bar.inc(1))?;
+        runs += 1;
+        if let Some(violation) = violation {
+            bar.finish_and_clear();
+            let found = actions.len();
+            let (actions, violation) = run.shrink(actions, violation)?;
+            std::fs::create_dir_all(&args.out).map_err(|e| Error::write(&args.out, e))?;
+            let path = args.out.join("counterexample.yaml");
+            let text = simulate::scenario(&run, &actions, &violation, seed)?;
+            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
+            println!(
+                "BROKEN {}\n  seed {seed}, step {found}, shrunk to {} steps: {}\n  {}\n  counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)",
+                violation.invariant,
+                actions.len(),
+                actions
+                    .iter()
+                    .map(simulate::world::Action::describe)
+                    .collect::<Vec<_>>()
+                    .join("; then "),
+                violation.what,
+                path.display()
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        seed += 1;
+        let done = args.runs.is_some_and(|n| runs >= n)
+            || budget.is_some_and(|budget| started.elapsed() >= budget);
+        if done {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let list = |map: &std::collections::BTreeMap<String, usize>| {
+        map.iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "{} runs (seeds {}..={}), {} steps, {:.0} steps/s: no guarantee broken",
+        runs,
+        args.seed,
+        seed - 1,
+        tally.steps,
+        simulate::rate(tally.steps, started)
+    );
+    println!("actions: {}", list(&tally.actions));
+    println!(
+        "writes judged: {}; refused by the API server before admission: {}",
+        tally
+            .verdicts
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        tally.rejected
+    );
+    println!("rules in messages: {}", list(&tally.rules));
+    println!("largest state: {} objects", tally.largest);
+    Ok(ExitCode::SUCCESS)
+}
