@@ -68,6 +68,28 @@ pub struct Violation {
     pub cluster: ClusterObjects,
 }
 
+impl Violation {
+    /// Whether `other` is this break and not another one found on the way: the same
+    /// guarantee, on the same write (operation, kind, namespace and name of its request),
+    /// answered wrongly the same way. A shrunk sequence that breaks the guarantee elsewhere, or
+    /// with no request to show, is a different counterexample.
+    pub fn same_cause(&self, other: &Violation) -> bool {
+        let write = |v: &Violation| {
+            let r = &v.request;
+            (
+                r["operation"].clone(),
+                r["kind"]["kind"].clone(),
+                r["namespace"].clone(),
+                r["name"].clone(),
+            )
+        };
+        self.invariant == other.invariant
+            && self.expect_allowed == other.expect_allowed
+            && write(self) == write(other)
+            && (self.request.is_null() || !other.request.is_null())
+    }
+}
+
 /// Counts for the summary.
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -180,12 +202,12 @@ impl Run<'_> {
     fn replay(
         &self,
         actions: &[Action],
-        invariant: &str,
+        target: &Violation,
     ) -> Result<Option<(usize, Violation)>, Error> {
         let mut player = self.player();
         for (i, action) in actions.iter().enumerate() {
             if let Some(violation) = player.step(action)?.violation
-                && violation.invariant == invariant
+                && target.same_cause(&violation)
             {
                 return Ok(Some((i, violation)));
             }
@@ -194,7 +216,8 @@ impl Run<'_> {
     }
 
     /// The shortest sequence found (removing chunks, then single actions, as delta debugging
-    /// does) that still breaks the same invariant, with its violation.
+    /// does) that still breaks the same guarantee on the same write ([`Violation::same_cause`]),
+    /// with its violation.
     pub fn shrink(
         &self,
         actions: Vec<Action>,
@@ -210,7 +233,7 @@ impl Run<'_> {
                 while at < current.len() {
                     let mut candidate = current.clone();
                     candidate.drain(at..(at + size).min(current.len()));
-                    match self.replay(&candidate, &found.invariant)? {
+                    match self.replay(&candidate, &found)? {
                         Some((end, violation)) => {
                             candidate.truncate(end + 1);
                             current = candidate;
@@ -672,4 +695,39 @@ pub fn budget(seconds: f64) -> Duration {
 /// Steps per second over `started`.
 pub fn rate(steps: usize, started: Instant) -> f64 {
     steps as f64 / started.elapsed().as_secs_f64().max(1e-9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn violation(invariant: &str, request: Value, expect_allowed: bool) -> Violation {
+        Violation {
+            invariant: invariant.to_owned(),
+            what: String::new(),
+            request,
+            expect_allowed,
+            cluster: ClusterObjects::default(),
+        }
+    }
+
+    #[test]
+    fn a_shrunk_break_is_the_same_only_on_the_same_write_answered_the_same_way() {
+        let write = |name: &str| json!({"operation": "CREATE", "kind": {"kind": "Monitoring"}, "namespace": "tenant-a", "name": name, "uid": name});
+        let found = violation("cardinality", write("second"), false);
+        // The same write, another uid or cluster: the same break.
+        let mut again = violation("cardinality", write("second"), false);
+        again.request["uid"] = json!("other");
+        assert!(found.same_cause(&again));
+        for other in [
+            violation("protection", write("second"), false),
+            violation("cardinality", write("third"), false),
+            violation("cardinality", write("second"), true),
+            // No request to show: never a counterexample for one that had one.
+            violation("cardinality", Value::Null, false),
+        ] {
+            assert!(!found.same_cause(&other), "{other:?}");
+        }
+    }
 }
