@@ -104,18 +104,18 @@ impl Applier {
 
 /// What the policy matches: apps.cozystack.io Applications, HelmReleases and Namespaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Surface {
+enum Guarded {
     Application,
     Release,
     Namespace,
 }
 
-fn surface(manifest: &Manifest) -> Option<Surface> {
+fn surface(manifest: &Manifest) -> Option<Guarded> {
     let group = manifest.api_version().rsplit_once('/').map(|(g, _)| g);
     match (manifest.api_version(), manifest.kind()) {
-        ("v1", "Namespace") => Some(Surface::Namespace),
-        (RELEASE_API, "HelmRelease") => Some(Surface::Release),
-        _ if group == Some(APPS_GROUP) => Some(Surface::Application),
+        ("v1", "Namespace") => Some(Guarded::Namespace),
+        (RELEASE_API, "HelmRelease") => Some(Guarded::Release),
+        _ if group == Some(APPS_GROUP) => Some(Guarded::Application),
         _ => None,
     }
 }
@@ -123,7 +123,7 @@ fn surface(manifest: &Manifest) -> Option<Surface> {
 /// The verdict on one manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Outcome {
+pub enum Disposition {
     /// Admitted without a warning.
     Allowed,
     /// Admitted with warnings.
@@ -148,24 +148,27 @@ pub enum Outcome {
     Unchanged,
 }
 
-impl Outcome {
+impl Disposition {
     pub fn label(self) -> &'static str {
         match self {
-            Outcome::Allowed => "ALLOWED",
-            Outcome::Warn => "WARN",
-            Outcome::Denied => "DENIED",
-            Outcome::NotJudged => "SKIPPED",
-            Outcome::Absent => "ABSENT",
-            Outcome::Error => "ERROR",
-            Outcome::Rejected => "REJECTED",
-            Outcome::Unchanged => "UNCHANGED",
-            Outcome::Blocked => "BLOCKED",
+            Disposition::Allowed => "ALLOWED",
+            Disposition::Warn => "WARN",
+            Disposition::Denied => "DENIED",
+            Disposition::NotJudged => "SKIPPED",
+            Disposition::Absent => "ABSENT",
+            Disposition::Error => "ERROR",
+            Disposition::Rejected => "REJECTED",
+            Disposition::Unchanged => "UNCHANGED",
+            Disposition::Blocked => "BLOCKED",
         }
     }
 
     /// The write fails: Flux's dry run of its stage, or its apply, stops there.
     fn fails(self) -> bool {
-        matches!(self, Outcome::Denied | Outcome::Rejected | Outcome::Error)
+        matches!(
+            self,
+            Disposition::Denied | Disposition::Rejected | Disposition::Error
+        )
     }
 }
 
@@ -177,7 +180,7 @@ pub struct Step {
     pub reference: String,
     /// CREATE, UPDATE or DELETE (empty when nothing was sent).
     pub operation: &'static str,
-    pub outcome: Outcome,
+    pub outcome: Disposition,
     /// The policy's message (a denial's), or why nothing was judged.
     pub message: Option<String>,
     pub warnings: Vec<String>,
@@ -191,7 +194,7 @@ pub struct Step {
 }
 
 impl Step {
-    fn unjudged(manifest: &Manifest, outcome: Outcome, message: String) -> Step {
+    fn unjudged(manifest: &Manifest, outcome: Disposition, message: String) -> Step {
         Step {
             origin: manifest.origin.clone(),
             reference: manifest.reference(),
@@ -212,7 +215,7 @@ impl Step {
 
     /// Never judged: an earlier failure stopped Flux before it.
     fn blocked(manifest: &Manifest, stage: Stage, why: String) -> Step {
-        let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
+        let mut step = Step::unjudged(manifest, Disposition::Blocked, String::new());
         step.stage = Some(stage);
         step.block(&why);
         step
@@ -223,7 +226,7 @@ impl Step {
         if self.request.is_none() {
             self.message = None;
         }
-        self.outcome = Outcome::Blocked;
+        self.outcome = Disposition::Blocked;
         self.note(why);
     }
 }
@@ -233,7 +236,7 @@ pub fn blocked_steps(manifests: &[Manifest], why: &str) -> Vec<Step> {
     manifests
         .iter()
         .map(|manifest| {
-            let mut step = Step::unjudged(manifest, Outcome::Blocked, String::new());
+            let mut step = Step::unjudged(manifest, Disposition::Blocked, String::new());
             step.block(why);
             step
         })
@@ -291,13 +294,13 @@ const ABSENT: &str = "the cluster has no such object: nothing to delete (the API
 
 /// Why a manifest makes no request: its outcome and the reason, and what it still does to the
 /// cluster (an object no rule matches is applied; a Namespace is deleted without the policy).
-struct Unjudged(Outcome, String, Option<Effect>);
+struct Unjudged(Disposition, String, Option<Effect>);
 
 /// How an admitted apply changes the cluster, given the object the API server stores.
 type Applies = Box<dyn Fn(Value) -> Effect>;
 
-/// The state and what it needs to judge and apply each write.
-struct Judge<'a> {
+/// One check session: the state, and what it needs to judge and apply each write.
+struct Session<'a> {
     /// What the cluster offers the change set while Flux applies it.
     landing: apiserver::Landing,
     policy: &'a Policy,
@@ -338,7 +341,7 @@ enum Effect {
     RemoveNamespace(String),
 }
 
-impl Judge<'_> {
+impl Session<'_> {
     /// Applies an admitted write as the platform writes it.
     fn apply(&mut self, effect: Effect) {
         match effect {
@@ -371,10 +374,10 @@ impl Judge<'_> {
     fn served(&self, manifest: &Manifest) -> Result<Served, Unjudged> {
         self.kinds.get(manifest.kind()).ok_or_else(|| {
             if let Some(refusal) = self.landing.not_served_yet(manifest.kind()) {
-                return Unjudged(Outcome::Rejected, refusal, None);
+                return Unjudged(Disposition::Rejected, refusal, None);
             }
             Unjudged(
-                Outcome::Error,
+                Disposition::Error,
                 format!(
                     "the cluster serves no {} (no ApplicationDefinition has spec.application.kind {}): the API server would answer 404; apply its ApplicationDefinition first",
                     manifest.kind(),
@@ -392,24 +395,24 @@ impl Judge<'_> {
             && !delete
             && let Some(why) = flux::skips_apply(&manifest.object, None)
         {
-            return Err(Unjudged(Outcome::Unchanged, why, None));
+            return Err(Unjudged(Disposition::Unchanged, why, None));
         }
         if let Some(refusal) = apiserver::unserved_version(manifest) {
-            return Err(Unjudged(Outcome::Rejected, refusal, None));
+            return Err(Unjudged(Disposition::Rejected, refusal, None));
         }
         let Some(surface) = surface(manifest) else {
             return Err(Unjudged(
-                Outcome::NotJudged,
+                Disposition::NotJudged,
                 "not judged by this policy (it matches Applications, HelmReleases and Namespaces)"
                     .into(),
                 (!delete).then(|| Effect::Put(manifest.object.clone())),
             ));
         };
         let (namespace, name) = (manifest.namespace(), manifest.name());
-        let needs_namespace = surface != Surface::Namespace;
+        let needs_namespace = surface != Guarded::Namespace;
         if needs_namespace && namespace.is_none() {
             return Err(Unjudged(
-                Outcome::Error,
+                Disposition::Error,
                 format!(
                     "{} {name} has no metadata.namespace: set it in the manifest (kustomize's `namespace:`) or pass --namespace",
                     manifest.kind()
@@ -429,27 +432,27 @@ impl Judge<'_> {
         // what applying the manifest puts.
         let (resource, live, removed, effect_of): (String, Option<Value>, Option<Effect>, Applies) =
             match surface {
-                Surface::Namespace => {
+                Guarded::Namespace => {
                     let live = cluster.get("v1", "Namespace", name, None);
                     // The webhook rules send no Namespace DELETE (deploy/policy-protect.yaml).
                     if delete {
                         return Err(match live {
                             Some(_) => Unjudged(
-                                Outcome::NotJudged,
+                                Disposition::NotJudged,
                                 "not judged by this policy (its webhook rules send no Namespace DELETE); deleted with everything in it and below it".into(),
                                 Some(Effect::RemoveNamespace(name.to_owned())),
                             ),
-                            None => Unjudged(Outcome::Absent, ABSENT.into(), None),
+                            None => Unjudged(Disposition::Absent, ABSENT.into(), None),
                         });
                     }
                     ("namespaces".into(), live, None, Box::new(Effect::Put))
                 }
-                Surface::Release => {
+                Guarded::Release => {
                     let live = cluster.get(RELEASE_API, "HelmRelease", name, namespace);
                     let removed = live.clone().map(Effect::RemoveRelease);
                     ("helmreleases".into(), live, removed, Box::new(Effect::Put))
                 }
-                Surface::Application => {
+                Guarded::Application => {
                     let served = self.served(manifest)?;
                     let release = served.release(cluster, namespace.unwrap_or_default(), name);
                     // cozystack-api validates a new Application before its admission chain.
@@ -463,7 +466,7 @@ impl Judge<'_> {
                             &manifest.object["spec"],
                         )
                     {
-                        return Err(Unjudged(Outcome::Rejected, refusal, None));
+                        return Err(Unjudged(Disposition::Rejected, refusal, None));
                     }
                     // Its quota check: before the admission chain on a create, after it on an
                     // update (`Create`, `Update` in rest.go).
@@ -479,7 +482,7 @@ impl Judge<'_> {
                         )
                     {
                         return Err(Unjudged(
-                            Outcome::Rejected,
+                            Disposition::Rejected,
                             format!("cozystack-api refuses it before admission: {refusal}"),
                             None,
                         ));
@@ -520,13 +523,13 @@ impl Judge<'_> {
                 (true, None) => None,
             };
             if let Some(why) = skips {
-                return Err(Unjudged(Outcome::Unchanged, why, None));
+                return Err(Unjudged(Disposition::Unchanged, why, None));
             }
         }
         if let Some(namespace) = namespace.filter(|_| needs_namespace && !delete)
             && let Some(refusal) = self.landing.missing(namespace)
         {
-            return Err(Unjudged(Outcome::Rejected, refusal, None));
+            return Err(Unjudged(Disposition::Rejected, refusal, None));
         }
         let gvr = (
             group.to_owned(),
@@ -548,7 +551,7 @@ impl Judge<'_> {
         if delete {
             return match (live, removed) {
                 (Some(live), Some(effect)) => Ok(write("DELETE", None, Some(live), effect)),
-                _ => Err(Unjudged(Outcome::Absent, ABSENT.into(), None)),
+                _ => Err(Unjudged(Disposition::Absent, ABSENT.into(), None)),
             };
         }
         let mut object = manifest.object.clone();
@@ -562,7 +565,7 @@ impl Judge<'_> {
             Some(live) => {
                 let fields = self.cluster.cluster().managed_fields(&index_key(&live));
                 let managed = match (surface, fields.as_ref().and_then(Value::as_array)) {
-                    (Surface::Application, _) => Managed::Aggregated,
+                    (Guarded::Application, _) => Managed::Aggregated,
                     (_, Some(entries)) => Managed::Fields(entries),
                     (_, None) => Managed::Unknown,
                 };
@@ -626,17 +629,17 @@ impl Judge<'_> {
         let accepted = response["accepted"] == true;
         let warnings = warnings_of(&response);
         let outcome = match (accepted, warnings.is_empty(), &write.conflict) {
-            (false, _, _) => Outcome::Denied,
-            (true, _, Some(_)) => Outcome::Rejected,
-            (true, true, None) => Outcome::Allowed,
-            (true, false, None) => Outcome::Warn,
+            (false, _, _) => Disposition::Denied,
+            (true, _, Some(_)) => Disposition::Rejected,
+            (true, true, None) => Disposition::Allowed,
+            (true, false, None) => Disposition::Warn,
         };
         let message = match (accepted, write.conflict) {
             (true, Some(conflict)) => Some(conflict),
             _ => response["message"].as_str().map(str::to_owned),
         };
         let effect =
-            (outcome != Outcome::Rejected && accepted && write.changes).then_some(write.effect);
+            (outcome != Disposition::Rejected && accepted && write.changes).then_some(write.effect);
         let step = Step {
             origin: manifest.origin.clone(),
             reference: manifest.reference(),
@@ -664,7 +667,7 @@ impl Judge<'_> {
             if let Some(effect) = effect {
                 self.apply(effect);
             }
-            if matches!(step.outcome, Outcome::Denied | Outcome::Rejected) {
+            if matches!(step.outcome, Disposition::Denied | Disposition::Rejected) {
                 step.note("not applied: the manifests after it are judged without it");
             }
             report.steps.push(step);
@@ -689,7 +692,7 @@ impl Judge<'_> {
             step.stage = Some(stage);
             // cozystack-api makes the write its dry run asked for: it lands now.
             if self.dry_run_lands
-                && matches!(surface(manifest), Some(Surface::Application))
+                && matches!(surface(manifest), Some(Guarded::Application))
                 && let Some(effect) = effect.take()
             {
                 self.apply(effect);
@@ -714,7 +717,7 @@ impl Judge<'_> {
                     step.note(&format!(
                         "{LANDED_IN_DRY_RUN}; {STAYS} {first} failed the dry run of its stage"
                     ));
-                } else if !matches!(step.outcome, Outcome::Unchanged | Outcome::Absent) {
+                } else if !matches!(step.outcome, Disposition::Unchanged | Disposition::Absent) {
                     step.block(&format!(
                         "not applied: {first} failed the dry run of its stage"
                     ));
@@ -828,7 +831,7 @@ pub fn run<'a>(
     crate::settings::check(policy, settings)?;
     let resolved = crate::settings::resolved(settings)?;
     let kinds = Kinds::read(&cluster);
-    let mut judge = Judge {
+    let mut judge = Session {
         landing: apiserver::Landing::of(&changes.applies, &cluster),
         policy,
         settings,
@@ -852,7 +855,7 @@ pub fn run<'a>(
     Ok((report, judge.cluster))
 }
 
-impl Judge<'_> {
+impl Session<'_> {
     /// `ApplyAllStaged`, then `DeleteAll` when every stage applied.
     fn as_flux(&mut self, changes: &ChangeSet, report: &mut Report) -> Result<(), Error> {
         let mut applies: Vec<&Manifest> = changes.applies.iter().collect();
@@ -1020,7 +1023,7 @@ pub fn pruned(
 }
 
 impl Report {
-    pub fn count(&self, outcome: Outcome) -> usize {
+    pub fn count(&self, outcome: Disposition) -> usize {
         self.steps.iter().filter(|s| s.outcome == outcome).count()
     }
 
@@ -1028,11 +1031,11 @@ impl Report {
     /// admitted with a warning and the caller asked warnings to fail (under the stock
     /// `platformWriters: warn`, every protection problem Flux would cause is a warning).
     pub fn exit_code(&self, warn: Option<u8>) -> u8 {
-        if self.count(Outcome::Error) > 0 {
+        if self.count(Disposition::Error) > 0 {
             2
-        } else if self.count(Outcome::Denied) + self.count(Outcome::Rejected) > 0 {
+        } else if self.count(Disposition::Denied) + self.count(Disposition::Rejected) > 0 {
             1
-        } else if self.count(Outcome::Warn) > 0 {
+        } else if self.count(Disposition::Warn) > 0 {
             warn.unwrap_or(0)
         } else {
             0
@@ -1053,7 +1056,7 @@ impl Report {
                     .to_owned(),
                 reference: "the change set".to_owned(),
                 operation: "",
-                outcome: Outcome::Error,
+                outcome: Disposition::Error,
                 message: Some(error.to_owned()),
                 warnings: Vec::new(),
                 request: None,
@@ -1103,21 +1106,21 @@ impl Report {
         out.push_str(&format!(
             "\n{} manifests: {judged} writes judged ({} allowed, {} with warnings, {} denied), {} not judged by this policy, {} absent, {} errors\n",
             self.steps.len(),
-            self.count(Outcome::Allowed),
-            self.count(Outcome::Warn),
-            self.count(Outcome::Denied),
-            self.count(Outcome::NotJudged),
-            self.count(Outcome::Absent),
-            self.count(Outcome::Error),
+            self.count(Disposition::Allowed),
+            self.count(Disposition::Warn),
+            self.count(Disposition::Denied),
+            self.count(Disposition::NotJudged),
+            self.count(Disposition::Absent),
+            self.count(Disposition::Error),
         ));
         for (outcome, what) in [
             (
-                Outcome::Rejected,
+                Disposition::Rejected,
                 "refused by the API server before admission",
             ),
-            (Outcome::Unchanged, "left as they are by Flux"),
+            (Disposition::Unchanged, "left as they are by Flux"),
             (
-                Outcome::Blocked,
+                Disposition::Blocked,
                 "admitted but not applied, as an earlier failure stops Flux",
             ),
         ] {
@@ -1148,18 +1151,18 @@ impl Report {
                 json!({"origin": s.origin, "object": s.reference, "operation": s.operation,
                     "stage": s.stage, "outcome": s.outcome, "message": s.message,
                     "warnings": s.warnings, "note": s.note,
-                    "applied": matches!(s.outcome, Outcome::Allowed | Outcome::Warn | Outcome::NotJudged),
+                    "applied": matches!(s.outcome, Disposition::Allowed | Disposition::Warn | Disposition::NotJudged),
                     "request": s.request, "response": s.response})
             })
             .collect();
         json!({"identity": {"username": identity.username, "groups": identity.groups},
             "steps": steps,
-            "summary": {"manifests": self.steps.len(), "allowed": self.count(Outcome::Allowed),
-                "warn": self.count(Outcome::Warn), "denied": self.count(Outcome::Denied),
-                "notJudged": self.count(Outcome::NotJudged), "absent": self.count(Outcome::Absent),
-                "errors": self.count(Outcome::Error), "rejected": self.count(Outcome::Rejected),
-                "unchanged": self.count(Outcome::Unchanged),
-                "blocked": self.count(Outcome::Blocked)}})
+            "summary": {"manifests": self.steps.len(), "allowed": self.count(Disposition::Allowed),
+                "warn": self.count(Disposition::Warn), "denied": self.count(Disposition::Denied),
+                "notJudged": self.count(Disposition::NotJudged), "absent": self.count(Disposition::Absent),
+                "errors": self.count(Disposition::Error), "rejected": self.count(Disposition::Rejected),
+                "unchanged": self.count(Disposition::Unchanged),
+                "blocked": self.count(Disposition::Blocked)}})
     }
 
     /// JUnit XML: one test case per manifest (a denial a failure, a write that cannot be made
@@ -1181,12 +1184,12 @@ impl Report {
         let mut out = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cozystack-policy check\" tests=\"{n}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\">\n  <testsuite name=\"cozystack-capabilities\" tests=\"{n}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\">\n",
             n = self.steps.len(),
-            f = self.count(Outcome::Denied) + self.count(Outcome::Rejected),
-            e = self.count(Outcome::Error),
-            s = self.count(Outcome::NotJudged)
-                + self.count(Outcome::Absent)
-                + self.count(Outcome::Unchanged)
-                + self.count(Outcome::Blocked),
+            f = self.count(Disposition::Denied) + self.count(Disposition::Rejected),
+            e = self.count(Disposition::Error),
+            s = self.count(Disposition::NotJudged)
+                + self.count(Disposition::Absent)
+                + self.count(Disposition::Unchanged)
+                + self.count(Disposition::Blocked),
         );
         for step in &self.steps {
             let name = if step.operation.is_empty() {
@@ -1201,23 +1204,23 @@ impl Report {
             ));
             let message = escape(step.message.as_deref().unwrap_or_default());
             match step.outcome {
-                Outcome::Denied => out.push_str(&format!(
+                Disposition::Denied => out.push_str(&format!(
                     "      <failure type=\"denied\" message=\"{message}\">{message}</failure>\n"
                 )),
-                Outcome::Error => out.push_str(&format!(
+                Disposition::Error => out.push_str(&format!(
                     "      <error type=\"unusable\" message=\"{message}\">{message}</error>\n"
                 )),
-                Outcome::Rejected => out.push_str(&format!(
+                Disposition::Rejected => out.push_str(&format!(
                     "      <failure type=\"rejected\" message=\"{message}\">{message}</failure>\n"
                 )),
-                Outcome::NotJudged | Outcome::Absent | Outcome::Unchanged => {
+                Disposition::NotJudged | Disposition::Absent | Disposition::Unchanged => {
                     out.push_str(&format!("      <skipped message=\"{message}\"/>\n"))
                 }
-                Outcome::Blocked => {
+                Disposition::Blocked => {
                     let note = escape(step.note.as_deref().unwrap_or_default());
                     out.push_str(&format!("      <skipped message=\"{note}\"/>\n"))
                 }
-                Outcome::Allowed | Outcome::Warn => {}
+                Disposition::Allowed | Disposition::Warn => {}
             }
             if !step.warnings.is_empty() {
                 let warnings: Vec<String> = step.warnings.iter().map(|w| escape(w)).collect();

@@ -584,10 +584,10 @@ impl<'p> World<'p> {
         played.before = Some(before.clone());
         played.refused_on = Some(before);
         for step in report.steps {
-            use crate::check::Outcome;
+            use crate::check::Disposition;
             let refused = matches!(
                 step.outcome,
-                Outcome::Denied | Outcome::Rejected | Outcome::Error
+                Disposition::Denied | Disposition::Rejected | Disposition::Error
             );
             let response = match (step.response, refused) {
                 (Some(response), _) => response,
