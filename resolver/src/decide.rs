@@ -27,7 +27,7 @@ pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -
 /// Runs [`RULES`] over `change` in order, up to the first refusal.
 fn judge(eval: &Evaluation, change: &Change, warnings: &mut Vec<String>) -> Result<(), Violation> {
     for rule in RULES {
-        match rule {
+        match &rule.judge {
             Judge::Change(rule) => heed(eval, None, rule(eval, change), warnings)?,
             Judge::Entering(rule) => {
                 for entry in &change.entering {

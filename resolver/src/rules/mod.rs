@@ -34,28 +34,74 @@ pub enum Judge {
     Leaving(fn(&Evaluation, &Change, &Entry) -> Outcome),
 }
 
+/// A row of the table: the rule's stable name (its module's, as `docs/rules.md` lists them) and
+/// what it judges.
+pub struct Rule {
+    pub name: &'static str,
+    pub judge: Judge,
+}
+
 /// The rules, in the order their refusals must be met.
-pub const RULES: &[Judge] = &[
+pub const RULES: &[Rule] = &[
     // Who may write: the platform alone writes app releases; the kind's visibility; adminOnly.
     // Refusals no one can clear by another write first, that read nothing: the root Tenant,
     // and a new Tenant's groups colliding with its ancestors' (a flaw of the name).
-    Judge::Change(releases::judge),
-    Judge::Leaving(root_tenant::judge),
-    Judge::Change(groups::judge),
-    Judge::Change(visibility::judge),
-    Judge::Change(edit::judge),
+    Rule {
+        name: "releases",
+        judge: Judge::Change(releases::judge),
+    },
+    Rule {
+        name: "root_tenant",
+        judge: Judge::Leaving(root_tenant::judge),
+    },
+    Rule {
+        name: "groups",
+        judge: Judge::Change(groups::judge),
+    },
+    Rule {
+        name: "visibility",
+        judge: Judge::Change(visibility::judge),
+    },
+    Rule {
+        name: "edit",
+        judge: Judge::Change(edit::judge),
+    },
     // The state: how many (no name helps when the count is full), on which slot (the slot is a
     // name the kind's own module renders), then any other name Cozystack renders, and what a
     // switched-on module is rendered over.
-    Judge::Entering(cardinality::judge),
-    Judge::Entering(slots::judge),
-    Judge::Entering(names::judge),
-    Judge::Entering(adoption::judge),
+    Rule {
+        name: "cardinality",
+        judge: Judge::Entering(cardinality::judge),
+    },
+    Rule {
+        name: "slots",
+        judge: Judge::Entering(slots::judge),
+    },
+    Rule {
+        name: "names",
+        judge: Judge::Entering(names::judge),
+    },
+    Rule {
+        name: "adoption",
+        judge: Judge::Entering(adoption::judge),
+    },
     // What a removal strands, and what the chart would create again.
-    Judge::Leaving(protection::judge),
-    Judge::Leaving(rendered::judge),
+    Rule {
+        name: "protection",
+        judge: Judge::Leaving(protection::judge),
+    },
+    Rule {
+        name: "rendered",
+        judge: Judge::Leaving(rendered::judge),
+    },
     // A consumer made where its class has no provider yet (a warning).
-    Judge::Entering(capability::judge),
+    Rule {
+        name: "capability",
+        judge: Judge::Entering(capability::judge),
+    },
     // Namespace labels.
-    Judge::Change(namespace::judge),
+    Rule {
+        name: "namespace",
+        judge: Judge::Change(namespace::judge),
+    },
 ];
