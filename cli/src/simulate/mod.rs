@@ -587,8 +587,9 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
                 name: name.into(),
             }
         }
+        // Any app, the root Tenant too: its administrators may try; the root Tenant must stay.
         _ => match pick(rng, &apps).cloned() {
-            Some((ns, kind, name)) if !(kind == "Tenant" && name == "root") => Action::Delete {
+            Some((ns, kind, name)) => Action::Delete {
                 by: admin(rng, &ns),
                 kind,
                 namespace: ns,

@@ -28,6 +28,10 @@ pub enum Broken {
     RenderedName { release: String, holder: String },
     /// A consumer that was served loses its provider.
     Stranded { consumer: String, class: String },
+    /// The root Tenant's release, which every tenant hangs from, is gone or being deleted
+    /// (`packages/system/cozystack-basics/templates/tenant-root.yaml` makes it once; nothing
+    /// makes it again).
+    RootTenant,
 }
 
 impl Broken {
@@ -41,6 +45,7 @@ impl Broken {
             Broken::Stranded { .. } => {
                 "protection: no consumer left without the provider it resolved to"
             }
+            Broken::RootTenant => "root tenant: tenant-root/tenant-root is never deleted",
         }
     }
 
@@ -62,6 +67,10 @@ impl Broken {
             }
             Broken::Stranded { consumer, class } => {
                 format!("{consumer} consumed {class} from a live provider and no longer does")
+            }
+            Broken::RootTenant => {
+                "the root Tenant's release tenant-root/tenant-root is gone or terminating"
+                    .to_owned()
             }
         }
     }
@@ -157,6 +166,14 @@ impl Facts {
                     });
                 }
             }
+        }
+        // The root Tenant, whatever its kind label says of it.
+        let root = self
+            .apps
+            .iter()
+            .any(|a| a.namespace == ROOT && a.name == ROOT && a.kind == "Tenant" && !a.terminating);
+        if !root {
+            out.insert(Broken::RootTenant);
         }
         // Names the charts render.
         for app in &self.apps {
@@ -262,8 +279,28 @@ mod tests {
             "metadata": {"name": name, "namespace": namespace, "labels": {KIND_LABEL: kind}}})
     }
 
+    /// The facts of `objects` beside the root Tenant's release, which every install has.
     fn facts(objects: Vec<Value>) -> Facts {
-        Facts::of(&objects.into_iter().collect())
+        let root = app(ROOT, ROOT, "Tenant");
+        Facts::of(&objects.into_iter().chain([root]).collect())
+    }
+
+    #[test]
+    fn the_root_tenant_gone_or_terminating_is_broken() {
+        assert!(!facts(vec![]).broken().contains(&Broken::RootTenant));
+        let without: Facts = Facts::of(
+            &[app("tenant-a", "tenant-root", "Tenant")]
+                .into_iter()
+                .collect(),
+        );
+        assert!(without.broken().contains(&Broken::RootTenant));
+        let mut terminating = app(ROOT, ROOT, "Tenant");
+        terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let terminating = Facts::of(&[terminating].into_iter().collect());
+        assert_eq!(
+            newly_broken(&facts(vec![]), &terminating),
+            [Broken::RootTenant]
+        );
     }
 
     #[test]
