@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::error::Error;
 use crate::manifests::{self, KUSTOMIZATION_FILES, Manifest};
 use crate::postbuild::{self, PostBuild};
-use crate::sourceignore::{GitRepository, Packed};
+use crate::sourceignore::{GitRepository, Packed, sorted_entries};
 
 /// The fields of a Flux Kustomization's spec that decide what it builds and prunes.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -132,11 +132,12 @@ pub fn build(
         e.to_string().replace(&dir.display().to_string(), &shown)
     })?;
     let origin = format!("{shown} (built as {} builds it)", spec.name);
+    // `SubstituteVariables` evaluates only when there is a variable.
     let text = match spec.post_build {
-        Some(_) => substituted(&text, variables).map_err(|e| {
+        Some(_) if !variables.is_empty() => substituted(&text, variables).map_err(|e| {
             format!("{origin}: post build failed: {e}: kustomize-controller fails the build, so nothing lands")
         })?,
-        None => text,
+        _ => text,
     };
     let mut built = manifests::parse(&origin, &text)?;
     for manifest in &mut built {
@@ -275,12 +276,7 @@ fn append(kustomization: &mut Value, key: &str, items: impl Iterator<Item = Valu
 /// `scanManifests`: every `.yaml` and `.yml` under `dir` in name order, and each folder that
 /// holds a kustomization as one resource, not descended into; paths relative to `base`.
 fn scan(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), Error> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::read(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for entry in entries {
+    for entry in sorted_entries(dir)? {
         let relative = || format!("./{}", entry.strip_prefix(base).unwrap_or(&entry).display());
         if entry.is_dir() {
             match KUSTOMIZATION_FILES.iter().any(|k| entry.join(k).is_file()) {
@@ -332,6 +328,11 @@ mod tests {
         dir
     }
 
+    /// What `path` builds for `spec`, with no variable and no GitRepository.
+    fn built(path: &Path, spec: &Spec) -> Result<Vec<Manifest>, Error> {
+        build(path, spec, &BTreeMap::new(), &GitRepository::default())
+    }
+
     fn spec(fields: &str) -> Spec {
         let text = format!(
             "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: apps, namespace: cozy-fluxcd}}\nspec: {{prune: true, path: ./apps{fields}}}\n"
@@ -365,13 +366,7 @@ mod tests {
         let spec = spec(
             ", targetNamespace: tenant-shop, namePrefix: p-, nameSuffix: -s, commonMetadata: {labels: {team: shop}}",
         );
-        let built = build(
-            &root.join("apps"),
-            &spec,
-            &BTreeMap::new(),
-            &GitRepository::default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let built = built(&root.join("apps"), &spec).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             names(&built),
             [
@@ -405,13 +400,7 @@ mod tests {
         let spec = spec(
             ", targetNamespace: tenant-prod, patches: [{patch: '[{\"op\": \"add\", \"path\": \"/spec/replicas\", \"value\": 3}]', target: {kind: Postgres}}]",
         );
-        let built = build(
-            &root.join("apps"),
-            &spec,
-            &BTreeMap::new(),
-            &GitRepository::default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let built = built(&root.join("apps"), &spec).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(built.len(), 1);
         assert_eq!(built[0].reference(), "Postgres tenant-prod/db");
         assert_eq!(built[0].object["spec"], json!({"replicas": 3}));
@@ -425,14 +414,7 @@ mod tests {
             &[("apps/a.yaml", POSTGRES), ("apps/b.yaml", POSTGRES)],
         );
         let folder = root.join("apps");
-        let err = build(
-            &folder,
-            &spec(""),
-            &BTreeMap::new(),
-            &GitRepository::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = built(&folder, &spec("")).unwrap_err().to_string();
         assert!(
             err.starts_with(&format!("{}: `", folder.display())),
             "{err}"
@@ -448,43 +430,23 @@ mod tests {
             "sops",
             &[("apps/db.yaml", POSTGRES), ("apps/creds.yaml", sops)],
         );
-        let err = build(
-            &root.join("apps"),
-            &spec(""),
-            &BTreeMap::new(),
-            &GitRepository::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = built(&root.join("apps"), &spec(""))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("Secret tenant-acme/creds is encrypted with SOPS and the Kustomization cozy-fluxcd/apps has no spec.decryption"),
             "{err}"
         );
         let decrypted = spec(", decryption: {provider: sops}");
-        assert_eq!(
-            build(
-                &root.join("apps"),
-                &decrypted,
-                &BTreeMap::new(),
-                &GitRepository::default()
-            )
-            .unwrap()
-            .len(),
-            2
-        );
+        assert_eq!(built(&root.join("apps"), &decrypted).unwrap().len(), 2);
         // A folder the artifact leaves out.
         let root = repo(
             "ignored",
             &[(".sourceignore", "apps/\n"), ("apps/db.yaml", POSTGRES)],
         );
-        let err = build(
-            &root.join("apps"),
-            &spec(""),
-            &BTreeMap::new(),
-            &GitRepository::default(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = built(&root.join("apps"), &spec(""))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("the artifact source-controller packs holds no such folder"),
             "{err}"

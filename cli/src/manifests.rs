@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::Error;
-use crate::sourceignore::{GitRepository, Packed};
+use crate::sourceignore::{GitRepository, Packed, sorted_entries};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -90,15 +90,14 @@ fn files(path: &Path, packed: &Packed) -> Result<Vec<Source>, Error> {
         return Ok(vec![Source::File(path.to_owned())]);
     }
     let canonical = std::fs::canonicalize(path).map_err(|e| Error::read(path, e))?;
-    let mut entries: Vec<(PathBuf, PathBuf)> = std::fs::read_dir(path)
-        .map_err(|e| Error::read(path, e))?
-        .filter_map(|e| e.ok())
-        .map(|e| (e.path(), canonical.join(e.file_name())))
-        .filter(|(_, canonical)| packed.keeps(canonical))
-        .collect();
-    entries.sort();
     let mut out = Vec::new();
-    for (entry, _) in entries {
+    for entry in sorted_entries(path)? {
+        let kept = entry
+            .file_name()
+            .is_some_and(|name| packed.keeps(&canonical.join(name)));
+        if !kept {
+            continue;
+        }
         if entry.is_dir() {
             out.extend(files(&entry, packed)?);
         } else if entry.extension().is_some_and(|x| x == "yaml" || x == "yml") {

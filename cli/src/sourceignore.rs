@@ -250,6 +250,16 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
     Ok(())
 }
 
+/// The entries of `dir`, in name order, as every walk of a source reads them.
+pub fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::read(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    Ok(entries)
+}
+
 /// Every `.sourceignore` under `dir`, the folder's own before its subfolders' (in name order),
 /// never inside `.git` (`sourceignore.LoadIgnorePatterns`).
 fn ignore_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
@@ -257,12 +267,7 @@ fn ignore_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
     if own.is_file() {
         out.push(own);
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::read(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for entry in entries {
+    for entry in sorted_entries(dir)? {
         let is_dir = std::fs::symlink_metadata(&entry).is_ok_and(|m| m.is_dir());
         if is_dir && entry.file_name().is_some_and(|n| n != ".git") {
             ignore_files(&entry, out)?;

@@ -1235,23 +1235,27 @@ fn kustomizations_are_judged_in_depends_on_order_each_on_what_the_ones_before_le
     };
     let root_arg = root.to_str().unwrap_or_default();
     let apps = kustomization("apps", ", dependsOn: [{name: tenants}]");
+    // The apps' Kustomization, given first, beside the Tenant's.
+    let with_apps = |tenants: &str| {
+        check(
+            &args(&[
+                &[
+                    root_arg,
+                    "--kustomization",
+                    &apps,
+                    "--kustomization",
+                    tenants,
+                ],
+                DUMP,
+                FLUX,
+            ]),
+            None,
+        )
+    };
     // Given apps first: dependsOn orders them. With spec.wait on the Tenant's Kustomization,
     // the apps apply once helm-controller has made tenant-shop.
     let waiting = kustomization("tenants", ", wait: true");
-    let out = check(
-        &args(&[
-            &[
-                root_arg,
-                "--kustomization",
-                &apps,
-                "--kustomization",
-                &waiting,
-            ],
-            DUMP,
-            FLUX,
-        ]),
-        None,
-    );
+    let out = with_apps(&waiting);
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
     let tenant = out.stdout.find("ALLOWED  CREATE Tenant tenant-root/shop (");
     let db = out.stdout.find("ALLOWED  CREATE Postgres tenant-shop/db (");
@@ -1263,20 +1267,7 @@ fn kustomizations_are_judged_in_depends_on_order_each_on_what_the_ones_before_le
     // Without it, the Tenant's Kustomization is Ready as soon as it applied: the apps come
     // before helm-controller has made the namespace, and the API server refuses them.
     let hasty = kustomization("tenants", "");
-    let out = check(
-        &args(&[
-            &[
-                root_arg,
-                "--kustomization",
-                &apps,
-                "--kustomization",
-                &hasty,
-            ],
-            DUMP,
-            FLUX,
-        ]),
-        None,
-    );
+    let out = with_apps(&hasty);
     assert_eq!(out.code, Some(1), "{}", out.stdout);
     assert!(
         out.stdout.contains("REJECTED Postgres tenant-shop/db (")
@@ -1290,20 +1281,7 @@ fn kustomizations_are_judged_in_depends_on_order_each_on_what_the_ones_before_le
         "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: my-shop, namespace: tenant-root}\nspec: {}\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let out = check(
-        &args(&[
-            &[
-                root_arg,
-                "--kustomization",
-                &apps,
-                "--kustomization",
-                &waiting,
-            ],
-            DUMP,
-            FLUX,
-        ]),
-        None,
-    );
+    let out = with_apps(&waiting);
     assert_eq!(out.code, Some(1), "{}", out.stdout);
     assert!(
         out.stdout.contains("BLOCKED  Postgres tenant-shop/db (") && out.stdout.contains("not applied: it depends on the Kustomization cozy-fluxcd/tenants, whose apply failed, so it is never Ready"),
@@ -1312,20 +1290,7 @@ fn kustomizations_are_judged_in_depends_on_order_each_on_what_the_ones_before_le
     );
     // A cycle: kustomize-controller applies none of them.
     let cyclic = kustomization("tenants", ", dependsOn: [{name: apps}]");
-    let out = check(
-        &args(&[
-            &[
-                root_arg,
-                "--kustomization",
-                &apps,
-                "--kustomization",
-                &cyclic,
-            ],
-            DUMP,
-            FLUX,
-        ]),
-        None,
-    );
+    let out = with_apps(&cyclic);
     assert_eq!(out.code, Some(2), "{}", out.stdout);
     assert!(
         out.stderr.contains("depend on each other in a cycle"),

@@ -77,18 +77,46 @@ pub struct CheckArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-pub enum CheckOutput {
+enum CheckOutput {
     Text,
     Json,
     Junit,
 }
 
+/// Where the Flux objects a check names are read: the dump, read at most once however many
+/// Kustomizations, GitRepositories and `substituteFrom` references ask, or the live cluster.
+struct FluxSources<'a> {
+    cluster: &'a ClusterArgs,
+    dump: std::cell::OnceCell<ClusterObjects>,
+}
+
+impl<'a> FluxSources<'a> {
+    fn new(cluster: &'a ClusterArgs) -> FluxSources<'a> {
+        FluxSources {
+            cluster,
+            dump: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The dump's objects, `None` when the cluster is read live.
+    fn dump(&self) -> Result<Option<&ClusterObjects>, Error> {
+        if self.cluster.dump.is_empty() {
+            return Ok(None);
+        }
+        if let Some(dump) = self.dump.get() {
+            return Ok(Some(dump));
+        }
+        let read = ClusterObjects::read_dump(&self.cluster.dump)?;
+        Ok(Some(self.dump.get_or_init(|| read)))
+    }
+}
+
 /// The variables a Kustomization's `spec.postBuild` substitutes, its `substituteFrom` objects
 /// read from the dump, or live (ConfigMaps only: the check reads no Secret of a live cluster).
-pub fn substitution(
+fn substitution(
     kustomization: &Value,
     spec: &fluxbuild::Spec,
-    cluster: &ClusterArgs,
+    sources: &FluxSources,
 ) -> Result<std::collections::BTreeMap<String, String>, Error> {
     let Some(post) = &spec.post_build else {
         return Ok(Default::default());
@@ -96,35 +124,36 @@ pub fn substitution(
     let namespace = kustomization["metadata"]["namespace"]
         .as_str()
         .unwrap_or_default();
-    let source = match (post.reads_cluster(), cluster.dump.is_empty()) {
-        (false, _) => ClusterObjects::default(),
-        (true, false) => ClusterObjects::read_dump(&cluster.dump)?,
-        (true, true) => {
-            let mut objects = Vec::new();
-            for (kind, name) in post.references() {
-                if kind != "ConfigMap" {
-                    return Err(format!(
-                        "the Kustomization {} substitutes from {kind}/{name}: the check reads no Secret of a live cluster; pass --dump with it, or pipe `flux build kustomization` in",
-                        spec.name
-                    )
-                    .into());
-                }
-                objects.extend(live::config_map(&target(cluster), namespace, name)?);
-            }
-            objects.into_iter().collect()
+    if !post.reads_cluster() {
+        return post.variables(namespace, &ClusterObjects::default());
+    }
+    if let Some(dump) = sources.dump()? {
+        return post.variables(namespace, dump);
+    }
+    // Live: the ConfigMaps, each a GET; no Secret is read.
+    let mut objects = Vec::new();
+    for (kind, name) in post.references() {
+        if kind != "ConfigMap" {
+            return Err(format!(
+                "the Kustomization {} substitutes from {kind}/{name}: the check reads no Secret of a live cluster; pass --dump with it, or pipe `flux build kustomization` in",
+                spec.name
+            )
+            .into());
         }
-    };
+        objects.extend(live::config_map(&target(sources.cluster), namespace, name)?);
+    }
+    let source: ClusterObjects = objects.into_iter().collect();
     post.variables(namespace, &source)
 }
 
 /// Flux's Kustomization and GitRepository: apiVersion, kind, plural.
-pub const KUSTOMIZATION: (&str, &str, &str) = (
+const KUSTOMIZATION: (&str, &str, &str) = (
     "kustomize.toolkit.fluxcd.io/v1",
     "Kustomization",
     "kustomizations",
 );
 
-pub const GIT_REPOSITORY: (&str, &str, &str) = (
+const GIT_REPOSITORY: (&str, &str, &str) = (
     "source.toolkit.fluxcd.io/v1",
     "GitRepository",
     "gitrepositories",
@@ -132,10 +161,10 @@ pub const GIT_REPOSITORY: (&str, &str, &str) = (
 
 /// A Flux object named by `reference`: a file holding it, or `namespace/name` read from the dump,
 /// or else from the live cluster; and how to name where it came from.
-pub fn flux_object(
+fn flux_object(
     reference: &Path,
     (api_version, kind, plural): (&str, &str, &str),
-    cluster: &ClusterArgs,
+    sources: &FluxSources,
 ) -> Result<(Value, String), Error> {
     let shown = reference.display().to_string();
     if reference.is_file() || shown == "-" {
@@ -150,35 +179,54 @@ pub fn flux_object(
         return Err(format!("{shown}: no such file, nor a {kind} named namespace/name").into());
     };
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    let found = match cluster.dump.is_empty() {
-        false => ClusterObjects::read_dump(&cluster.dump)?
-            .values()
-            .find(|o| {
-                o["kind"] == kind
-                    && o["apiVersion"]
-                        .as_str()
-                        .is_some_and(|v| v.starts_with(&format!("{group}/")))
-                    && o["metadata"]["namespace"] == namespace
-                    && o["metadata"]["name"] == name
-            }),
-        true => live::object(
-            &target(cluster),
+    let dump = sources.dump()?;
+    let found = match dump {
+        Some(dump) => dump.values().find(|o| {
+            o["kind"] == kind
+                && o["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with(&format!("{group}/")))
+                && o["metadata"]["namespace"] == namespace
+                && o["metadata"]["name"] == name
+        }),
+        None => live::object(
+            &target(sources.cluster),
             (api_version, kind, plural),
             namespace,
             name,
         )?,
     };
-    let from = if cluster.dump.is_empty() {
-        "the cluster"
-    } else {
-        "the dump"
+    let from = match dump {
+        Some(_) => "the dump",
+        None => "the cluster",
     };
     let object = found.ok_or_else(|| format!("{kind} {namespace}/{name}: not in {from}"))?;
     Ok((object, format!("{kind} {namespace}/{name} (from {from})")))
 }
 
+/// The closing line on stderr, the report in the format asked, and the exit code it comes to.
+fn finish(
+    args: &CheckArgs,
+    report: &check::Report,
+    identity: &check::Identity,
+    started: Instant,
+) -> Result<ExitCode, Error> {
+    eprintln!(
+        "judged {} manifests in {:.1} s{}",
+        report.steps.len(),
+        started.elapsed().as_secs_f64(),
+        output::peak_memory()
+    );
+    match args.output {
+        CheckOutput::Text => emit(&report.text())?,
+        CheckOutput::Json => emit(&json(&report.json(identity))?)?,
+        CheckOutput::Junit => emit(&report.junit())?,
+    }
+    Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
+}
+
 /// Who applies the change set: `--as`, or, live, who the current credentials are.
-pub fn check_identity(args: &CheckArgs) -> Result<check::Identity, Error> {
+fn check_identity(args: &CheckArgs) -> Result<check::Identity, Error> {
     let evaluation = &args.evaluation;
     Ok(match &args.as_user {
         Some(user) => check::Identity::impersonated(user, &args.as_group),
@@ -198,10 +246,11 @@ pub fn check_identity(args: &CheckArgs) -> Result<check::Identity, Error> {
 
 /// `check ROOT --kustomization A --kustomization B …`: each Kustomization builds ROOT/spec.path,
 /// and they are judged in spec.dependsOn order ([`kustomizations`]).
-pub fn check_kustomizations(
+fn check_kustomizations(
     args: &CheckArgs,
     parsed: Vec<(Value, fluxbuild::Spec, String)>,
     repository: &GitRepository,
+    sources: &FluxSources,
     started: Instant,
 ) -> Result<ExitCode, Error> {
     let [root] = args.paths.as_slice() else {
@@ -209,7 +258,7 @@ pub fn check_kustomizations(
     };
     let mut units = Vec::new();
     for (object, spec, origin) in parsed {
-        let variables = substitution(&object, &spec, &args.evaluation.cluster)?;
+        let variables = substitution(&object, &spec, sources)?;
         let path = root.join(object["spec"]["path"].as_str().unwrap_or("./"));
         let applies = fluxbuild::build(&path, &spec, &variables, repository)?;
         units.push(kustomizations::Unit {
@@ -230,46 +279,35 @@ pub fn check_kustomizations(
     );
     report_release(&settings, &cluster)?;
     let report = kustomizations::run(&policy, &settings, cluster, &units, &identity)?;
-    eprintln!(
-        "judged {} manifests in {:.1} s{}",
-        report.steps.len(),
-        started.elapsed().as_secs_f64(),
-        output::peak_memory()
-    );
-    match args.output {
-        CheckOutput::Text => emit(&report.text())?,
-        CheckOutput::Json => emit(&json(&report.json(&identity))?)?,
-        CheckOutput::Junit => emit(&report.junit())?,
-    }
-    Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
+    finish(args, &report, &identity, started)
 }
 
 pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     // The input first: a change set that cannot be read or built is refused before any
     // cluster is read.
-    let cluster_args = &args.evaluation.cluster;
+    let sources = FluxSources::new(&args.evaluation.cluster);
     let mut kustomizations = Vec::new();
     for reference in &args.kustomization {
-        let (object, origin) = flux_object(reference, KUSTOMIZATION, cluster_args)?;
+        let (object, origin) = flux_object(reference, KUSTOMIZATION, &sources)?;
         let spec = fluxbuild::Spec::of(&object, &origin)?;
         kustomizations.push((object, spec, origin));
     }
     let repository = match &args.git_repository {
         Some(reference) => {
-            let (object, origin) = flux_object(reference, GIT_REPOSITORY, cluster_args)?;
+            let (object, origin) = flux_object(reference, GIT_REPOSITORY, &sources)?;
             GitRepository::of(&object, &origin)?
         }
         None => GitRepository::default(),
     };
     if kustomizations.len() > 1 {
-        return check_kustomizations(&args, kustomizations, &repository, started);
+        return check_kustomizations(&args, kustomizations, &repository, &sources, started);
     }
     let kustomization = kustomizations.pop();
     // A folder is built as the Kustomization builds its spec.path; files and standard input
     // (`flux build kustomization` piped in) are what it applies already.
     let variables = match &kustomization {
-        Some((object, spec, _)) => substitution(object, spec, &args.evaluation.cluster)?,
+        Some((object, spec, _)) => substitution(object, spec, &sources)?,
         None => Default::default(),
     };
     let built = |paths: &[PathBuf]| match (&kustomization, paths) {
@@ -376,16 +414,5 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         applier,
         &mut observe,
     )?;
-    eprintln!(
-        "judged {} manifests in {:.1} s{}",
-        report.steps.len(),
-        started.elapsed().as_secs_f64(),
-        output::peak_memory()
-    );
-    match args.output {
-        CheckOutput::Text => emit(&report.text())?,
-        CheckOutput::Json => emit(&json(&report.json(&identity))?)?,
-        CheckOutput::Junit => emit(&report.junit())?,
-    }
-    Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
+    finish(&args, &report, &identity, started)
 }
