@@ -11,7 +11,7 @@ TOOLS := cargo test $(CARGO_FLAGS) --no-run -q -p cozystack-e2e -p cozystack-pol
 E2E := $(TOOLS) && target/debug/cozystack-e2e
 POLICY_CLI := $(TOOLS) && target/debug/cozystack-policy
 
-.PHONY: all hack-test cli install binaryen bench fuzz simulate simulate-ci js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -202,6 +202,12 @@ simulate-ci: annotated-policy.wasm $(addprefix release-,$(RELEASE_VARIANTS))
 	  $(POLICY_CLI) simulate --dump target/releases/$$release/cluster.yaml \
 	    --settings target/releases/$$release/settings.yaml --seed 21 --runs 4 --steps 200 || exit 1; \
 	done
+
+# The simulator's mutation score (docs/simulator.md#mutation-score): each defect of
+# hack/mutants.txt planted alone in the module, `simulate-ci`'s runs and the scenarios against it.
+# A maintainer's target, not CI's: about half an hour.
+mutants: annotated-policy.wasm
+	python3 hack/mutants.py
 
 test: fmt lint hack-test unit e2e simulate-ci registry-test js-test
 

@@ -26,7 +26,6 @@ use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on}
 use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
 use cozystack_resolver::model::builtin;
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
-use cozystack_resolver::settings::TenantModules;
 use cozystack_resolver::tenant::{self, ANCESTOR_PREFIX, AncestorLabels, ROOT};
 use serde_json::{Map, Value, json};
 
@@ -260,16 +259,24 @@ fn parent_value(cluster: &State, parent: &str, key: &str) -> String {
 /// switches (values key → kind, `tenantModules`) and the ancestor labels it writes.
 #[derive(Clone)]
 pub struct TenantChart {
-    pub modules: TenantModules,
+    /// Switch key and kind of each module the release's chart renders.
+    pub modules: Vec<(String, String)>,
     pub ancestors: AncestorLabels,
 }
 
 impl TenantChart {
-    /// The chart of the release the settings name (main's when they name none).
+    /// The chart of the release the settings name (main's when they name none): a module of a
+    /// kind the release serves no definition of is not in its chart (ComputePlane before main).
     pub fn of(settings: &cozystack_resolver::Settings) -> TenantChart {
+        let release = settings.judged();
         TenantChart {
-            ancestors: settings.judged().chart_writes(),
-            modules: settings.tenant_modules.clone(),
+            ancestors: release.chart_writes(),
+            modules: settings
+                .tenant_modules
+                .iter()
+                .filter(|(_, kind)| release.serves(kind))
+                .map(|(key, kind)| (key.to_owned(), kind.to_owned()))
+                .collect(),
         }
     }
 }
@@ -289,7 +296,7 @@ pub fn render_tenant(cluster: &mut State, release: &Value, chart: &TenantChart) 
     let switches = chart
         .modules
         .iter()
-        .map(|(key, kind)| (key, kind, switched_on(values, key)))
+        .map(|(key, kind)| (key.as_str(), kind.as_str(), switched_on(values, key)))
         .chain([("info", "Info", true)]);
     for (key, kind, on) in switches {
         let ours = |hr: &Value| {

@@ -130,7 +130,25 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
             .join(", "),
         tally.rejected
     );
-    println!("rules in messages: {}", list(&tally.rules));
+    println!(
+        "rules in messages: {}",
+        cozystack_resolver::rules::RULES
+            .iter()
+            .filter_map(|row| tally
+                .rules
+                .get(row.name)
+                .map(|n| format!("{} {n}", row.name)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "user requests the rules admit: {}, every one admitted",
+        tally.admissible
+    );
+    let never = simulate::never_fired(&tally);
+    if !never.is_empty() {
+        println!("rules that never fired: {}", never.join(", "));
+    }
     println!("largest state: {} objects", tally.largest);
     Ok(ExitCode::SUCCESS)
 }

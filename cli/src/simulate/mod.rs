@@ -6,6 +6,7 @@
 //! sequence that still shows it and written out as an e2e scenario.
 
 pub mod oracle;
+pub mod statement;
 pub mod world;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use oracle::Facts;
+use statement::Role;
 use world::{Action, Actor, Judged, World, Writer, manifest};
 
 /// Kinds an actor creates, module kinds among them (the policy decides who may).
@@ -35,6 +37,9 @@ const KINDS: &[&str] = &[
     "Ingress",
     "SeaweedFS",
     "Info",
+    "ComputePlane",
+    "Gateway",
+    "BootBox",
 ];
 /// The catalog kinds, each released under its own prefix: what a GitOps repository applies.
 const CATALOG: &[&str] = &["Postgres", "Redis", "Bucket", "Kubernetes", "Harbor"];
@@ -51,8 +56,22 @@ const NAMES: &[&str] = &[
     "dev",
     "monitoring-system",
     "bootbox",
+    "computeplane",
+    "gateway",
+    "seaweedfs-db",
+    "computeplane-cluster",
 ];
-const TENANT_NAMES: &[&str] = &["a", "b", "dev", "qa"];
+/// Tenant names: `super` binds, below tenant-root, its parent's super-admin group.
+const TENANT_NAMES: &[&str] = &["a", "b", "dev", "qa", "super"];
+/// The Tenant chart's switches (`packages/apps/tenant/values.yaml`).
+const SWITCHES: &[&str] = &[
+    "monitoring",
+    "etcd",
+    "ingress",
+    "seaweedfs",
+    "gateway",
+    "computeplane",
+];
 /// The deepest tenant the simulator makes (tenant-root is depth 0).
 const DEPTH: usize = 3;
 
@@ -64,14 +83,17 @@ pub struct Violation {
     /// The request that should have been answered otherwise, and how.
     pub request: Value,
     pub expect_allowed: bool,
+    /// The row of `RULES` at stake: the one the module cited refusing the request, or the one
+    /// that should have refused it.
+    pub rule: Option<&'static str>,
     /// The cluster that request was judged on.
     pub cluster: ClusterObjects,
 }
 
 impl Violation {
     /// Whether `other` is this break and not another one found on the way: the same
-    /// guarantee, on the same write (operation, kind, namespace and name of its request),
-    /// answered wrongly the same way. A shrunk sequence that breaks the guarantee elsewhere, or
+    /// guarantee and rule, on the same write (operation, kind, namespace and name of its
+    /// request), answered wrongly the same way. A shrunk sequence that breaks the guarantee elsewhere, or
     /// with no request to show, is a different counterexample.
     pub fn same_cause(&self, other: &Violation) -> bool {
         let write = |v: &Violation| {
@@ -85,6 +107,7 @@ impl Violation {
         };
         self.invariant == other.invariant
             && self.expect_allowed == other.expect_allowed
+            && self.rule == other.rule
             && write(self) == write(other)
             && (self.request.is_null() || !other.request.is_null())
     }
@@ -96,14 +119,19 @@ pub struct Tally {
     pub steps: usize,
     pub actions: BTreeMap<String, usize>,
     pub verdicts: BTreeMap<&'static str, usize>,
-    pub rules: BTreeMap<String, usize>,
+    /// Refusals and warnings per row of `RULES`, by the row's name.
+    pub rules: BTreeMap<&'static str, usize>,
     pub rejected: usize,
     pub largest: usize,
+    /// User requests the rules' statement says must be admitted (each one was).
+    pub admissible: usize,
 }
 
 impl Tally {
-    fn count(&mut self, action: &Action, writes: &[Judged], rejected: bool, size: usize) {
+    fn count(&mut self, action: &Action, stepped: &Stepped, size: usize) {
+        let (writes, rejected) = (&stepped.writes, stepped.rejected);
         self.steps += 1;
+        self.admissible += stepped.admissible;
         *self.actions.entry(action.label()).or_default() += 1;
         self.rejected += usize::from(rejected);
         self.largest = self.largest.max(size);
@@ -125,27 +153,58 @@ impl Tally {
     }
 }
 
-/// The rules messages cite in their closing parenthesis (`(cardinality tenant/1)`,
-/// `(protection.deletion: protect)`, `(tenantModules.etcd)`).
-const RULES: &[&str] = &[
-    "visibility",
-    "cardinality",
-    "protection",
-    "capability",
-    "tenantModules",
+/// What each row of `RULES` says in its messages, by the row's name: the rule a refusal or a
+/// warning came from. A message that tells a module's switch ends with the rule that refused it.
+const CITED: &[(&str, &str)] = &[
+    (
+        "releases",
+        "app HelmReleases are written only by the Cozystack platform",
+    ),
+    ("root_tenant", "is the root tenant"),
+    ("groups", "members given one would hold the other"),
+    (
+        "visibility",
+        "is a tenant module: only tenant administrators",
+    ),
+    ("visibility", "is a hidden kind"),
+    ("edit", "(protection.edit: adminOnly)"),
+    ("slots", "(cardinality.slots)"),
+    ("cardinality", "(cardinality "),
+    ("names", "takes the name under which"),
+    ("adoption", "is taken by"),
+    ("adoption", "helm-controller will adopt it"),
+    ("protection", "is protected while it provides"),
+    ("rendered", "which would create it again"),
+    ("capability", "the app will wait (awaiting-"),
+    ("capability", "runs no live"),
+    ("namespace", "are managed by the Cozystack platform"),
+    ("namespace", "a provider label may only point up"),
+    ("namespace", "outside the tenant tree"),
+    ("namespace", "does not resolve"),
+    ("namespace", "tenant ancestor labels disagree"),
 ];
 
-/// The rule a message cites; the rendered-name refusal cites none and is named for it.
-fn rule_of(message: &str) -> Option<String> {
-    if message.contains("takes the name under which") {
-        return Some("rendered names".to_owned());
-    }
-    let open = message.rfind('(')?;
-    let inner = &message[open + 1..];
-    RULES
+/// The row of `RULES` a message comes from, by its name.
+fn rule_of(message: &str) -> Option<&'static str> {
+    CITED
         .iter()
-        .find(|rule| inner.starts_with(**rule))
-        .map(|rule| (*rule).to_owned())
+        .filter_map(|(rule, says)| message.rfind(says).map(|at| (at, *rule)))
+        .max_by_key(|(at, _)| *at)
+        .map(|(_, rule)| rule)
+}
+
+/// The row of `RULES` a response's refusal came from.
+fn cited_by(response: &Value) -> Option<&'static str> {
+    response["message"].as_str().and_then(rule_of)
+}
+
+/// The rows of `RULES` no message of `tally` came from.
+pub fn never_fired(tally: &Tally) -> Vec<&'static str> {
+    cozystack_resolver::rules::RULES
+        .iter()
+        .map(|row| row.name)
+        .filter(|name| !tally.rules.contains_key(name))
+        .collect()
 }
 
 /// A run's inputs.
@@ -164,11 +223,16 @@ impl Run<'_> {
             self.chart.clone(),
             self.cluster.clone(),
         );
-        let facts = Facts::of(&world.settled());
+        let compute_plane =
+            statement::renders_compute_plane(self.settings["cozystackRelease"].as_str());
+        let facts = Facts::of(&world.settled(), compute_plane);
         Player {
             world,
             facts,
+            compute_plane,
             steps: 0,
+            admissible: 0,
+            leftovers: false,
         }
     }
 
@@ -187,7 +251,7 @@ impl Run<'_> {
             let action = draw(&mut rng, player.world.state.cluster());
             let stepped = player.step(&action)?;
             let size = player.world.state.cluster().len();
-            tally.count(&action, &stepped.writes, stepped.rejected, size);
+            tally.count(&action, &stepped, size);
             played.push(action);
             tick();
             if let Some(violation) = stepped.violation {
@@ -255,6 +319,8 @@ impl Run<'_> {
 /// What one step came to.
 struct Stepped {
     violation: Option<Violation>,
+    /// User requests the rules admit.
+    admissible: usize,
     writes: Vec<Judged>,
     rejected: bool,
 }
@@ -265,9 +331,21 @@ struct Player<'p> {
     /// Read from the cluster as helm-controller's next reconcile of every Tenant leaves it:
     /// what a reconcile would bring back anyway is not a step's doing.
     facts: Facts,
+    /// Whether the release judged renders ComputePlane ([`statement::renders_compute_plane`]).
+    compute_plane: bool,
     /// Steps played, for the ones `check` replays.
     steps: usize,
+    /// User requests of the step the rules admit.
+    admissible: usize,
+    /// Whether a release from before the policy was put: the platform may meet it.
+    leftovers: bool,
 }
+
+/// The promise a platform write admitted only as a platform writer's breaks.
+const WAIVED_INVARIANT: &str = "platform: no write a stock component makes is refused, or waived";
+
+/// What a warning says of a platform writer's refusal the deployment waives.
+const WAIVED: &str = " is a platform writer and platformWriters is warn";
 
 /// Every how many steps `check` replays the step's own request.
 const CHECKED: usize = 4;
@@ -286,6 +364,7 @@ impl Player<'_> {
         }
         Ok(Stepped {
             violation,
+            admissible: std::mem::take(&mut self.admissible),
             writes: played.writes,
             rejected: played.rejected,
         })
@@ -354,8 +433,56 @@ impl Player<'_> {
             ),
             request: request.clone(),
             expect_allowed: user.allowed(),
+            rule: cited_by(&user.response),
             cluster: before.clone(),
         }))
+    }
+
+    /// The first user request answered otherwise than the rules' statement says.
+    fn asked(&mut self, action: &Action, played: &world::Played) -> Option<Violation> {
+        let before = played.before.as_ref()?;
+        let mut facts = None;
+        let mut users: Vec<&Judged> = played
+            .writes
+            .iter()
+            .filter(|j| j.writer == Writer::User)
+            .collect();
+        for ask in action.asks() {
+            // An ask the API server stopped before admission sent nothing.
+            let Some(at) = users.iter().position(|j| ask.sent(&j.request)) else {
+                continue;
+            };
+            let judged = users.remove(at);
+            let facts = facts.get_or_insert_with(|| Facts::of(before, self.compute_plane));
+            let admits = facts.admits(&ask);
+            self.admissible += usize::from(admits);
+            let broken = match judged.allowed() {
+                true => facts.refuses(&ask),
+                false if admits => Some(oracle::Broken::TooStrict {
+                    cited: cited_by(&judged.response).unwrap_or("no rule").to_owned(),
+                    what: format!(
+                        "{}: {}",
+                        ask.describe(),
+                        judged.response["message"].as_str().unwrap_or_default()
+                    ),
+                }),
+                false => None,
+            };
+            if let Some(broken) = broken {
+                return Some(Violation {
+                    invariant: broken.invariant().to_owned(),
+                    what: format!("{}: {}", action.describe(), broken.describe()),
+                    request: judged.request.clone(),
+                    expect_allowed: !judged.allowed(),
+                    rule: match judged.allowed() {
+                        true => broken.rule(),
+                        false => cited_by(&judged.response),
+                    },
+                    cluster: before.clone(),
+                });
+            }
+        }
+        None
     }
 
     fn judge(
@@ -381,21 +508,59 @@ impl Player<'_> {
                 ),
                 request: refused.request.clone(),
                 expect_allowed: true,
+                rule: cited_by(&refused.response),
                 cluster: played
                     .refused_on
                     .clone()
                     .unwrap_or_else(|| self.world.state.cluster().clone()),
             }));
         }
+        // Nor is one waived as a platform writer's: on a cluster with no release from before
+        // the policy, the rules have nothing to say to the platform's own writes.
+        if !self.leftovers
+            && let Some(warned) = writes.iter().find(|j| {
+                j.writer == Writer::Platform
+                    && cozystack_policy_runtime::policy::warnings_of(&j.response)
+                        .iter()
+                        .any(|w| w.contains(WAIVED))
+            })
+        {
+            let warnings = cozystack_policy_runtime::policy::warnings_of(&warned.response);
+            return Ok(Some(Violation {
+                invariant: WAIVED_INVARIANT.into(),
+                what: format!(
+                    "{}: {} {} {} admitted only as a platform writer's: {}",
+                    action.describe(),
+                    warned.request["operation"].as_str().unwrap_or_default(),
+                    warned.request["kind"]["kind"].as_str().unwrap_or_default(),
+                    reference(&warned.request),
+                    warnings.join("; ")
+                ),
+                request: warned.request.clone(),
+                expect_allowed: true,
+                rule: warnings.iter().find_map(|w| rule_of(w)),
+                cluster: played
+                    .before
+                    .clone()
+                    .unwrap_or_else(|| self.world.state.cluster().clone()),
+            }));
+        }
+        self.leftovers |= matches!(action, Action::Leftover { .. });
+        // Each user request against the rules' statement, on the state it was judged on: one
+        // they refuse whatever the state, admitted; one they admit, refused.
+        if let Some(violation) = self.asked(action, played) {
+            return Ok(Some(violation));
+        }
         let changed = matches!(action, Action::Leftover { .. } | Action::Reconcile { .. })
             || writes.iter().any(Judged::allowed);
         if !changed {
             return Ok(None);
         }
-        let after = Facts::of(&self.world.settled());
+        let after = Facts::of(&self.world.settled(), self.compute_plane);
         let before = std::mem::replace(&mut self.facts, after);
         let Some(user) = writes
             .iter()
+            .rev()
             .find(|j| j.writer == Writer::User && j.allowed())
         else {
             return Ok(None);
@@ -404,7 +569,7 @@ impl Player<'_> {
         // warn`) is admitted by design, its breakage said in the warning.
         if cozystack_policy_runtime::policy::warnings_of(&user.response)
             .iter()
-            .any(|w| w.contains(" is a platform writer and platformWriters is warn"))
+            .any(|w| w.contains(WAIVED))
         {
             return Ok(None);
         }
@@ -412,7 +577,10 @@ impl Player<'_> {
         // it left, is accepted too.
         if let Some(release) = &played.release {
             let replayed = self.world.replay(release)?;
-            if replayed["accepted"] != true {
+            let before = played.before.as_ref();
+            if replayed["accepted"] != true
+                && !before.map_or(Ok(false), |b| self.world.refused_before(b, release))?
+            {
                 return Ok(Some(Violation {
                     invariant: "one answer: the audit replay accepts what admission admitted"
                         .into(),
@@ -423,6 +591,8 @@ impl Player<'_> {
                     ),
                     request: user.request.clone(),
                     expect_allowed: false,
+                    // Refused by any rule: the replay's may be a later row's.
+                    rule: None,
                     cluster: played.before.clone().unwrap_or_default(),
                 }));
             }
@@ -435,6 +605,7 @@ impl Player<'_> {
                 what: format!("{}: {}", action.describe(), broken.describe()),
                 request: user.request.clone(),
                 expect_allowed: false,
+                rule: broken.rule(),
                 cluster: played.before.clone().unwrap_or_default(),
             }))
     }
@@ -498,14 +669,99 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
             tenants.push((ns.clone(), name.clone()));
         }
     }
-    let admin = |rng: &mut Pcg64, ns: &str| match rng.random_range(0..10) {
-        0 | 1 => Actor::TenantAccount(ns.to_owned()),
-        2 => Actor::SuperAdmin(ns.to_owned()),
-        _ => Actor::Admin(ns.to_owned()),
+    // Someone holding a role in the namespace acted in, mostly its administrators; now and
+    // then one of an ancestor's, or of another tenant's.
+    let actor = |rng: &mut Pcg64, ns: &str| {
+        let role = match rng.random_range(0..20) {
+            0..=2 => Role::Account,
+            3 | 4 => Role::SuperAdmin,
+            5..=7 => Role::Use,
+            8 => Role::View,
+            _ => Role::Admin,
+        };
+        let chain = statement::chain(ns);
+        let of = match rng.random_range(0..10) {
+            0 | 1 => pick(rng, &chain).cloned(),
+            2 => pick(rng, &namespaces).cloned(),
+            _ => None,
+        };
+        Actor::new(role, &of.unwrap_or_else(|| ns.to_owned()))
+    };
+    let admin = |rng: &mut Pcg64, ns: &str| {
+        let role = match rng.random_range(0..10) {
+            0 | 1 => Role::Account,
+            2 => Role::SuperAdmin,
+            _ => Role::Admin,
+        };
+        Actor::new(role, ns)
     };
     let root = "tenant-root".to_owned();
     let namespace = pick(rng, &namespaces).cloned().unwrap_or(root);
-    match rng.random_range(0..22) {
+    let create = |rng: &mut Pcg64, namespace: &str| {
+        let kind = pick(rng, KINDS).copied().unwrap_or("Postgres");
+        let name = pick(rng, NAMES).copied().unwrap_or("db");
+        Action::Create {
+            by: actor(rng, namespace),
+            kind: kind.into(),
+            namespace: namespace.to_owned(),
+            name: name.into(),
+            spec: json!({}),
+        }
+    };
+    match rng.random_range(0..29) {
+        // Someone in tenant-root tries to delete the root Tenant.
+        28 => Action::Delete {
+            by: actor(rng, "tenant-root"),
+            kind: "Tenant".into(),
+            namespace: "tenant-root".into(),
+            name: "root".into(),
+        },
+        // A user changes an app's values.
+        22 | 23 if !apps.is_empty() => {
+            let (ns, kind, name) = pick(rng, &apps).cloned().unwrap_or_default();
+            if kind == "Tenant" {
+                return create(rng, &ns);
+            }
+            Action::Edit {
+                by: actor(rng, &ns),
+                kind,
+                namespace: ns,
+                name,
+                key: "replicas".into(),
+                value: json!(rng.random_range(1..4)),
+            }
+        }
+        // A user writes an app's HelmRelease directly.
+        24 => match pick(rng, &apps).cloned() {
+            Some((ns, kind, name)) if rng.random_range(0..2) == 0 => Action::Release {
+                by: actor(rng, &ns),
+                kind,
+                namespace: ns,
+                name,
+                delete: true,
+            },
+            _ => Action::Release {
+                by: actor(rng, &namespace),
+                kind: pick(rng, KINDS).copied().unwrap_or("Postgres").into(),
+                namespace: namespace.clone(),
+                name: pick(rng, NAMES).copied().unwrap_or("db").into(),
+                delete: false,
+            },
+        },
+        // Two creates of one kind in one namespace at once.
+        25 | 26 => {
+            let first = create(rng, &namespace);
+            let mut second = create(rng, &namespace);
+            if let (Action::Create { kind, .. }, Action::Create { kind: other, .. }) =
+                (&first, &mut second)
+            {
+                other.clone_from(kind);
+            }
+            Action::Race {
+                first: Box::new(first),
+                second: Box::new(second),
+            }
+        }
         // A GitOps Kustomization: catalog apps applied where their tenants are, one pruned.
         20 | 21 => {
             let mut applies = Vec::new();
@@ -517,8 +773,7 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
                 let name = pick(rng, &["db", "cache", "www", "dev"])
                     .copied()
                     .unwrap_or("db");
-                let app = json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": kind,
-                    "metadata": {"name": name, "namespace": namespace}, "spec": {}});
+                let app = world::app_object(kind, &namespace, name, &json!({}));
                 // kustomize refuses an object twice in one build.
                 if !applies.contains(&app) {
                     applies.push(app);
@@ -534,23 +789,13 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
                 .collect();
             Action::Flux { applies, prunes }
         }
-        0..=6 => {
-            let kind = pick(rng, KINDS).copied().unwrap_or("Postgres");
-            let name = pick(rng, NAMES).copied().unwrap_or("db");
-            Action::Create {
-                by: admin(rng, &namespace),
-                kind: kind.into(),
-                namespace,
-                name: name.into(),
-                spec: json!({}),
-            }
-        }
+        0..=6 => create(rng, &namespace),
         7..=9 if depth(&namespace) < DEPTH => {
             let name = pick(rng, TENANT_NAMES).copied().unwrap_or("a");
             let mut spec = serde_json::Map::new();
-            for key in ["monitoring", "etcd", "ingress", "seaweedfs"] {
-                if rng.random_range(0..3) == 0 {
-                    spec.insert(key.into(), json!(true));
+            for key in SWITCHES {
+                if rng.random_range(0..4) == 0 {
+                    spec.insert((*key).into(), json!(true));
                 }
             }
             Action::Create {
@@ -563,9 +808,7 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
         }
         10..=14 if !tenants.is_empty() => {
             let (ns, name) = pick(rng, &tenants).cloned().unwrap_or_default();
-            let key = pick(rng, &["monitoring", "etcd", "ingress", "seaweedfs"])
-                .copied()
-                .unwrap_or("etcd");
+            let key = pick(rng, SWITCHES).copied().unwrap_or("etcd");
             Action::Switch {
                 by: admin(rng, &ns),
                 namespace: ns,
@@ -590,7 +833,7 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
         // Any app, the root Tenant too: its administrators may try; the root Tenant must stay.
         _ => match pick(rng, &apps).cloned() {
             Some((ns, kind, name)) => Action::Delete {
-                by: admin(rng, &ns),
+                by: actor(rng, &ns),
                 kind,
                 namespace: ns,
                 name,
@@ -665,10 +908,14 @@ pub fn scenario(
         settings: run.settings.clone(),
         admission_request: violation.request.clone(),
         expect: match violation.expect_allowed {
+            // Admitted with no waiver's warning.
+            true if violation.invariant == WAIVED_INVARIANT => {
+                json!({"allowed": true, "warnings": []})
+            }
             true => json!({"allowed": true}),
             // The rule the denial must cite, as its messages do.
             false => {
-                json!({"allowed": false, "code": 403, "messageMatches": cited(&violation.invariant)})
+                json!({"allowed": false, "code": 403, "messageMatches": cited(violation.rule)})
             }
         },
     };
@@ -678,14 +925,29 @@ pub fn scenario(
     })
 }
 
-/// What a denial for `invariant` says, as a pattern: the rule its messages cite.
-fn cited(invariant: &str) -> &'static str {
-    match invariant.split(':').next().unwrap_or_default() {
-        "cardinality" => r"\(cardinality",
-        "protection" => r"\(protection",
-        "rendered names" => "takes the name under which",
-        _ => ".+",
-    }
+/// What a denial of a request `rule` should have refused says, as a pattern: that rule's
+/// message, or one of a row before it in `RULES` (a blocker the writer must clear first); with
+/// no rule named, any row's.
+fn cited(rule: Option<&str>) -> String {
+    let rows = cozystack_resolver::rules::RULES;
+    let last = rule
+        .and_then(|rule| rows.iter().position(|row| row.name == rule))
+        .unwrap_or(rows.len() - 1);
+    let escape = |text: &str| {
+        text.chars().fold(String::new(), |mut out, c| {
+            if r"\.+*?()|[]{}^$".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+            out
+        })
+    };
+    CITED
+        .iter()
+        .filter(|(name, _)| rows[..=last].iter().any(|row| row.name == *name))
+        .map(|(_, says)| escape(says))
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 /// How long a budget of seconds is.
@@ -709,8 +971,46 @@ mod tests {
             what: String::new(),
             request,
             expect_allowed,
+            rule: Some("cardinality"),
             cluster: ClusterObjects::default(),
         }
+    }
+
+    #[test]
+    fn every_row_of_the_table_is_told_by_its_messages() {
+        let rows: Vec<&str> = cozystack_resolver::rules::RULES
+            .iter()
+            .map(|row| row.name)
+            .collect();
+        for (rule, _) in CITED {
+            assert!(rows.contains(rule), "{rule} is no row of RULES");
+        }
+        for row in &rows {
+            assert!(
+                CITED.iter().any(|(rule, _)| rule == row),
+                "{row} is never told"
+            );
+        }
+        // A switch's message ends with the rule that refused the module it renders.
+        assert_eq!(
+            rule_of(
+                "Tenant tenant-root/ktj: turning monitoring off removes Monitoring tenant-ktj/monitoring: Monitoring tenant-ktj/monitoring is protected while it provides monitoring to consumers: tenant-ktj/db (Postgres); delete or move those consumers first (protection.deletion: protect)"
+            ),
+            Some("protection")
+        );
+        assert_eq!(
+            rule_of(
+                "ExternalDNS tenant-a/monitoring: its release tenant-a/monitoring takes the name under which Tenant tenant-root/a renders its Monitoring module (tenantModules.monitoring), and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into the Monitoring module; choose another name"
+            ),
+            Some("names")
+        );
+        assert_eq!(
+            rule_of(
+                "Monitoring tenant-acme/metrics: Monitoring is held to at most 1 per tenant by its name: create it as tenant-acme/monitoring (cardinality.slots)"
+            ),
+            Some("slots")
+        );
+        assert_eq!(rule_of("nothing a rule says"), None);
     }
 
     #[test]
@@ -725,6 +1025,10 @@ mod tests {
             violation("protection", write("second"), false),
             violation("cardinality", write("third"), false),
             violation("cardinality", write("second"), true),
+            Violation {
+                rule: Some("slots"),
+                ..violation("cardinality", write("second"), false)
+            },
             // No request to show: never a counterexample for one that had one.
             violation("cardinality", Value::Null, false),
         ] {

@@ -1,19 +1,57 @@
-//! What the rules promise, checked on the state itself, apart from the module: each guarantee
-//! read off the releases and Namespaces the cluster holds, with the stock rule set as data
-//! (`resolver/stock-rules.yaml`, compiled into the resolver) and the charts' facts (which instances
-//! render). A violation the state did not have before an admitted step is the module's.
+//! What the rules promise, checked apart from the module: each guarantee read off the
+//! releases and Namespaces the cluster holds, or off the request and the state it was judged on,
+//! with the rules as [`statement`] states them (never the resolver's tables). An admitted
+//! request the statement refuses, a refused one it admits, and a guarantee the state did not
+//! break before an admitted step are the module's.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
-use cozystack_resolver::model::builtin::{self, KINDS};
-use cozystack_resolver::model::kinds::Scope;
 use serde_json::Value;
 
+use super::statement::{self, Per, Visible};
+use super::world::{Ask, Op};
 use crate::writes::RELEASE_API;
 
 const KIND_LABEL: &str = "apps.cozystack.io/application.kind";
 const ROOT: &str = "tenant-root";
+
+/// A rule that refuses a request by who sends it or what it names, whatever the state holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Refuses {
+    /// App HelmReleases are written by the platform only.
+    Releases,
+    /// `module` kinds by tenant administrators only, `hidden` ones by the platform only.
+    Visibility,
+    /// `adminOnly` kinds are created, changed and deleted by the platform only.
+    Edit,
+    /// No Tenant binds a group one of its ancestors binds.
+    Groups,
+    /// No app takes a release name Cozystack renders for another kind.
+    Names,
+    /// The root Tenant is not deleted.
+    RootTenant,
+    /// No switch is turned on over a name another kind holds (helm-controller would adopt it).
+    Adoption,
+    /// A protected module its Tenant's switch renders is turned off, not deleted.
+    Rendered,
+}
+
+impl Refuses {
+    /// The name the rule's row carries in `RULES`.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Refuses::Releases => "releases",
+            Refuses::Visibility => "visibility",
+            Refuses::Edit => "edit",
+            Refuses::Groups => "groups",
+            Refuses::Names => "names",
+            Refuses::RootTenant => "root_tenant",
+            Refuses::Adoption => "adoption",
+            Refuses::Rendered => "rendered",
+        }
+    }
+}
 
 /// A guarantee that does not hold, naming what breaks it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -24,14 +62,22 @@ pub enum Broken {
         scope: String,
         instances: Vec<String>,
     },
-    /// A name a chart renders held by an app of another kind.
+    /// A name Cozystack renders held by an app of another kind.
     RenderedName { release: String, holder: String },
-    /// A consumer that was served loses its provider.
-    Stranded { consumer: String, class: String },
+    /// A consumer that still exists lost the provider it had (gone, or moved off it).
+    Stranded {
+        consumer: String,
+        class: String,
+        provider: String,
+    },
     /// The root Tenant's release, which every tenant hangs from, is gone or being deleted
     /// (`packages/system/cozystack-basics/templates/tenant-root.yaml` makes it once; nothing
     /// makes it again).
     RootTenant,
+    /// An admitted request the rules refuse, whatever the state.
+    Admitted { rule: Refuses, what: String },
+    /// A refused request the rules admit, with the rule the module cited.
+    TooStrict { cited: String, what: String },
 }
 
 impl Broken {
@@ -39,13 +85,46 @@ impl Broken {
     pub fn invariant(&self) -> &'static str {
         match self {
             Broken::Cardinality { .. } => "cardinality: instances that render stay within max",
-            Broken::RenderedName { .. } => {
-                "rendered names: no name a chart renders is held by another kind"
-            }
-            Broken::Stranded { .. } => {
-                "protection: no consumer left without the provider it resolved to"
-            }
-            Broken::RootTenant => "root tenant: tenant-root/tenant-root is never deleted",
+            Broken::RenderedName { .. }
+            | Broken::Admitted {
+                rule: Refuses::Names,
+                ..
+            } => "rendered names: no name Cozystack renders is taken by another kind",
+            Broken::Stranded { .. } => "protection: no consumer loses the provider it had",
+            Broken::RootTenant
+            | Broken::Admitted {
+                rule: Refuses::RootTenant,
+                ..
+            } => "root tenant: tenant-root/tenant-root is never deleted",
+            Broken::Admitted { rule, .. } => match rule {
+                Refuses::Releases => "releases: only the platform writes app HelmReleases",
+                Refuses::Visibility => {
+                    "visibility: module kinds by tenant administrators, hidden ones by the platform"
+                }
+                Refuses::Edit => "edit: only the platform writes an adminOnly kind",
+                Refuses::Adoption => {
+                    "adoption: no switch renders its module over another kind's release"
+                }
+                Refuses::Rendered => {
+                    "rendered: a module its Tenant's switch renders is not deleted by a user"
+                }
+                _ => "groups: no Tenant binds a group of its ancestors",
+            },
+            Broken::TooStrict { .. } => "never too strict: a request the rules admit is admitted",
+        }
+    }
+
+    /// The last row of `RULES` that keeps it, by its name (a refusal may come from it or a row
+    /// before it).
+    pub fn rule(&self) -> Option<&'static str> {
+        match self {
+            // The count, or the slot the count leaves room for.
+            Broken::Cardinality { .. } => Some("slots"),
+            Broken::RenderedName { .. } => Some("names"),
+            Broken::Stranded { .. } => Some("protection"),
+            Broken::RootTenant => Some("root_tenant"),
+            Broken::Admitted { rule, .. } => Some(rule.rule()),
+            Broken::TooStrict { .. } => None,
         }
     }
 
@@ -63,14 +142,27 @@ impl Broken {
                 )
             }
             Broken::RenderedName { release, holder } => {
-                format!("{release} is rendered by a chart but held by {holder}")
+                format!("{release} is rendered by Cozystack but held by {holder}")
             }
-            Broken::Stranded { consumer, class } => {
-                format!("{consumer} consumed {class} from a live provider and no longer does")
+            Broken::Stranded {
+                consumer,
+                class,
+                provider,
+            } => {
+                format!("{consumer} consumed {class} from {provider}, which no longer provides it")
             }
             Broken::RootTenant => {
                 "the root Tenant's release tenant-root/tenant-root is gone or terminating"
                     .to_owned()
+            }
+            Broken::Admitted { rule, what } => {
+                format!(
+                    "admitted, though the {} rule refuses it: {what}",
+                    rule.rule()
+                )
+            }
+            Broken::TooStrict { cited, what } => {
+                format!("refused citing {cited}, though the rules admit it: {what}")
             }
         }
     }
@@ -84,18 +176,34 @@ struct App {
     terminating: bool,
 }
 
+impl App {
+    fn id(&self) -> String {
+        format!("{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
 /// The facts the guarantees are read from.
 pub struct Facts {
     apps: Vec<App>,
     /// Each Namespace's labels.
     namespaces: HashMap<String, serde_json::Map<String, Value>>,
+    /// Whether the release judged renders ComputePlane.
+    compute_plane: bool,
+    /// Each tenant namespace's switches that its Tenant's values turn on.
+    switches: HashMap<String, Vec<String>>,
 }
 
 impl Facts {
-    pub fn of(cluster: &ClusterObjects) -> Facts {
+    pub fn of(cluster: &ClusterObjects, compute_plane: bool) -> Facts {
         let mut apps = Vec::new();
         let mut namespaces = HashMap::new();
-        for object in cluster.values() {
+        let mut switches = HashMap::new();
+        // Only Namespaces and HelmReleases are read (each stored object is parsed to read it).
+        let read = cluster.keys().enumerate().filter(|(_, (api, kind, _, _))| {
+            (api == "v1" && kind == "Namespace") || (api == RELEASE_API && kind == "HelmRelease")
+        });
+        let at: Vec<usize> = read.map(|(at, _)| at).collect();
+        for object in at.into_iter().filter_map(|at| cluster.value(at)) {
             let meta = &object["metadata"];
             let name = meta["name"].as_str().unwrap_or_default().to_owned();
             match (object["apiVersion"].as_str(), object["kind"].as_str()) {
@@ -107,6 +215,23 @@ impl Facts {
                 }
                 (Some(RELEASE_API), Some("HelmRelease")) => {
                     if let Some(kind) = meta["labels"][KIND_LABEL].as_str() {
+                        if kind == "Tenant" {
+                            let parent = meta["namespace"].as_str().unwrap_or_default();
+                            // The root Tenant's release renders the namespace it lives in.
+                            let child = match name.strip_prefix("tenant-") {
+                                Some("root") => ROOT.to_owned(),
+                                Some(tenant) => statement::child_namespace(parent, tenant),
+                                None => String::new(),
+                            };
+                            let values = &object["spec"]["values"];
+                            let on = statement::KINDS
+                                .iter()
+                                .filter_map(|k| k.slot.map(|(slot, _)| slot))
+                                .filter(|key| statement::truthy(values.get(*key)))
+                                .map(str::to_owned)
+                                .collect();
+                            switches.insert(child, on);
+                        }
                         apps.push(App {
                             namespace: meta["namespace"].as_str().unwrap_or_default().to_owned(),
                             name,
@@ -118,14 +243,29 @@ impl Facts {
                 _ => {}
             }
         }
-        Facts { apps, namespaces }
+        Facts {
+            apps,
+            namespaces,
+            compute_plane,
+            switches,
+        }
     }
 
     /// Whether an app renders: a chart that refuses its name ran nothing.
     fn renders(app: &App) -> bool {
-        let prefix = builtin::release_prefix(&app.kind).unwrap_or_default();
-        let name = app.name.strip_prefix(prefix).unwrap_or(&app.name);
-        !app.terminating && builtin::renders(&app.kind, &app.namespace, name)
+        if app.terminating {
+            return false;
+        }
+        match statement::kind(&app.kind) {
+            Some(kind) => match (kind.slot, kind.runs_off_slot) {
+                (Some((slot, home)), false) => {
+                    app.name == format!("{}{slot}", kind.prefix)
+                        && home.is_none_or(|home| home == app.namespace)
+                }
+                _ => true,
+            },
+            None => true,
+        }
     }
 
     fn is_tenant(&self, namespace: &str) -> bool {
@@ -133,23 +273,23 @@ impl Facts {
             || (namespace.starts_with("tenant-") && self.namespaces.contains_key(namespace))
     }
 
-    /// Every guarantee that does not hold.
+    /// Every guarantee of the state that does not hold.
     pub fn broken(&self) -> BTreeSet<Broken> {
         let mut out = BTreeSet::new();
         // Counts of rendering instances.
-        for row in KINDS {
-            let Some(cardinality) = &row.cardinality else {
+        for row in statement::KINDS {
+            let Some((per, max)) = row.limit else {
                 continue;
             };
-            let mut scopes: HashMap<String, Vec<String>> = HashMap::new();
+            let mut scopes: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for app in self
                 .apps
                 .iter()
                 .filter(|a| a.kind == row.kind && Self::renders(a))
             {
-                let scope = match cardinality.scope {
-                    Scope::Cluster => "the cluster".to_owned(),
-                    _ => app.namespace.clone(),
+                let scope = match per {
+                    Per::Cluster => "the cluster".to_owned(),
+                    Per::Tenant => app.namespace.clone(),
                 };
                 scopes
                     .entry(scope)
@@ -157,7 +297,7 @@ impl Facts {
                     .push(format!("{}/{}", app.namespace, app.name));
             }
             for (scope, mut instances) in scopes {
-                if instances.len() > cardinality.max as usize {
+                if instances.len() > max {
                     instances.sort();
                     out.insert(Broken::Cardinality {
                         kind: row.kind.to_owned(),
@@ -175,52 +315,66 @@ impl Facts {
         if !root {
             out.insert(Broken::RootTenant);
         }
-        // Names the charts render.
+        // Names Cozystack renders.
         for app in &self.apps {
             let tenant = self.is_tenant(&app.namespace);
-            for rendered in builtin::rendered_as(&app.name, &app.namespace, tenant) {
-                if let Some(kind) = rendered.kind
-                    && kind != app.kind
-                {
-                    out.insert(Broken::RenderedName {
-                        release: format!("{}/{}", app.namespace, app.name),
-                        holder: app.kind.clone(),
-                    });
-                }
+            if let Some(kind) =
+                statement::rendered(&app.namespace, &app.name, tenant, self.compute_plane)
+                && kind != Some(app.kind.as_str())
+            {
+                out.insert(Broken::RenderedName {
+                    release: format!("{}/{}", app.namespace, app.name),
+                    holder: app.kind.clone(),
+                });
             }
         }
         out
     }
 
-    /// Each consumer and class it is served, from the provider its namespace resolves it to.
-    pub fn served(&self) -> BTreeSet<(String, String)> {
+    /// The namespace `namespace` resolves `class` to: its legacy provider label, tenant-root
+    /// itself (its values say so, and its Namespace carries none).
+    fn resolves(&self, namespace: &str, class: &str) -> Option<String> {
+        let labels = self.namespaces.get(namespace)?;
+        match labels
+            .get(&format!("namespace.cozystack.io/{class}"))
+            .and_then(Value::as_str)
+        {
+            Some(ns) => Some(ns.to_owned()),
+            None if namespace == ROOT => Some(ROOT.to_owned()),
+            None => None,
+        }
+    }
+
+    /// The live provider of `class` in `namespace`: a rendering instance of a kind that
+    /// provides it, the one on its slot first.
+    fn provider(&self, namespace: &str, class: &str) -> Option<String> {
+        let mut live: Vec<(bool, String)> = self
+            .apps
+            .iter()
+            .filter(|p| p.namespace == namespace && Self::renders(p))
+            .filter_map(|p| {
+                let kind = statement::kind(&p.kind)?;
+                let on_slot = kind.slot.is_some_and(|(slot, _)| slot == p.name);
+                kind.provides.contains(&class).then(|| (!on_slot, p.id()))
+            })
+            .collect();
+        live.sort();
+        live.into_iter().next().map(|(_, id)| id)
+    }
+
+    /// Each consumer, class and the provider instance it is served by.
+    pub fn served(&self) -> BTreeSet<(String, String, String)> {
         let mut out = BTreeSet::new();
         for app in self.apps.iter().filter(|a| !a.terminating) {
-            let Some(row) = KINDS.iter().find(|k| k.kind == app.kind) else {
+            let Some(kind) = statement::kind(&app.kind) else {
                 continue;
             };
-            for class in row.consumes {
-                let label = format!("namespace.cozystack.io/{class}");
-                let provider = match self.namespaces.get(&app.namespace) {
-                    Some(labels) => match labels.get(&label).and_then(Value::as_str) {
-                        Some(ns) => ns.to_owned(),
-                        None if app.namespace == ROOT => ROOT.to_owned(),
-                        None => continue,
-                    },
-                    None => continue,
-                };
-                let live = self.apps.iter().any(|p| {
-                    p.namespace == provider
-                        && Self::renders(p)
-                        && KINDS
-                            .iter()
-                            .any(|k| k.kind == p.kind && k.provides.contains(class))
-                });
-                if live {
-                    out.insert((
-                        format!("{} {}/{}", app.kind, app.namespace, app.name),
-                        (*class).to_owned(),
-                    ));
+            for class in kind.consumes {
+                if let Some(provider) = self
+                    .resolves(&app.namespace, class)
+                    .and_then(|ns| self.provider(&ns, class))
+                {
+                    out.insert((app.id(), (*class).to_owned(), provider));
                 }
             }
         }
@@ -228,14 +382,201 @@ impl Facts {
     }
 
     /// Whether an app still exists (a consumer deleted is not stranded).
-    pub fn holds(&self, consumer: &str) -> bool {
+    fn holds(&self, id: &str) -> bool {
+        self.apps.iter().any(|a| !a.terminating && a.id() == id)
+    }
+
+    /// Whether `provider` still renders and provides `class`.
+    fn provides(&self, provider: &str, class: &str) -> bool {
+        self.apps.iter().any(|p| {
+            p.id() == provider
+                && Self::renders(p)
+                && statement::kind(&p.kind).is_some_and(|k| k.provides.contains(&class))
+        })
+    }
+
+    /// The app `release` of `namespace`.
+    fn app(&self, namespace: &str, release: &str) -> Option<&App> {
         self.apps
             .iter()
-            .any(|a| !a.terminating && format!("{} {}/{}", a.kind, a.namespace, a.name) == consumer)
+            .find(|a| a.namespace == namespace && a.name == release)
+    }
+
+    /// Apps that may consume a class `kind` provides from an instance in `namespace`: a
+    /// consumer of one of its classes in the namespace or below, whose namespace names it or
+    /// is it.
+    fn consumers(&self, namespace: &str, kind: &statement::Kind) -> bool {
+        self.apps.iter().any(|a| {
+            let Some(consumer) = statement::kind(&a.kind) else {
+                return false;
+            };
+            let below = a.namespace == namespace
+                || statement::chain(&a.namespace)
+                    .iter()
+                    .any(|t| t == namespace);
+            below
+                && consumer.consumes.iter().any(|class| {
+                    kind.provides.contains(class)
+                        && (a.namespace == namespace
+                            || self.namespaces.get(&a.namespace).is_some_and(|labels| {
+                                labels.values().any(|v| v.as_str() == Some(namespace))
+                            }))
+                })
+        })
+    }
+
+    /// The rule that refuses `ask` whatever the state, when one does.
+    pub fn refuses(&self, ask: &Ask) -> Option<Broken> {
+        let what = ask.describe();
+        let refused = |rule| {
+            Some(Broken::Admitted {
+                rule,
+                what: what.clone(),
+            })
+        };
+        if ask.direct {
+            return refused(Refuses::Releases);
+        }
+        if ask.kind == "Tenant"
+            && matches!(ask.op, Op::Delete)
+            && ask.namespace == ROOT
+            && ask.name == "root"
+        {
+            return refused(Refuses::RootTenant);
+        }
+        let kind = statement::kind(ask.kind)?;
+        let visible = match kind.visible {
+            Visible::Catalog => true,
+            Visible::Module => ask.by.role.administers(&ask.by.of, ask.namespace),
+            Visible::Hidden => false,
+        };
+        if !visible && !matches!(ask.op, Op::Switch { .. }) {
+            return refused(Refuses::Visibility);
+        }
+        if kind.admin_only && !matches!(ask.op, Op::Switch { .. }) {
+            return refused(Refuses::Edit);
+        }
+        if let Op::Switch { key, on: true } = ask.op
+            && let Some(module) = statement::module(key)
+            && (module.kind != "ComputePlane" || self.compute_plane)
+        {
+            let child = statement::child_namespace(ask.namespace, ask.name);
+            // A switch already on renders nothing new.
+            let was_on = self
+                .switches
+                .get(&child)
+                .is_some_and(|on| on.iter().any(|k| k == key));
+            let over = !was_on
+                && self.apps.iter().any(|a| {
+                    a.namespace == child
+                        && !a.terminating
+                        && ((a.name == key && a.kind != module.kind)
+                            || statement::beside(key, &a.name))
+                });
+            if over {
+                return refused(Refuses::Adoption);
+            }
+        }
+        if let (Op::Delete, Some((slot, None))) = (ask.op, kind.slot)
+            && kind.protected
+            && ask.name == slot
+            && self
+                .switches
+                .get(ask.namespace)
+                .is_some_and(|on| on.iter().any(|key| key == slot))
+        {
+            return refused(Refuses::Rendered);
+        }
+        if let Op::Create(_) = ask.op {
+            if kind.kind == "Tenant" && statement::groups_collide(ask.namespace, ask.name) {
+                return refused(Refuses::Groups);
+            }
+            let release = format!("{}{}", kind.prefix, ask.name);
+            let tenant = self.is_tenant(ask.namespace);
+            if let Some(renders) =
+                statement::rendered(ask.namespace, &release, tenant, self.compute_plane)
+                && renders != Some(kind.kind)
+            {
+                return refused(Refuses::Names);
+            }
+        }
+        None
+    }
+
+    /// Whether the rules admit `ask` on this state: stated narrowly, so that every request it
+    /// names must be admitted (a warning allowed).
+    pub fn admits(&self, ask: &Ask) -> bool {
+        if self.refuses(ask).is_some() || !self.is_tenant(ask.namespace) {
+            return false;
+        }
+        let Some(kind) = statement::kind(ask.kind) else {
+            return false;
+        };
+        let count = |kind: &str, per: Per, namespace: &str| {
+            self.apps
+                .iter()
+                .filter(|a| a.kind == kind && (per == Per::Cluster || a.namespace == namespace))
+                .count()
+        };
+        match &ask.op {
+            Op::Create(spec) => {
+                let release = format!("{}{}", kind.prefix, ask.name);
+                let on_slot = kind.slot.is_none_or(|(slot, home)| {
+                    ask.name == slot && home.is_none_or(|home| home == ask.namespace)
+                });
+                let room = kind
+                    .limit
+                    .is_none_or(|(per, max)| count(kind.kind, per, ask.namespace) < max);
+                let tenant = kind.kind != "Tenant"
+                    || !self
+                        .namespaces
+                        .contains_key(&statement::child_namespace(ask.namespace, ask.name));
+                // A new Tenant's switches render modules in a Namespace nothing holds yet.
+                let _ = spec;
+                self.app(ask.namespace, &release).is_none() && on_slot && room && tenant
+            }
+            Op::Edit => kind.kind != "Tenant",
+            Op::Delete if kind.kind == "Tenant" => true,
+            Op::Delete => match kind.slot {
+                Some((slot, _)) if kind.protected => {
+                    ask.name != slot
+                        && (!kind.runs_off_slot || !self.consumers(ask.namespace, kind))
+                }
+                _ => !kind.protected,
+            },
+            Op::Switch { key, on } => {
+                let child = statement::child_namespace(ask.namespace, ask.name);
+                let tenant = self.app(ask.namespace, &format!("tenant-{}", ask.name));
+                let Some(module) = statement::KINDS.iter().find(|k| {
+                    k.limit == Some((Per::Tenant, 1)) && k.slot.is_some_and(|(s, _)| s == *key)
+                }) else {
+                    return false;
+                };
+                let live = tenant.is_some_and(|t| !t.terminating)
+                    && self.namespaces.contains_key(&child)
+                    && (module.kind != "ComputePlane" || self.compute_plane);
+                let held = self.app(&child, key);
+                let beside = self
+                    .apps
+                    .iter()
+                    .any(|a| a.namespace == child && statement::beside(key, &a.name));
+                live && match (on, held) {
+                    (true, _) => {
+                        held.is_none() && !beside && count(module.kind, Per::Tenant, &child) == 0
+                    }
+                    (false, None) => true,
+                    (false, Some(app)) => {
+                        app.kind == module.kind
+                            && (!module.protected || !self.consumers(&child, module))
+                    }
+                }
+            }
+        }
     }
 }
 
-/// What a step broke: guarantees that held before and not after, and consumers it stranded.
+/// What a step broke: guarantees that held before and not after, and consumers that lost the
+/// provider they had.
 pub fn newly_broken(before: &Facts, after: &Facts) -> Vec<Broken> {
     let was = before.broken();
     // A count over its max is broken anew only where it grew.
@@ -256,10 +597,13 @@ pub fn newly_broken(before: &Facts, after: &Facts) -> Vec<Broken> {
             None => !was.contains(b),
         })
         .collect();
-    let served_after = after.served();
-    for (consumer, class) in before.served() {
-        if after.holds(&consumer) && !served_after.contains(&(consumer.clone(), class.clone())) {
-            out.push(Broken::Stranded { consumer, class });
+    for (consumer, class, provider) in before.served() {
+        if after.holds(&consumer) && !after.provides(&provider, &class) {
+            out.push(Broken::Stranded {
+                consumer,
+                class,
+                provider,
+            });
         }
     }
     out
@@ -268,6 +612,8 @@ pub fn newly_broken(before: &Facts, after: &Facts) -> Vec<Broken> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simulate::statement::Role;
+    use crate::simulate::world::Actor;
     use serde_json::json;
 
     fn namespace(name: &str, labels: Value) -> Value {
@@ -282,7 +628,7 @@ mod tests {
     /// The facts of `objects` beside the root Tenant's release, which every install has.
     fn facts(objects: Vec<Value>) -> Facts {
         let root = app(ROOT, ROOT, "Tenant");
-        Facts::of(&objects.into_iter().chain([root]).collect())
+        Facts::of(&objects.into_iter().chain([root]).collect(), true)
     }
 
     #[test]
@@ -292,11 +638,12 @@ mod tests {
             &[app("tenant-a", "tenant-root", "Tenant")]
                 .into_iter()
                 .collect(),
+            true,
         );
         assert!(without.broken().contains(&Broken::RootTenant));
         let mut terminating = app(ROOT, ROOT, "Tenant");
         terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        let terminating = Facts::of(&[terminating].into_iter().collect());
+        let terminating = Facts::of(&[terminating].into_iter().collect(), true);
         assert_eq!(
             newly_broken(&facts(vec![]), &terminating),
             [Broken::RootTenant]
@@ -359,7 +706,7 @@ mod tests {
     }
 
     #[test]
-    fn a_consumer_that_loses_its_provider_is_stranded_unless_it_is_gone() {
+    fn a_consumer_that_loses_the_provider_it_had_is_stranded_unless_it_is_gone() {
         let labels = json!({"namespace.cozystack.io/ingress": "tenant-root"});
         let before = facts(vec![
             namespace("tenant-root", json!({})),
@@ -369,8 +716,14 @@ mod tests {
         ]);
         assert!(before.served().contains(&(
             "Bucket tenant-a/bucket-media".to_owned(),
-            "ingress".to_owned()
+            "ingress".to_owned(),
+            "Ingress tenant-root/ingress".to_owned()
         )));
+        let stranded = [Broken::Stranded {
+            consumer: "Bucket tenant-a/bucket-media".into(),
+            class: "ingress".into(),
+            provider: "Ingress tenant-root/ingress".into(),
+        }];
         // The provider gone, or only one off its slot (never renders): stranded.
         for provider in [None, Some(app("tenant-root", "dev", "Ingress"))] {
             let mut objects = vec![
@@ -379,19 +732,199 @@ mod tests {
                 app("tenant-a", "bucket-media", "Bucket"),
             ];
             objects.extend(provider);
-            assert_eq!(
-                newly_broken(&before, &facts(objects)),
-                [Broken::Stranded {
-                    consumer: "Bucket tenant-a/bucket-media".into(),
-                    class: "ingress".into()
-                }]
-            );
+            assert_eq!(newly_broken(&before, &facts(objects)), stranded);
         }
+        // Moved onto another live provider as its own goes: still the one it had, lost.
+        let moved = facts(vec![
+            namespace("tenant-root", json!({})),
+            namespace(
+                "tenant-a",
+                json!({"namespace.cozystack.io/ingress": "tenant-a"}),
+            ),
+            app("tenant-a", "ingress", "Ingress"),
+            app("tenant-a", "bucket-media", "Bucket"),
+        ]);
+        assert_eq!(newly_broken(&before, &moved), stranded);
+        // Moved onto a nearer provider while its own stays: nothing lost.
+        let nearer = facts(vec![
+            namespace("tenant-root", json!({})),
+            namespace(
+                "tenant-a",
+                json!({"namespace.cozystack.io/ingress": "tenant-a"}),
+            ),
+            app("tenant-root", "ingress", "Ingress"),
+            app("tenant-a", "ingress", "Ingress"),
+            app("tenant-a", "bucket-media", "Bucket"),
+        ]);
+        assert!(newly_broken(&before, &nearer).is_empty());
         // The consumer deleted with it: nothing stranded.
         let gone = facts(vec![
             namespace("tenant-root", json!({})),
             namespace("tenant-a", labels),
         ]);
         assert!(newly_broken(&before, &gone).is_empty());
+    }
+
+    fn actor(role: Role, of: &str) -> Actor {
+        Actor::new(role, of)
+    }
+
+    fn ask<'a>(
+        by: &'a Actor,
+        op: Op<'a>,
+        kind: &'a str,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> Ask<'a> {
+        Ask::new(by, op, kind, namespace, name, false)
+    }
+
+    #[test]
+    fn who_may_write_what_whatever_the_state() {
+        let state = facts(vec![
+            namespace("tenant-a", json!({})),
+            namespace("tenant-a-b", json!({})),
+        ]);
+        let spec = json!({});
+        let refused = |ask: &Ask| state.refuses(ask).map(|b| b.invariant());
+        let (admin, user, viewer) = (
+            actor(Role::Admin, "tenant-a"),
+            actor(Role::Use, "tenant-a"),
+            actor(Role::View, "tenant-a"),
+        );
+        // A module by a use-group member; an administrator of an ancestor may.
+        assert_eq!(
+            refused(&ask(
+                &user,
+                Op::Create(&spec),
+                "Monitoring",
+                "tenant-a",
+                "monitoring"
+            )),
+            Some("visibility: module kinds by tenant administrators, hidden ones by the platform")
+        );
+        assert_eq!(
+            refused(&ask(
+                &admin,
+                Op::Create(&spec),
+                "Monitoring",
+                "tenant-a-b",
+                "monitoring"
+            )),
+            None
+        );
+        // Hidden and adminOnly kinds by anyone; a catalog kind by a viewer.
+        assert!(refused(&ask(&admin, Op::Delete, "Gateway", "tenant-a", "gateway")).is_some());
+        assert_eq!(
+            refused(&ask(
+                &admin,
+                Op::Edit,
+                "ComputePlane",
+                "tenant-a",
+                "computeplane"
+            )),
+            Some("edit: only the platform writes an adminOnly kind")
+        );
+        assert_eq!(
+            refused(&ask(&viewer, Op::Delete, "Postgres", "tenant-a", "db")),
+            None
+        );
+        // The root Tenant, a colliding Tenant, a name another kind renders, a release.
+        assert!(refused(&ask(&admin, Op::Delete, "Tenant", "tenant-root", "root")).is_some());
+        assert_eq!(
+            refused(&ask(
+                &admin,
+                Op::Create(&spec),
+                "Tenant",
+                "tenant-a",
+                "super"
+            )),
+            Some("groups: no Tenant binds a group of its ancestors")
+        );
+        assert_eq!(
+            refused(&ask(
+                &admin,
+                Op::Create(&spec),
+                "ExternalDNS",
+                "tenant-a",
+                "seaweedfs-db"
+            )),
+            Some("rendered names: no name Cozystack renders is taken by another kind")
+        );
+        let direct = Ask::new(
+            &admin,
+            Op::Create(&spec),
+            "Postgres",
+            "tenant-a",
+            "db",
+            true,
+        );
+        assert_eq!(
+            refused(&direct),
+            Some("releases: only the platform writes app HelmReleases")
+        );
+    }
+
+    #[test]
+    fn what_the_rules_must_admit_on_the_state() {
+        let labels = json!({"namespace.cozystack.io/monitoring": "tenant-a"});
+        let state = facts(vec![
+            namespace("tenant-a", json!({})),
+            namespace("tenant-a-b", labels),
+            app("tenant-root", "tenant-a", "Tenant"),
+            app("tenant-a", "tenant-b", "Tenant"),
+            app("tenant-a", "monitoring", "Monitoring"),
+            app("tenant-a-b", "kubernetes-dev", "Kubernetes"),
+        ]);
+        let spec = json!({});
+        let admin = actor(Role::Admin, "tenant-a");
+        let user = actor(Role::Use, "tenant-a-b");
+        // A catalog app by a use-group member; a free slot by an administrator.
+        assert!(state.admits(&ask(
+            &user,
+            Op::Create(&spec),
+            "Postgres",
+            "tenant-a-b",
+            "db"
+        )));
+        assert!(state.admits(&ask(
+            &admin,
+            Op::Create(&spec),
+            "Info",
+            "tenant-a-b",
+            "info"
+        )));
+        // Off its slot, over the count, or a name taken: not promised.
+        assert!(!state.admits(&ask(&admin, Op::Create(&spec), "Info", "tenant-a-b", "x")));
+        assert!(!state.admits(&ask(
+            &admin,
+            Op::Create(&spec),
+            "Monitoring",
+            "tenant-a",
+            "monitoring"
+        )));
+        assert!(!state.admits(&ask(
+            &user,
+            Op::Create(&spec),
+            "Kubernetes",
+            "tenant-a-b",
+            "dev"
+        )));
+        // Turning off a module a child's Kubernetes consumes: not promised; the child's own
+        // switch on, with nothing on its names: promised.
+        let off = Op::Switch {
+            key: "monitoring",
+            on: false,
+        };
+        assert!(!state.admits(&ask(&admin, off, "Tenant", "tenant-root", "a")));
+        let on = Op::Switch {
+            key: "etcd",
+            on: true,
+        };
+        assert!(state.admits(&ask(&admin, on, "Tenant", "tenant-a", "b")));
+        // Deleting a catalog app, or a Tenant other than the root: promised.
+        assert!(state.admits(&ask(&user, Op::Delete, "Kubernetes", "tenant-a-b", "dev")));
+        assert!(state.admits(&ask(&admin, Op::Delete, "Tenant", "tenant-a", "b")));
+        assert!(!state.admits(&ask(&admin, Op::Delete, "Tenant", "tenant-root", "root")));
     }
 }

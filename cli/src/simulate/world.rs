@@ -3,6 +3,7 @@
 //! turned into the admission requests the API server would send, one after the other, each
 //! judged by the module on the state the writes before it left.
 
+use super::statement::Role;
 use crate::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::{Policy, warnings_of};
@@ -28,30 +29,42 @@ const RELEASES: (&str, &str, &str, &str) = (
 /// helm-controller's finalizer on every release it has reconciled.
 const FINALIZER: &str = "finalizers.fluxcd.io";
 
-/// Who acts.
+/// Who acts: a holder of one of a tenant's roles, or its ServiceAccount.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Actor {
-    /// A member of `<namespace>-admin`, administrator of that tenant and every descendant.
-    Admin(String),
-    /// A member of `<namespace>-super-admin`.
-    SuperAdmin(String),
-    /// The tenant's own ServiceAccount `<namespace>:<namespace>`.
-    TenantAccount(String),
+pub struct Actor {
+    pub role: Role,
+    /// The tenant namespace whose role it holds (bound there and in every descendant).
+    pub of: String,
 }
 
 impl Actor {
-    pub fn identity(&self) -> Identity {
-        match self {
-            Actor::Admin(ns) => {
-                Identity::impersonated(&format!("admin@{ns}"), &[format!("{ns}-admin")])
-            }
-            Actor::SuperAdmin(ns) => {
-                Identity::impersonated(&format!("super-admin@{ns}"), &[format!("{ns}-super-admin")])
-            }
-            Actor::TenantAccount(ns) => {
-                Identity::impersonated(&format!("system:serviceaccount:{ns}:{ns}"), &[])
-            }
+    pub fn new(role: Role, of: &str) -> Actor {
+        Actor {
+            role,
+            of: of.to_owned(),
         }
+    }
+
+    /// The identity the API server authenticates: an OIDC user in `<ns>-<role>`, or the
+    /// tenant's ServiceAccount.
+    pub fn identity(&self) -> Identity {
+        let ns = &self.of;
+        let level = match self.role {
+            Role::View => "view",
+            Role::Use => "use",
+            Role::Admin => "admin",
+            Role::SuperAdmin => "super-admin",
+            Role::Account => {
+                return Identity::impersonated(&format!("system:serviceaccount:{ns}:{ns}"), &[]);
+            }
+        };
+        Identity::impersonated(&format!("{level}@{ns}"), &[format!("{ns}-{level}")])
+    }
+}
+
+impl std::fmt::Display for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}({})", self.role, self.of)
     }
 }
 
@@ -72,6 +85,30 @@ pub enum Action {
         kind: String,
         namespace: String,
         name: String,
+    },
+    /// Changes one value of an app's spec (an UPDATE through cozystack-api).
+    Edit {
+        by: Actor,
+        kind: String,
+        namespace: String,
+        name: String,
+        key: String,
+        value: Value,
+    },
+    /// Writes an app's HelmRelease directly, past cozystack-api: creates it as cozystack-api
+    /// would, or deletes the one there.
+    Release {
+        by: Actor,
+        kind: String,
+        namespace: String,
+        name: String,
+        delete: bool,
+    },
+    /// Two creates sent at once (a double click, two administrators): both are judged on the
+    /// same state, and the API server's storage is the only lock (409 on a name taken).
+    Race {
+        first: Box<Action>,
+        second: Box<Action>,
     },
     /// Turns one switch of a Tenant on or off.
     Switch {
@@ -106,6 +143,14 @@ impl Action {
         match self {
             Action::Create { kind, .. } => format!("create {kind}"),
             Action::Delete { kind, .. } => format!("delete {kind}"),
+            Action::Edit { kind, .. } => format!("edit {kind}"),
+            Action::Release { delete, .. } => {
+                format!(
+                    "{} app HelmRelease",
+                    if *delete { "delete" } else { "create" }
+                )
+            }
+            Action::Race { first, .. } => format!("race {}", first.label()),
             Action::Switch { on, key, .. } => {
                 format!("switch {key} {}", if *on { "on" } else { "off" })
             }
@@ -124,7 +169,7 @@ impl Action {
                 name,
                 spec,
             } => {
-                format!("{by:?} creates {kind} {namespace}/{name} with spec {spec}")
+                format!("{by} creates {kind} {namespace}/{name} with spec {spec}")
             }
             Action::Delete {
                 by,
@@ -132,7 +177,28 @@ impl Action {
                 namespace,
                 name,
             } => {
-                format!("{by:?} deletes {kind} {namespace}/{name}")
+                format!("{by} deletes {kind} {namespace}/{name}")
+            }
+            Action::Edit {
+                by,
+                kind,
+                namespace,
+                name,
+                key,
+                value,
+            } => format!("{by} sets {key}={value} on {kind} {namespace}/{name}"),
+            Action::Release {
+                by,
+                kind,
+                namespace,
+                name,
+                delete,
+            } => format!(
+                "{by} {} the HelmRelease of {kind} {namespace}/{name} directly",
+                if *delete { "deletes" } else { "creates" }
+            ),
+            Action::Race { first, second } => {
+                format!("at once: {} and {}", first.describe(), second.describe())
             }
             Action::Switch {
                 by,
@@ -142,7 +208,7 @@ impl Action {
                 on,
             } => {
                 format!(
-                    "{by:?} turns {key} {} on Tenant {namespace}/{name}",
+                    "{by} turns {key} {} on Tenant {namespace}/{name}",
                     if *on { "on" } else { "off" }
                 )
             }
@@ -171,6 +237,146 @@ impl Action {
                     prunes.iter().map(name).collect::<Vec<_>>().join(", ")
                 )
             }
+        }
+    }
+}
+
+/// What a user asks for, as the rules' statement reads it.
+#[derive(Debug, Clone, Copy)]
+pub enum Op<'a> {
+    /// A create, with the spec (a Tenant's switches).
+    Create(&'a Value),
+    Delete,
+    /// A change of the spec.
+    Edit,
+    /// A Tenant's switch turned on or off.
+    Switch {
+        key: &'a str,
+        on: bool,
+    },
+}
+
+/// One user request of an action: who, what, on which app.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub by: &'a Actor,
+    pub op: Op<'a>,
+    pub kind: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// Sent as the app's HelmRelease, past cozystack-api.
+    pub direct: bool,
+}
+
+impl<'a> Ask<'a> {
+    pub fn new(
+        by: &'a Actor,
+        op: Op<'a>,
+        kind: &'a str,
+        namespace: &'a str,
+        name: &'a str,
+        direct: bool,
+    ) -> Ask<'a> {
+        Ask {
+            by,
+            op,
+            kind,
+            namespace,
+            name,
+            direct,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let what = match self.op {
+            Op::Create(_) => "creates".to_owned(),
+            Op::Delete => "deletes".to_owned(),
+            Op::Edit => "changes".to_owned(),
+            Op::Switch { key, on } => format!("turns {key} {} on", if on { "on" } else { "off" }),
+        };
+        let direct = if self.direct {
+            " as its HelmRelease"
+        } else {
+            ""
+        };
+        format!(
+            "{} {what} {} {}/{}{direct}",
+            self.by, self.kind, self.namespace, self.name
+        )
+    }
+
+    /// Whether `request` is this ask's own (its user, namespace and app).
+    pub fn sent(&self, request: &Value) -> bool {
+        let identity = self.by.identity();
+        let kind = request["kind"]["kind"].as_str();
+        request["userInfo"]["username"].as_str() == Some(identity.username.as_str())
+            && request["namespace"].as_str() == Some(self.namespace)
+            && match self.direct {
+                true => kind == Some("HelmRelease"),
+                false => kind == Some(self.kind) && request["name"].as_str() == Some(self.name),
+            }
+    }
+}
+
+impl Action {
+    /// The user requests it makes, in the order it sends them.
+    pub fn asks(&self) -> Vec<Ask<'_>> {
+        let ask = Ask::new;
+        match self {
+            Action::Create {
+                by,
+                kind,
+                namespace,
+                name,
+                spec,
+            } => vec![ask(by, Op::Create(spec), kind, namespace, name, false)],
+            Action::Delete {
+                by,
+                kind,
+                namespace,
+                name,
+            } => vec![ask(by, Op::Delete, kind, namespace, name, false)],
+            Action::Edit {
+                by,
+                kind,
+                namespace,
+                name,
+                ..
+            } => vec![ask(by, Op::Edit, kind, namespace, name, false)],
+            Action::Switch {
+                by,
+                namespace,
+                name,
+                key,
+                on,
+            } => vec![ask(
+                by,
+                Op::Switch { key, on: *on },
+                "Tenant",
+                namespace,
+                name,
+                false,
+            )],
+            Action::Release {
+                by,
+                kind,
+                namespace,
+                name,
+                delete,
+            } => {
+                let op = if *delete {
+                    Op::Delete
+                } else {
+                    Op::Create(&Value::Null)
+                };
+                vec![ask(by, op, kind, namespace, name, true)]
+            }
+            Action::Race { first, second } => {
+                let mut asks = first.asks();
+                asks.extend(second.asks());
+                asks
+            }
+            Action::Leftover { .. } | Action::Reconcile { .. } | Action::Flux { .. } => Vec::new(),
         }
     }
 }
@@ -307,68 +513,107 @@ impl<'p> World<'p> {
         evaluate(self.policy, self.settings, &mut self.state, &request)
     }
 
+    /// Whether the audit scanner refused `object`'s live release on `cluster` already (one
+    /// left from before the policy, reported as it was, not anew).
+    pub fn refused_before(&self, cluster: &ClusterObjects, object: &Value) -> Result<bool, Error> {
+        let meta = &object["metadata"];
+        let Some(old) = cluster.get(
+            RELEASE_API,
+            "HelmRelease",
+            meta["name"].as_str().unwrap_or_default(),
+            meta["namespace"].as_str(),
+        ) else {
+            return Ok(false);
+        };
+        let request = cozystack_policy_runtime::audit::replay_request(&old)?;
+        let mut state = State::new(cluster.clone());
+        Ok(evaluate(self.policy, self.settings, &mut state, &request)?["accepted"] != true)
+    }
+
     /// Plays `action`: its request, and when admitted, what cozystack-api and helm-controller
     /// write after it, each judged. Stops at the first refusal.
     pub fn play(&mut self, action: &Action) -> Result<Played, Error> {
         let mut played = Played::default();
-        if let Action::Flux { applies, prunes } = action {
-            self.flux(applies, prunes, &mut played)?;
-            return Ok(played);
-        }
-        if let Action::Reconcile { namespace, name } = action {
-            match self.state.get(
-                RELEASE_API,
-                "HelmRelease",
-                &format!("tenant-{name}"),
-                Some(namespace),
-            ) {
-                Some(release) if release["metadata"].get("deletionTimestamp").is_none() => {
-                    self.render(release, &mut played)?;
-                }
-                _ => played.rejected = true,
+        match action {
+            Action::Flux { applies, prunes } => self.flux(applies, prunes, &mut played)?,
+            Action::Race { first, second } => return self.race(first, second),
+            Action::Release {
+                by,
+                kind,
+                namespace,
+                name,
+                delete,
+            } => self.release_write(by, kind, namespace, name, *delete, &mut played)?,
+            Action::Reconcile { namespace, name } => {
+                self.reconcile(namespace, name, &mut played)?
             }
-            return Ok(played);
+            Action::Leftover {
+                kind,
+                namespace,
+                name,
+            } => self.leftover(kind, namespace, name, &mut played),
+            Action::Create { .. }
+            | Action::Delete { .. }
+            | Action::Edit { .. }
+            | Action::Switch { .. } => self.application(action, &mut played)?,
         }
-        // NamespaceLifecycle: nothing is written into a namespace that is not there (a
-        // shrunk sequence can leave out the Tenant that made it).
-        let into = match action {
-            Action::Create { namespace, .. } | Action::Leftover { namespace, .. } => {
-                Some(namespace)
+        Ok(played)
+    }
+
+    /// helm-controller reconciles Tenant `name` of `namespace` on its interval.
+    fn reconcile(&mut self, namespace: &str, name: &str, played: &mut Played) -> Result<(), Error> {
+        match self.state.get(
+            RELEASE_API,
+            "HelmRelease",
+            &format!("tenant-{name}"),
+            Some(namespace),
+        ) {
+            Some(release) if release["metadata"].get("deletionTimestamp").is_none() => {
+                self.render(release, played)
             }
-            _ => None,
+            _ => {
+                played.rejected = true;
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether NamespaceLifecycle lets an object into `namespace`: nothing is written into a
+    /// namespace that is not there (a shrunk sequence can leave out the Tenant that made it).
+    fn admits_into(&self, namespace: &str) -> bool {
+        self.state.get("v1", "Namespace", namespace, None).is_some()
+    }
+
+    /// A release from before the policy, as cozystack-api wrote it then, put unjudged.
+    fn leftover(&mut self, kind: &str, namespace: &str, name: &str, played: &mut Played) {
+        let Some(served) = self.kinds.get(kind).filter(|_| self.admits_into(namespace)) else {
+            played.rejected = true;
+            return;
         };
-        if let Some(namespace) = into
-            && self.state.get("v1", "Namespace", namespace, None).is_none()
+        let release = format!("{}{name}", served.prefix);
+        if self
+            .state
+            .get(RELEASE_API, "HelmRelease", &release, Some(namespace))
+            .is_some()
         {
             played.rejected = true;
-            return Ok(played);
+            return;
         }
-        if let Action::Leftover {
-            kind,
-            namespace,
-            name,
-        } = action
+        let app = app_object(kind, namespace, name, &json!({}));
+        let mut release = served.release_for(&app, None);
+        release["metadata"]["uid"] = json!(self.next_uid());
+        release["metadata"]["finalizers"] = json!([FINALIZER]);
+        self.state.put(release);
+    }
+
+    /// An Application write through cozystack-api: the user's request, then the release
+    /// cozystack-api writes, helm-controller's finalizer and render, or a Tenant's teardown.
+    fn application(&mut self, action: &Action, played: &mut Played) -> Result<(), Error> {
+        if let Action::Create { namespace, .. } = action
+            && !self.admits_into(namespace)
         {
-            let Some(served) = self.kinds.get(kind) else {
-                played.rejected = true;
-                return Ok(played);
-            };
-            let release = format!("{}{name}", served.prefix);
-            if self
-                .state
-                .get(RELEASE_API, "HelmRelease", &release, Some(namespace))
-                .is_some()
-            {
-                played.rejected = true;
-                return Ok(played);
-            }
-            let app = json!({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": kind,
-                "metadata": {"name": name, "namespace": namespace}, "spec": {}});
-            let mut release = served.release_for(&app, None);
-            release["metadata"]["uid"] = json!(self.next_uid());
-            release["metadata"]["finalizers"] = json!([FINALIZER]);
-            self.state.put(release);
-            return Ok(played);
+            played.rejected = true;
+            return Ok(());
         }
         let (by, kind, namespace, name) = match action {
             Action::Create {
@@ -383,6 +628,13 @@ impl<'p> World<'p> {
                 kind,
                 namespace,
                 name,
+            }
+            | Action::Edit {
+                by,
+                kind,
+                namespace,
+                name,
+                ..
             } => (by, kind.as_str(), namespace, name),
             Action::Switch {
                 by,
@@ -390,17 +642,21 @@ impl<'p> World<'p> {
                 name,
                 ..
             } => (by, "Tenant", namespace, name),
-            Action::Leftover { .. } | Action::Reconcile { .. } | Action::Flux { .. } => {
-                return Ok(played);
+            Action::Leftover { .. }
+            | Action::Reconcile { .. }
+            | Action::Flux { .. }
+            | Action::Race { .. }
+            | Action::Release { .. } => {
+                return Ok(());
             }
         };
         let Some(served) = self.kinds.get(kind) else {
             played.rejected = true;
-            return Ok(played);
+            return Ok(());
         };
         let identity = by.identity();
         let release = served.release(&self.state, namespace, name);
-        let api_version = "apps.cozystack.io/v1alpha1";
+        let api_version = APPS_API;
         let gvrk = (
             "apps.cozystack.io",
             "v1alpha1",
@@ -413,25 +669,32 @@ impl<'p> World<'p> {
                     .is_some()
                 {
                     played.rejected = true;
-                    return Ok(played);
+                    return Ok(());
                 }
-                let app = json!({"apiVersion": api_version, "kind": kind,
-                    "metadata": {"name": name, "namespace": namespace}, "spec": spec});
-                ("CREATE", Some(app), None)
+                (
+                    "CREATE",
+                    Some(app_object(kind, namespace, name, spec)),
+                    None,
+                )
             }
             (Action::Delete { .. }, Some(hr)) => {
                 ("DELETE", None, Some(served.application_of(hr, api_version)))
             }
-            (Action::Switch { key, on, .. }, Some(hr)) => {
+            (Action::Switch { .. } | Action::Edit { .. }, Some(hr)) => {
+                let (key, value) = match action {
+                    Action::Switch { key, on, .. } => (key, json!(on)),
+                    Action::Edit { key, value, .. } => (key, value.clone()),
+                    _ => return Ok(()),
+                };
                 let old = served.application_of(hr, api_version);
                 let mut new = old.clone();
-                new["spec"][key.as_str()] = json!(on);
+                new["spec"][key.as_str()] = value;
                 ("UPDATE", Some(new), Some(old))
             }
             // Nothing to create over, delete or switch: the API server answers 409 or 404.
             _ => {
                 played.rejected = true;
-                return Ok(played);
+                return Ok(());
             }
         };
         played.before = Some(self.state.cluster().clone());
@@ -442,8 +705,8 @@ impl<'p> World<'p> {
             (&identity, "kubectl"),
             (app.as_ref(), old.as_ref()),
         );
-        if !self.send(Writer::User, user, &mut played)? {
-            return Ok(played);
+        if !self.send(Writer::User, user, played)? {
+            return Ok(());
         }
         // cozystack-api writes the release as itself.
         let api = Identity::impersonated(COZYSTACK_API, &[]);
@@ -458,8 +721,8 @@ impl<'p> World<'p> {
             (&api, "cozystack-api"),
             (new_release.as_ref(), release.as_ref()),
         );
-        if !self.send(Writer::Platform, write, &mut played)? {
-            return Ok(played);
+        if !self.send(Writer::Platform, write, played)? {
+            return Ok(());
         }
         // A release of another kind holds the name: admission ran first, and the API server's
         // storage answers 409 (`failed to create HelmRelease: … already exists`).
@@ -470,7 +733,7 @@ impl<'p> World<'p> {
                 .is_some()
         {
             played.rejected = true;
-            return Ok(played);
+            return Ok(());
         }
         played.release = new_release.clone();
         let new = match (&new_release, &release) {
@@ -490,8 +753,8 @@ impl<'p> World<'p> {
                     (&flux, "helm-controller"),
                     (Some(&finalized), Some(&stored)),
                 );
-                if !self.send(Writer::Platform, write, &mut played)? {
-                    return Ok(played);
+                if !self.send(Writer::Platform, write, played)? {
+                    return Ok(());
                 }
                 finalized
             }
@@ -499,17 +762,100 @@ impl<'p> World<'p> {
             // helm-controller uninstalls it once its finalizer's work is done; a Tenant's first
             // runs the chart's pre-delete cleanup.
             (None, Some(old)) if writes::is_tenant_release(old) => {
-                self.teardown(old, &mut played)?;
-                return Ok(played);
+                self.teardown(old, played)?;
+                return Ok(());
             }
             (None, Some(old)) => {
                 self.state.remove(old);
-                return Ok(played);
+                return Ok(());
             }
-            (None, None) => return Ok(played),
+            (None, None) => return Ok(()),
         };
-        self.render(new, &mut played)?;
+        self.render(new, played)
+    }
+
+    /// Two creates at once: each is judged, with what cozystack-api writes for it, on the state
+    /// both were sent on (the policy-server's lists lag); the first lands, then the second
+    /// unless the API server's storage already holds its release's name (409).
+    fn race(&mut self, first: &Action, second: &Action) -> Result<Played, Error> {
+        let snapshot = self.state.cluster().clone();
+        let mut played = self.play(first)?;
+        let landed = std::mem::replace(&mut self.state, State::new(snapshot.clone()));
+        let other = self.play(second)?;
+        let second_state = std::mem::replace(&mut self.state, landed);
+        played.writes.extend(other.writes);
+        played.before = Some(snapshot);
+        played.rejected &= other.rejected;
+        if let Some(release) = other.release {
+            let (namespace, name) = (
+                release["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default(),
+                release["metadata"]["name"].as_str().unwrap_or_default(),
+            );
+            let stored = second_state.get(RELEASE_API, "HelmRelease", name, Some(namespace));
+            let taken = self
+                .state
+                .get(RELEASE_API, "HelmRelease", name, Some(namespace))
+                .is_some();
+            match stored {
+                Some(stored) if !taken => {
+                    self.state.put(stored);
+                    played.release = Some(release);
+                }
+                _ => played.rejected = true,
+            }
+        }
         Ok(played)
+    }
+
+    /// A user's own write of an app HelmRelease (no tenant role grants one, but an operator's
+    /// role may): created as cozystack-api would write it, or the one there deleted.
+    fn release_write(
+        &mut self,
+        by: &Actor,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        delete: bool,
+        played: &mut Played,
+    ) -> Result<(), Error> {
+        let Some(served) = self.kinds.get(kind) else {
+            played.rejected = true;
+            return Ok(());
+        };
+        let release_name = format!("{}{name}", served.prefix);
+        let live = self
+            .state
+            .get(RELEASE_API, "HelmRelease", &release_name, Some(namespace));
+        let exists = self.admits_into(namespace);
+        let (operation, new) = match (delete, &live) {
+            (true, Some(_)) => ("DELETE", None),
+            (false, None) if exists => {
+                let app = app_object(kind, namespace, name, &json!({}));
+                ("CREATE", Some(served.release_for(&app, None)))
+            }
+            _ => {
+                played.rejected = true;
+                return Ok(());
+            }
+        };
+        played.before = Some(self.state.cluster().clone());
+        let write = self.request(
+            operation,
+            RELEASES,
+            (Some(namespace), &release_name),
+            (&by.identity(), "kubectl"),
+            (new.as_ref(), live.as_ref()),
+        );
+        if self.send(Writer::User, write, played)? {
+            match (new, live) {
+                (Some(new), _) => self.state.put(new),
+                (None, Some(old)) => self.state.remove(&old),
+                (None, None) => {}
+            }
+        }
+        Ok(())
     }
 
     /// helm-controller reconciles `release` (a Tenant's renders its chart, and its sub-tenants
@@ -636,6 +982,8 @@ impl<'p> World<'p> {
                     (o["metadata"]["labels"]["internal.cozystack.io/tenantmodule"] == "true")
                         == modules
                 })
+                // The root Tenant's release lives in the namespace it renders: not itself again.
+                .filter(|o| o["metadata"]["name"] != release["metadata"]["name"])
                 .collect();
             for hr in wave {
                 let name = hr["metadata"]["name"]
@@ -665,6 +1013,15 @@ impl<'p> World<'p> {
         Ok(true)
     }
 }
+
+/// An Application of `kind` as its client sends it.
+pub(crate) fn app_object(kind: &str, namespace: &str, name: &str, spec: &Value) -> Value {
+    json!({"apiVersion": APPS_API, "kind": kind,
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+}
+
+/// The apps API's group and version.
+const APPS_API: &str = "apps.cozystack.io/v1alpha1";
 
 /// An object as a change set `check` applies holds it.
 pub(crate) fn manifest(object: &Value) -> crate::manifests::Manifest {

@@ -25,6 +25,9 @@ enum Command {
     Run {
         #[arg(default_value = "")]
         filter: String,
+        /// Run the scenarios of this directory instead (a simulator's counterexample).
+        #[arg(long, value_name = "DIR")]
+        scenarios: Option<PathBuf>,
     },
     /// The narrated demo (e2e/demo.yaml).
     Demo,
@@ -66,9 +69,10 @@ fn run(command: Command) -> Result<ExitCode, String> {
     let policy = Policy::load_annotated(&policy_path())?;
     let bundle = Bundle::load(&root.join("e2e/cluster"))?;
     match command {
-        Command::Run { filter } => {
+        Command::Run { filter, scenarios } => {
             let (mut passed, mut failed) = (0, 0);
-            for (file, s) in scenario::load_dir(&root.join("e2e/scenarios"))?
+            let dir = scenarios.unwrap_or_else(|| root.join("e2e/scenarios"));
+            for (file, s) in scenario::load_dir(&dir)?
                 .iter()
                 .filter(|(_, s)| s.name.contains(&filter))
             {

@@ -1,0 +1,354 @@
+//! The stock rules as the design states them and Cozystack's charts render them, written out
+//! for the oracle alone: nothing here is read from the resolver's tables or functions, so a
+//! wrong row of `resolver/stock-rules.yaml` (or a wrong rule in the module) meets a statement
+//! that disagrees with it. Each fact cites where it was read, at Cozystack `main` 3c780acd.
+
+/// Who may write a kind (the definition's `dashboard.visibility`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visible {
+    /// Anyone RBAC lets write apps.
+    Catalog,
+    /// Tenant administrators of the namespace or an ancestor, and the platform.
+    Module,
+    /// The platform only.
+    Hidden,
+}
+
+/// Where a kind's instances are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Per {
+    Tenant,
+    Cluster,
+}
+
+/// One kind as the design states its rules.
+#[derive(Debug)]
+pub struct Kind {
+    pub kind: &'static str,
+    /// `spec.release.prefix` of its ApplicationDefinition (`packages/*/<pkg>/*.yaml`).
+    pub prefix: &'static str,
+    pub visible: Visible,
+    /// At most `max` instances that render, per tenant or in the cluster.
+    pub limit: Option<(Per, usize)>,
+    /// The one name its chart renders (`templates/check-release-name.yaml` refuses others), and
+    /// the namespace that name lives in when the scope fixes one.
+    pub slot: Option<(&'static str, Option<&'static str>)>,
+    /// Whether an instance under another name than its slot runs at all.
+    pub runs_off_slot: bool,
+    /// `protection.deletion: protect`: never removed while a consumer resolves to it.
+    pub protected: bool,
+    /// `protection.edit: adminOnly`: only the platform creates, changes or deletes it.
+    pub admin_only: bool,
+    pub provides: &'static [&'static str],
+    pub consumes: &'static [&'static str],
+}
+
+const fn tenant_module(
+    kind: &'static str,
+    slot: &'static str,
+    provides: &'static [&'static str],
+    consumes: &'static [&'static str],
+) -> Kind {
+    Kind {
+        kind,
+        prefix: "",
+        visible: Visible::Module,
+        limit: Some((Per::Tenant, 1)),
+        slot: Some((slot, None)),
+        runs_off_slot: false,
+        protected: true,
+        admin_only: false,
+        provides,
+        consumes,
+    }
+}
+
+const fn catalog(
+    kind: &'static str,
+    prefix: &'static str,
+    consumes: &'static [&'static str],
+) -> Kind {
+    Kind {
+        kind,
+        prefix,
+        visible: Visible::Catalog,
+        limit: None,
+        slot: None,
+        runs_off_slot: true,
+        protected: false,
+        admin_only: false,
+        provides: &[],
+        consumes,
+    }
+}
+
+/// The kinds the simulator draws. The Tenant chart's modules (`packages/apps/tenant/templates/
+/// {monitoring,etcd,ingress,seaweedfs,gateway,computeplane,info}.yaml`) are one per tenant on
+/// their switch's name, provide their class to the tenant and its children, and are protected
+/// while consumed; the `packages/extra/*` charts refuse any other release name but SeaweedFS's,
+/// Gateway's and Info's. A `_namespace.<class>` read in a chart is a consumed class.
+pub const KINDS: &[Kind] = &[
+    // packages/extra/monitoring: grafana and alerta behind the tenant's ingress.
+    tenant_module("Monitoring", "monitoring", &["monitoring"], &["ingress"]),
+    tenant_module("Etcd", "etcd", &["etcd"], &[]),
+    tenant_module("Ingress", "ingress", &["ingress"], &[]),
+    // packages/extra/seaweedfs runs under any name; its ingress reads `_namespace.ingress`.
+    Kind {
+        runs_off_slot: true,
+        ..tenant_module("SeaweedFS", "seaweedfs", &["seaweedfs"], &["ingress"])
+    },
+    // Rendered by the Tenant chart alone: no ApplicationDefinition offers it.
+    Kind {
+        visible: Visible::Hidden,
+        runs_off_slot: true,
+        ..tenant_module("Gateway", "gateway", &["gateway"], &[])
+    },
+    // Always rendered; it provides nothing, so nothing protects it.
+    Kind {
+        runs_off_slot: true,
+        protected: false,
+        ..tenant_module("Info", "info", &[], &[])
+    },
+    // packages/extra/computeplane renders a Kubernetes cluster: only the platform edits it.
+    Kind {
+        protected: false,
+        admin_only: true,
+        ..tenant_module(
+            "ComputePlane",
+            "computeplane",
+            &[],
+            &["etcd", "ingress", "monitoring"],
+        )
+    },
+    // packages/system/bootbox renders it once, in tenant-root.
+    Kind {
+        limit: Some((Per::Cluster, 1)),
+        slot: Some(("bootbox", Some("tenant-root"))),
+        protected: false,
+        ..tenant_module("BootBox", "bootbox", &[], &["ingress"])
+    },
+    // packages/apps/kubernetes: etcd, ingress and monitoring read from `_namespace`.
+    catalog(
+        "Kubernetes",
+        "kubernetes-",
+        &["etcd", "ingress", "monitoring"],
+    ),
+    // packages/apps/bucket: a bucket claim on seaweedfs, its ingress.
+    catalog("Bucket", "bucket-", &["ingress", "seaweedfs"]),
+    catalog("Harbor", "harbor-", &["ingress", "seaweedfs"]),
+    catalog("Postgres", "postgres-", &[]),
+    catalog("Redis", "redis-", &[]),
+    catalog("Tenant", "tenant-", &[]),
+    // packages/extra/external-dns: prefix "" and no rules, so any name it takes is its release.
+    catalog("ExternalDNS", "", &[]),
+];
+
+/// The statement of `kind`, when the simulator draws it.
+pub fn kind(kind: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.kind == kind)
+}
+
+/// The Tenant chart's module switched by `key`: the one per tenant whose slot it names.
+pub fn module(key: &str) -> Option<&'static Kind> {
+    KINDS
+        .iter()
+        .filter(|k| k.limit == Some((Per::Tenant, 1)))
+        .find(|k| k.slot.is_some_and(|(slot, _)| slot == key))
+}
+
+/// The addon releases `packages/apps/kubernetes/templates/helmreleases/*.yaml` render as
+/// `<cluster release>-<addon>`, for ComputePlane's cluster `computeplane-cluster`.
+const CLUSTER_ADDONS: &[&str] = &[
+    "cert-manager",
+    "cert-manager-crds",
+    "cilium",
+    "coredns",
+    "cozy-victoria-metrics-operator",
+    "csi",
+    "gateway-api-crds",
+    "gpu-operator",
+    "hami",
+    "ingress-nginx",
+    "metrics-server",
+    "monitoring-agents",
+    "ouroboros",
+    "prometheus-operator-crds",
+    "velero",
+    "vertical-pod-autoscaler",
+    "vertical-pod-autoscaler-crds",
+    "vsnap-crd",
+];
+
+/// Whether the release the settings name renders ComputePlane: only `main` does (v1.5.x and
+/// v1.6.x have no `packages/extra/computeplane`); unnamed, the policy judges as `main` does.
+pub fn renders_compute_plane(release: Option<&str>) -> bool {
+    release.is_none_or(|r| r == "main")
+}
+
+/// The release name `release` in `namespace` that Cozystack renders itself, and the kind it
+/// renders there (`Some(None)`: a release that is no app). In every tenant namespace the
+/// Tenant chart renders its modules under their switch keys, and the modules' packages their
+/// own releases (`packages/extra/<pkg>/templates`); `packages/system/bootbox` renders BootBox
+/// in tenant-root.
+pub fn rendered(
+    namespace: &str,
+    release: &str,
+    tenant: bool,
+    compute_plane: bool,
+) -> Option<Option<&'static str>> {
+    if namespace == "tenant-root" && release == "bootbox" {
+        return Some(Some("BootBox"));
+    }
+    if !tenant {
+        return None;
+    }
+    match module(release) {
+        Some(k) if k.kind == "ComputePlane" && !compute_plane => return None,
+        Some(k) => return Some(Some(k.kind)),
+        None => {}
+    }
+    let beside = ["monitoring", "ingress", "seaweedfs", "computeplane"]
+        .into_iter()
+        .filter(|key| *key != "computeplane" || compute_plane)
+        .any(|key| beside(key, release));
+    beside.then_some(None)
+}
+
+/// Whether the package switch `key` turns on renders `release` beside its module's:
+/// `packages/extra/monitoring/templates/helmrelease.yaml` `monitoring-system`,
+/// `packages/extra/ingress/templates/nginx-ingress.yaml` `ingress-nginx-system`,
+/// `packages/extra/seaweedfs/templates/{seaweedfs-db,seaweedfs}.yaml`, and ComputePlane's
+/// cluster `computeplane-cluster` (`packages/extra/computeplane/templates/cluster.yaml`) with
+/// its addons.
+pub fn beside(key: &str, release: &str) -> bool {
+    match key {
+        "monitoring" => release == "monitoring-system",
+        "ingress" => release == "ingress-nginx-system",
+        "seaweedfs" => ["seaweedfs-db", "seaweedfs-system"].contains(&release),
+        "computeplane" => {
+            release == "computeplane-cluster"
+                || release
+                    .strip_prefix("computeplane-cluster-")
+                    .is_some_and(|addon| CLUSTER_ADDONS.contains(&addon))
+        }
+        _ => false,
+    }
+}
+
+/// Whether a Tenant's value turns its switch on: Helm's `if` is true for anything but false,
+/// zero, empty and null (`packages/apps/tenant/templates/<module>.yaml` `{{- if .Values.<key> }}`).
+/// Stated here again, not taken from the resolver's `switched_on`: the oracle's facts are its own.
+pub fn truthy(value: Option<&serde_json::Value>) -> bool {
+    use serde_json::Value;
+    match value {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(on)) => *on,
+        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(Value::Object(map)) => !map.is_empty(),
+    }
+}
+
+/// A tenant namespace's chain, tenant-root first, as the Tenant chart names namespaces
+/// (`tenant-<name>` under tenant-root, `<parent>-<name>` below it).
+pub fn chain(namespace: &str) -> Vec<String> {
+    let Some(rest) = namespace.strip_prefix("tenant-") else {
+        return Vec::new();
+    };
+    let mut out = vec!["tenant-root".to_owned()];
+    if rest == "root" {
+        return out;
+    }
+    let mut at = "tenant".to_owned();
+    for part in rest.split('-') {
+        at = format!("{at}-{part}");
+        out.push(at.clone());
+    }
+    out
+}
+
+/// The namespace of Tenant `name` created in `parent`.
+pub fn child_namespace(parent: &str, name: &str) -> String {
+    match parent {
+        "tenant-root" => format!("tenant-{name}"),
+        _ => format!("{parent}-{name}"),
+    }
+}
+
+/// The groups a tenant namespace binds (`packages/apps/tenant/templates/tenant.yaml`).
+fn groups(namespace: &str) -> [String; 4] {
+    ["view", "use", "admin", "super-admin"].map(|level| format!("{namespace}-{level}"))
+}
+
+/// Whether Tenant `name` in `parent` would bind a group one of its ancestors already binds.
+pub fn groups_collide(parent: &str, name: &str) -> bool {
+    let own = groups(&child_namespace(parent, name));
+    chain(parent)
+        .iter()
+        .flat_map(|t| groups(t))
+        .any(|g| own.contains(&g))
+}
+
+/// A user who writes apps, by the role Cozystack's `cozystack-basics/templates/clusterroles.yaml`
+/// names. The promises hold whatever an operator aggregates into the roles, so the world does not
+/// stop a viewer's write before admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    View,
+    Use,
+    Admin,
+    SuperAdmin,
+    /// The tenant's ServiceAccount `<ns>:<ns>`, bound `cozy:tenant`.
+    Account,
+}
+
+impl Role {
+    /// Whether a holder of this role in tenant `of` administers `namespace`: an admin or
+    /// super-admin (or the ServiceAccount) of the namespace's tenant or an ancestor.
+    pub fn administers(self, of: &str, namespace: &str) -> bool {
+        matches!(self, Role::Admin | Role::SuperAdmin | Role::Account)
+            && chain(namespace).iter().any(|t| t == of)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_chains_and_groups_as_the_tenant_chart_makes_them() {
+        assert_eq!(
+            chain("tenant-a-b"),
+            ["tenant-root", "tenant-a", "tenant-a-b"]
+        );
+        assert_eq!(chain("tenant-root"), ["tenant-root"]);
+        assert!(chain("cozy-system").is_empty());
+        assert_eq!(child_namespace("tenant-root", "a"), "tenant-a");
+        assert_eq!(child_namespace("tenant-a", "b"), "tenant-a-b");
+        // tenant-a-super's admins would be tenant-a's super-admins.
+        assert!(groups_collide("tenant-a", "super"));
+        assert!(!groups_collide("tenant-a", "admin"));
+        assert!(!groups_collide("tenant-root", "super"));
+        assert!(Role::Admin.administers("tenant-a", "tenant-a-b"));
+        assert!(!Role::Use.administers("tenant-a", "tenant-a"));
+        assert!(!Role::Admin.administers("tenant-a-b", "tenant-a"));
+    }
+
+    #[test]
+    fn rendered_names_by_namespace_and_release() {
+        assert_eq!(rendered("tenant-a", "info", true, true), Some(Some("Info")));
+        assert_eq!(rendered("tenant-a", "seaweedfs-db", true, true), Some(None));
+        assert_eq!(rendered("tenant-a", "computeplane", true, false), None);
+        assert_eq!(
+            rendered("tenant-a", "computeplane-cluster-cilium", true, true),
+            Some(None)
+        );
+        assert_eq!(rendered("tenant-a", "bootbox", true, true), None);
+        assert_eq!(
+            rendered("tenant-root", "bootbox", true, true),
+            Some(Some("BootBox"))
+        );
+        assert_eq!(rendered("cozy-system", "info", false, true), None);
+    }
+}
