@@ -381,6 +381,15 @@ impl Action {
     }
 }
 
+/// A write a user sends: the operation, the resource (group, version, kind, plural) and the
+/// object's namespace and name.
+struct Write<'a> {
+    operation: &'a str,
+    resource: (&'a str, &'a str, &'a str, &'a str),
+    namespace: &'a str,
+    name: &'a str,
+}
+
 /// Who sent a judged write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Writer {
@@ -484,6 +493,26 @@ impl<'p> World<'p> {
             objects,
             (self.uid, false, manager),
         )
+    }
+
+    /// A user's own request, as kubectl sends it, judged on the state it leaves in `played` as
+    /// the one it was sent on; whether it was admitted.
+    fn user_write(
+        &mut self,
+        write: Write<'_>,
+        identity: &Identity,
+        objects: (Option<&Value>, Option<&Value>),
+        played: &mut Played,
+    ) -> Result<bool, Error> {
+        played.before = Some(self.state.cluster().clone());
+        let request = self.request(
+            write.operation,
+            write.resource,
+            (Some(write.namespace), write.name),
+            (identity, "kubectl"),
+            objects,
+        );
+        self.send(Writer::User, request, played)
     }
 
     /// The cluster once helm-controller has reconciled every Tenant (the root's render renders
@@ -697,15 +726,13 @@ impl<'p> World<'p> {
                 return Ok(());
             }
         };
-        played.before = Some(self.state.cluster().clone());
-        let user = self.request(
+        let user = Write {
             operation,
-            gvrk,
-            (Some(namespace), name),
-            (&identity, "kubectl"),
-            (app.as_ref(), old.as_ref()),
-        );
-        if !self.send(Writer::User, user, played)? {
+            resource: gvrk,
+            namespace,
+            name,
+        };
+        if !self.user_write(user, &identity, (app.as_ref(), old.as_ref()), played)? {
             return Ok(());
         }
         // cozystack-api writes the release as itself.
@@ -840,15 +867,13 @@ impl<'p> World<'p> {
                 return Ok(());
             }
         };
-        played.before = Some(self.state.cluster().clone());
-        let write = self.request(
+        let write = Write {
             operation,
-            RELEASES,
-            (Some(namespace), &release_name),
-            (&by.identity(), "kubectl"),
-            (new.as_ref(), live.as_ref()),
-        );
-        if self.send(Writer::User, write, played)? {
+            resource: RELEASES,
+            namespace,
+            name: &release_name,
+        };
+        if self.user_write(write, &by.identity(), (new.as_ref(), live.as_ref()), played)? {
             match (new, live) {
                 (Some(new), _) => self.state.put(new),
                 (None, Some(old)) => self.state.remove(&old),
