@@ -29,13 +29,13 @@ fn judge(eval: &Evaluation, change: &Change, warnings: &mut Vec<String>) -> Resu
     for rule in RULES {
         match &rule.judge {
             Judge::Change(rule) => heed(eval, None, rule(eval, change), warnings)?,
-            Judge::Entering(rule) => {
-                for entry in &change.entering {
+            Judge::Entering(whose, rule) => {
+                for entry in change.entering.iter().filter(|e| whose.takes(e)) {
                     heed(eval, Some(entry), rule(eval, change, entry), warnings)?;
                 }
             }
-            Judge::Leaving(rule) => {
-                for entry in &change.leaving {
+            Judge::Leaving(whose, rule) => {
+                for entry in change.leaving.iter().filter(|e| whose.takes(e)) {
                     heed(eval, Some(entry), rule(eval, change, entry), warnings)?;
                 }
             }

@@ -960,9 +960,14 @@ impl<'p> World<'p> {
                 step.outcome,
                 Disposition::Denied | Disposition::Rejected | Disposition::Error
             );
+            // The module's answers only: a write the API server refuses before admission (a
+            // namespace gone, a name taken) is no refusal of the policy's, and holds no request.
             let response = match (step.response, refused) {
                 (Some(response), _) => response,
-                (None, true) => json!({"accepted": false, "message": step.message}),
+                (None, true) => {
+                    played.rejected = true;
+                    continue;
+                }
                 (None, false) => continue,
             };
             played.writes.push(Judged {

@@ -1,7 +1,7 @@
 //! Providers and consumers: which namespace a class resolves to, and the warning for a
 //! consumer created where its class has no provider yet (Cozystack's `awaiting-*` beacon).
 
-use crate::change::{Change, Entry, Origin};
+use crate::change::{Change, Entry};
 use crate::model::chart;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::Namespace;
@@ -216,7 +216,7 @@ pub fn check_resolution(
 
 /// Warns about an app the request creates where a class it consumes has no provider yet.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if !matches!(entry.origin, Origin::Request) || eval.request.operation != Operation::Create {
+    if eval.request.operation != Operation::Create {
         return Ok(Vec::new());
     }
     match entry.known(eval)? {

@@ -6,7 +6,7 @@
 //! ends the evaluation (a platform writer's waivable one is a warning instead, see
 //! `Evaluation::enforce`). A rule is one module here and one line in [`RULES`].
 
-use crate::change::{Change, Entry};
+use crate::change::{Change, Entry, Origin};
 use crate::model::evaluation::Evaluation;
 use crate::model::verdict::Violation;
 
@@ -27,11 +27,28 @@ pub mod visibility;
 /// What a rule says: its warnings, or the refusal.
 pub type Outcome = Result<Vec<String>, Violation>;
 
-/// What a rule judges: the change as a whole, or each instance it makes enter or leave a kind.
+/// What a rule judges: the change as a whole, or each instance it makes enter or leave a kind,
+/// of those `Whose` takes.
 pub enum Judge {
     Change(fn(&Evaluation, &Change) -> Outcome),
-    Entering(fn(&Evaluation, &Change, &Entry) -> Outcome),
-    Leaving(fn(&Evaluation, &Change, &Entry) -> Outcome),
+    Entering(Whose, fn(&Evaluation, &Change, &Entry) -> Outcome),
+    Leaving(Whose, fn(&Evaluation, &Change, &Entry) -> Outcome),
+}
+
+/// Which instances entering or leaving a kind a row judges.
+#[derive(Clone, Copy)]
+pub enum Whose {
+    /// Every one: the object the request writes and the modules a Tenant's switch renders.
+    Any,
+    /// Only the object the request writes (a switch's modules are the chart's own to render).
+    Requested,
+}
+
+impl Whose {
+    /// Whether the row judges `entry`.
+    pub fn takes(self, entry: &Entry) -> bool {
+        matches!(self, Whose::Any) || matches!(entry.origin, Origin::Request)
+    }
 }
 
 /// A row of the table: the rule's stable name (its module's, as `docs/rules.md` lists them) and
@@ -52,7 +69,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "root_tenant",
-        judge: Judge::Leaving(root_tenant::judge),
+        judge: Judge::Leaving(Whose::Requested, root_tenant::judge),
     },
     Rule {
         name: "groups",
@@ -71,33 +88,33 @@ pub const RULES: &[Rule] = &[
     // switched-on module is rendered over.
     Rule {
         name: "cardinality",
-        judge: Judge::Entering(cardinality::judge),
+        judge: Judge::Entering(Whose::Any, cardinality::judge),
     },
     Rule {
         name: "slots",
-        judge: Judge::Entering(slots::judge),
+        judge: Judge::Entering(Whose::Any, slots::judge),
     },
     Rule {
         name: "names",
-        judge: Judge::Entering(names::judge),
+        judge: Judge::Entering(Whose::Requested, names::judge),
     },
     Rule {
         name: "adoption",
-        judge: Judge::Entering(adoption::judge),
+        judge: Judge::Entering(Whose::Any, adoption::judge),
     },
     // What a removal strands, and what the chart would create again.
     Rule {
         name: "protection",
-        judge: Judge::Leaving(protection::judge),
+        judge: Judge::Leaving(Whose::Any, protection::judge),
     },
     Rule {
         name: "rendered",
-        judge: Judge::Leaving(rendered::judge),
+        judge: Judge::Leaving(Whose::Requested, rendered::judge),
     },
     // A consumer made where its class has no provider yet (a warning).
     Rule {
         name: "capability",
-        judge: Judge::Entering(capability::judge),
+        judge: Judge::Entering(Whose::Requested, capability::judge),
     },
     // Namespace labels.
     Rule {

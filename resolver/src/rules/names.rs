@@ -1,7 +1,7 @@
 //! The names Cozystack renders are not for an app of another kind to take: helm-controller
 //! adopts an existing object of a name it renders.
 
-use crate::change::{Change, Entry, Origin, Subject};
+use crate::change::{Change, Entry, Subject};
 use crate::model::builtin::{self, When};
 use crate::model::chart::{TENANT_RELEASE_PREFIX, tenant_release};
 use crate::model::evaluation::Evaluation;
@@ -11,9 +11,7 @@ use crate::rules::Outcome;
 /// Judges an app the request creates (or a release relabelled into a kind), whether or not its
 /// kind has rules.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if matches!(entry.origin, Origin::Request) {
-        check(eval, &entry.kind, entry.known(eval)?.0)?;
-    }
+    check(eval, &entry.kind, entry.known(eval)?.0)?;
     Ok(Vec::new())
 }
 

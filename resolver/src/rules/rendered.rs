@@ -1,6 +1,6 @@
 //! A module the Tenant chart renders is removed by its switch, not through the API.
 
-use crate::change::{Change, Entry, Origin, Subject};
+use crate::change::{Change, Entry, Subject};
 use crate::model::chart::{TENANT_RELEASE_PREFIX, switched_on, tenant_release};
 use crate::model::evaluation::Evaluation;
 use crate::model::kinds::{Deletion, KindRules};
@@ -10,8 +10,7 @@ use crate::rules::Outcome;
 /// Judges an app the request deletes, unless it is being deleted already. After the
 /// consumers' protection: they must go before the module can, whichever way.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if matches!(entry.origin, Origin::Request)
-        && !entry.terminating
+    if !entry.terminating
         && let (subject, Some(rules)) = entry.known(eval)?
     {
         check(eval, rules, subject)?;

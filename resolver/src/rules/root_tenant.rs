@@ -1,6 +1,6 @@
 //! The root Tenant is not deleted through the API.
 
-use crate::change::{Change, Entry, Origin};
+use crate::change::{Change, Entry};
 use crate::model::chart::TENANT_KIND;
 use crate::model::evaluation::Evaluation;
 use crate::model::tenant;
@@ -9,7 +9,7 @@ use crate::rules::Outcome;
 
 /// Judges a Tenant the request removes.
 pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if matches!(entry.origin, Origin::Request) && entry.kind == TENANT_KIND {
+    if entry.kind == TENANT_KIND {
         check(eval, &entry.namespace, &entry.app)?;
     }
     Ok(Vec::new())
