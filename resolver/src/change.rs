@@ -181,6 +181,8 @@ pub struct Change {
     pub through_api: bool,
     /// The app an UPDATE through the apps API changes in place.
     pub changed: Option<Entry>,
+    /// That UPDATE changes the app's spec (its Helm values); one of metadata alone does not.
+    pub spec_changed: bool,
     /// The app whose HelmRelease is written directly: only the platform writes app releases.
     pub release: Option<Entry>,
     pub entering: Vec<Entry>,
@@ -292,6 +294,10 @@ fn application(eval: &Evaluation) -> Result<Change, Violation> {
         Operation::Delete => change.leaving.insert(0, direct),
         Operation::Update | Operation::Connect => change.changed = Some(direct),
     }
+    change.spec_changed = match (&request.object, &request.old_object) {
+        (Some(new), Some(old)) => new.spec != old.spec,
+        _ => false,
+    };
     change.through_api = true;
     Ok(change)
 }

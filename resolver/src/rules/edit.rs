@@ -12,13 +12,7 @@ pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
     if let Some(app) = change.authored()
         && let (_, Some(rules)) = app.known(eval)?
     {
-        check(
-            eval,
-            rules,
-            eval.request.operation,
-            &app.namespace,
-            &app.app,
-        )?;
+        check(eval, rules, change, &app.namespace, &app.app)?;
     }
     Ok(Vec::new())
 }
@@ -29,7 +23,7 @@ pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
 fn check(
     eval: &Evaluation,
     rules: &KindRules,
-    operation: Operation,
+    change: &Change,
     namespace: &str,
     app: &str,
 ) -> Result<(), Violation> {
@@ -37,14 +31,11 @@ fn check(
         return Ok(());
     }
     let request = eval.request;
-    let verb = match operation {
+    let verb = match request.operation {
         Operation::Create => "create it",
         Operation::Delete => "delete it",
-        Operation::Update => match (&request.object, &request.old_object) {
-            (Some(new), Some(old)) if new.spec != old.spec => "change its spec",
-            _ => return Ok(()),
-        },
-        Operation::Connect => return Ok(()),
+        Operation::Update if change.spec_changed => "change its spec",
+        Operation::Update | Operation::Connect => return Ok(()),
     };
     // A create the dashboard's catalog judges has no name yet.
     let instance = if app.is_empty() {
