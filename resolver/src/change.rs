@@ -12,11 +12,12 @@ use std::cell::OnceCell;
 use serde_json::Value;
 
 use crate::model::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
+use crate::model::collect::StrSet;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::InstanceRef;
 use crate::model::kinds::KindRules;
 use crate::model::request::{AppIdentity, ObjectState, Operation, Surface};
-use crate::model::tenant::tenant_namespace;
+use crate::model::tenant::{ANCESTOR_PREFIX, Labels, tenant_namespace};
 use crate::model::verdict::{BAD_REQUEST, Violation};
 
 /// The instance a rule judges. An instance is its HelmRelease: the namespace and the release
@@ -175,7 +176,7 @@ pub struct NewTenant {
 
 /// What one write does.
 #[derive(Default)]
-pub struct Change {
+pub struct Change<'r> {
     /// The write comes through the apps API: who may author its app is judged (visibility,
     /// edit), on [`Change::authored`].
     pub through_api: bool,
@@ -188,11 +189,48 @@ pub struct Change {
     pub entering: Vec<Entry>,
     pub leaving: Vec<Entry>,
     pub new_tenant: Option<NewTenant>,
-    /// The Namespace's protected labels are written.
-    pub labels: bool,
+    /// The Namespace's labels, when the write changes one the platform alone may write.
+    pub labels: Option<LabelChange<'r>>,
 }
 
-impl Change {
+/// A Namespace write that sets, changes or removes a tenant ancestor or provider label.
+pub struct LabelChange<'r> {
+    /// The labels the Namespace will carry (those a rule reads).
+    pub labels: &'r Labels,
+    /// The protected keys whose value the write changes.
+    pub changed: StrSet<'r>,
+}
+
+impl<'r> LabelChange<'r> {
+    /// The protected labels a CREATE or UPDATE of a Namespace changes, if any; `None` when it
+    /// changes none. A write with no object is malformed.
+    fn of(eval: &Evaluation<'r>) -> Result<Option<LabelChange<'r>>, Violation> {
+        let request = eval.request;
+        let Some(new) = &request.object else {
+            return Err(Violation::failure(
+                BAD_REQUEST,
+                format!("Namespace {}: the request has no object", request.name),
+            ));
+        };
+        static NONE: Labels = Labels::new();
+        let old = request.old_object.as_ref().map_or(&NONE, |o| &o.labels);
+        let protected =
+            |key: &str| key.starts_with(ANCESTOR_PREFIX) || eval.settings.is_provider_key(key);
+        let changed = StrSet::of(
+            new.labels
+                .keys()
+                .chain(old.keys())
+                .map(String::as_str)
+                .filter(|key| protected(key) && new.labels.get(*key) != old.get(*key)),
+        );
+        Ok((!changed.is_empty()).then_some(LabelChange {
+            labels: &new.labels,
+            changed,
+        }))
+    }
+}
+
+impl<'r> Change<'r> {
     /// The app written through the apps API: the one an UPDATE changes in place, else the
     /// instance a CREATE or DELETE makes enter or leave its kind (first in its list, before the
     /// modules a new Tenant switches on). One entry, so its release and rules are read once.
@@ -206,16 +244,18 @@ impl Change {
     /// Normalises the request of `eval`. A malformed request is refused here; a write nothing
     /// judges (CONNECT, a status subresource, a release that is no app, a tenant's teardown)
     /// is the empty change.
-    pub fn of(eval: &Evaluation) -> Result<Change, Violation> {
+    pub fn of(eval: &Evaluation<'r>) -> Result<Change<'r>, Violation> {
         let request = eval.request;
         let subresource = request.subresource.as_deref().filter(|s| !s.is_empty());
-        let labels = matches!(request.operation, Operation::Create | Operation::Update);
         match (request.surface, subresource) {
             _ if request.operation == Operation::Connect => Ok(Change::default()),
             // The API server's Namespace status and finalize strategies reset only the spec or
             // the status: labels written through them land, so they are judged like any other.
             (Surface::Namespace, Some("status" | "finalize") | None) => Ok(Change {
-                labels,
+                labels: match request.operation {
+                    Operation::Create | Operation::Update => LabelChange::of(eval)?,
+                    Operation::Delete | Operation::Connect => None,
+                },
                 ..Change::default()
             }),
             // A custom resource's status subresource ignores every change outside status.
@@ -260,7 +300,7 @@ fn is_terminating(state: &Option<ObjectState>) -> bool {
 }
 
 /// `apps.cozystack.io` Applications, with the end user's identity.
-fn application(eval: &Evaluation) -> Result<Change, Violation> {
+fn application<'r>(eval: &Evaluation<'r>) -> Result<Change<'r>, Violation> {
     let request = eval.request;
     require_object(eval)?;
     if teardown_delete(eval) {
@@ -305,7 +345,7 @@ fn application(eval: &Evaluation) -> Result<Change, Violation> {
 /// `helm.toolkit.fluxcd.io/v2` HelmReleases that carry the app identity labels. Leaving a kind
 /// (DELETE, or an UPDATE that changes or drops the identity labels) is a removal of that
 /// instance; entering one (CREATE, or an UPDATE that adds or changes them) is a new instance.
-fn helm_release(eval: &Evaluation) -> Result<Change, Violation> {
+fn helm_release<'r>(eval: &Evaluation<'r>) -> Result<Change<'r>, Violation> {
     let request = eval.request;
     require_object(eval)?;
     if request.operation == Operation::Delete && request.old_object.is_none() {

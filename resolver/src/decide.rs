@@ -27,21 +27,37 @@ pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -
 /// Runs [`RULES`] over `change` in order, up to the first refusal.
 fn judge(eval: &Evaluation, change: &Change, warnings: &mut Vec<String>) -> Result<(), Violation> {
     for rule in RULES {
-        match &rule.judge {
-            Judge::Change(rule) => heed(eval, None, rule(eval, change), warnings)?,
-            Judge::Entering(whose, rule) => {
-                for entry in change.entering.iter().filter(|e| whose.takes(e)) {
-                    heed(eval, Some(entry), rule(eval, change, entry), warnings)?;
+        let (entries, whose, check) = match &rule.judge {
+            Judge::Entering(whose, check) => (&change.entering, whose, check),
+            Judge::Leaving(whose, check) => (&change.leaving, whose, check),
+            part => {
+                if let Some(outcome) = judge_part(eval, change, part) {
+                    heed(eval, None, outcome, warnings)?;
                 }
+                continue;
             }
-            Judge::Leaving(whose, rule) => {
-                for entry in change.leaving.iter().filter(|e| whose.takes(e)) {
-                    heed(eval, Some(entry), rule(eval, change, entry), warnings)?;
-                }
-            }
+        };
+        for entry in entries.iter().filter(|e| whose.takes(e)) {
+            heed(eval, Some(entry), check(eval, change, entry), warnings)?;
         }
     }
     Ok(())
+}
+
+/// What a row that judges one part of `change` says; `None` when the change has no such part.
+fn judge_part(eval: &Evaluation, change: &Change, judge: &Judge) -> Option<Outcome> {
+    match judge {
+        Judge::Release(check) => change.release.as_ref().map(|app| check(eval, app)),
+        // A kind without rules has nothing to say of its author; a failed lookup is heard.
+        Judge::Authored(check) => change.authored().and_then(|app| match app.known(eval) {
+            Ok((_, Some(rules))) => Some(check(eval, change, app, rules)),
+            Ok((_, None)) => None,
+            Err(violation) => Some(Err(violation)),
+        }),
+        Judge::NewTenant(check) => change.new_tenant.as_ref().map(|t| check(eval, t)),
+        Judge::Labels(check) => change.labels.as_ref().map(|l| check(eval, l)),
+        Judge::Entering(..) | Judge::Leaving(..) => None,
+    }
 }
 
 /// Keeps a rule's warnings and waives a platform writer's waivable refusal, each told as what

@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::model::error::{RuleError, decode_json};
 use crate::model::kinds::{KindBlocks, RuleFields};
 use crate::model::release::{Judged, Release};
+use crate::model::tenant::{CAPABILITY_PREFIX, LABEL_PREFIX};
 
 /// What happens when a platform identity would break a cardinality or protection rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -220,6 +221,20 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// True for a provider label key the platform alone may write on a namespace:
+    /// `capability.<class>`, or `<class>` for a class of [`Settings::legacy_provider_classes`].
+    pub fn is_provider_key(&self, key: &str) -> bool {
+        key.starts_with(CAPABILITY_PREFIX)
+            || key
+                .strip_prefix(LABEL_PREFIX)
+                .is_some_and(|class| self.is_legacy(class))
+    }
+
+    /// Whether `class` also has a legacy provider label `namespace.cozystack.io/<class>`.
+    pub fn is_legacy(&self, class: &str) -> bool {
+        self.legacy_provider_classes.iter().any(|c| c == class)
+    }
+
     /// The release the policy judges for (`None`: any supported one).
     pub fn judged(&self) -> Judged {
         Judged(Release::named(&self.cozystack_release))

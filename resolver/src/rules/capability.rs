@@ -20,10 +20,6 @@ fn legacy_key(class: &str) -> String {
     format!("{LABEL_PREFIX}{class}")
 }
 
-fn is_legacy(class: &str, settings: &Settings) -> bool {
-    settings.legacy_provider_classes.iter().any(|c| c == class)
-}
-
 /// The classes tenant-root resolves to itself without a label: cozystack-basics writes
 /// `_namespace.{etcd,ingress,monitoring,seaweedfs}: tenant-root` unconditionally into
 /// tenant-root's `cozystack-values` (`templates/cozystack-values-secret.yaml`), which its apps
@@ -43,7 +39,7 @@ pub struct ProviderKeys {
 
 impl ProviderKeys {
     pub fn new(class: &Class, settings: &Settings) -> Self {
-        let legacy = is_legacy(class.as_str(), settings);
+        let legacy = settings.is_legacy(class.as_str());
         ProviderKeys {
             capability: capability_key(class.as_str()),
             legacy: legacy.then(|| legacy_key(class.as_str())),
@@ -107,14 +103,6 @@ fn label<'n>(ns: &'n Namespace, key: &str) -> Option<&'n str> {
         .get(key)
         .map(String::as_str)
         .filter(|v| !v.is_empty())
-}
-
-/// True for a label key the platform alone may write on a namespace.
-pub fn is_provider_key(key: &str, settings: &Settings) -> bool {
-    key.starts_with(CAPABILITY_PREFIX)
-        || key
-            .strip_prefix(LABEL_PREFIX)
-            .is_some_and(|class| is_legacy(class, settings))
 }
 
 /// The class a provider label key names, and whether it is a capability key (`true`) or a
@@ -423,11 +411,8 @@ mod tests {
     #[test]
     fn provider_keys() {
         let settings = Settings::default();
-        assert!(is_provider_key("namespace.cozystack.io/etcd", &settings));
-        assert!(is_provider_key(
-            "namespace.cozystack.io/capability.anything",
-            &settings
-        ));
-        assert!(!is_provider_key("namespace.cozystack.io/host", &settings));
+        assert!(settings.is_provider_key("namespace.cozystack.io/etcd"));
+        assert!(settings.is_provider_key("namespace.cozystack.io/capability.anything"));
+        assert!(!settings.is_provider_key("namespace.cozystack.io/host"));
     }
 }

@@ -1,7 +1,7 @@
 //! Tenant groups do not collide: a new Tenant's namespace gets the groups `<ns>-view`, `-use`,
 //! `-admin` and `-super-admin`, which must not be groups of one of its ancestors.
 
-use crate::change::Change;
+use crate::change::NewTenant;
 use crate::model::chart::GROUP_LEVELS;
 use crate::model::evaluation::Evaluation;
 use crate::model::tenant::{self, tenant_namespace};
@@ -9,10 +9,8 @@ use crate::model::verdict::Violation;
 use crate::rules::Outcome;
 
 /// Judges the Tenant the write creates.
-pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
-    if let Some(tenant) = &change.new_tenant {
-        check(eval, &tenant.parent, &tenant.name)?;
-    }
+pub fn judge(eval: &Evaluation, tenant: &NewTenant) -> Outcome {
+    check(eval, &tenant.parent, &tenant.name)?;
     Ok(Vec::new())
 }
 

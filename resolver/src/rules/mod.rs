@@ -6,8 +6,9 @@
 //! ends the evaluation (a platform writer's waivable one is a warning instead, see
 //! `Evaluation::enforce`). A rule is one module here and one line in [`RULES`].
 
-use crate::change::{Change, Entry, Origin};
+use crate::change::{Change, Entry, LabelChange, NewTenant, Origin};
 use crate::model::evaluation::Evaluation;
+use crate::model::kinds::KindRules;
 use crate::model::verdict::Violation;
 
 pub mod adoption;
@@ -27,12 +28,21 @@ pub mod visibility;
 /// What a rule says: its warnings, or the refusal.
 pub type Outcome = Result<Vec<String>, Violation>;
 
-/// What a rule judges: the change as a whole, or each instance it makes enter or leave a kind,
-/// of those `Whose` takes.
+/// The part of the change a row judges, and its check; a row whose part the change lacks is
+/// skipped, so when a rule applies reads in the table.
 pub enum Judge {
-    Change(fn(&Evaluation, &Change) -> Outcome),
+    /// The app whose HelmRelease the request writes directly ([`Change::release`]).
+    Release(fn(&Evaluation, &Entry) -> Outcome),
+    /// The app a user writes through the apps API, of a kind with rules ([`Change::authored`]).
+    Authored(fn(&Evaluation, &Change, &Entry, &KindRules) -> Outcome),
+    /// The Tenant the write creates ([`Change::new_tenant`]).
+    NewTenant(fn(&Evaluation, &NewTenant) -> Outcome),
+    /// Each instance the write makes enter a kind, of those `Whose` takes.
     Entering(Whose, fn(&Evaluation, &Change, &Entry) -> Outcome),
+    /// Each instance the write makes leave a kind, of those `Whose` takes.
     Leaving(Whose, fn(&Evaluation, &Change, &Entry) -> Outcome),
+    /// The protected Namespace labels the write changes ([`Change::labels`]).
+    Labels(fn(&Evaluation, &LabelChange) -> Outcome),
 }
 
 /// Which instances entering or leaving a kind a row judges.
@@ -65,7 +75,7 @@ pub const RULES: &[Rule] = &[
     // and a new Tenant's groups colliding with its ancestors' (a flaw of the name).
     Rule {
         name: "releases",
-        judge: Judge::Change(releases::judge),
+        judge: Judge::Release(releases::judge),
     },
     Rule {
         name: "root_tenant",
@@ -73,15 +83,15 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "groups",
-        judge: Judge::Change(groups::judge),
+        judge: Judge::NewTenant(groups::judge),
     },
     Rule {
         name: "visibility",
-        judge: Judge::Change(visibility::judge),
+        judge: Judge::Authored(visibility::judge),
     },
     Rule {
         name: "edit",
-        judge: Judge::Change(edit::judge),
+        judge: Judge::Authored(edit::judge),
     },
     // The state: how many (no name helps when the count is full), on which slot (the slot is a
     // name the kind's own module renders), then any other name Cozystack renders, and what a
@@ -119,6 +129,6 @@ pub const RULES: &[Rule] = &[
     // Namespace labels.
     Rule {
         name: "namespace",
-        judge: Judge::Change(namespace::judge),
+        judge: Judge::Labels(namespace::judge),
     },
 ];

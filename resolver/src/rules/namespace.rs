@@ -4,47 +4,25 @@
 //! write ancestor labels that match the naming rule, and must point a capability label at the
 //! provider nearest-ancestor resolution gives, because every other rule trusts them.
 
-use crate::change::Change;
-use crate::model::collect::StrSet;
+use crate::change::LabelChange;
 use crate::model::evaluation::Evaluation;
-use crate::model::tenant::{self, ANCESTOR_PREFIX, AncestorLabels, Labels};
-use crate::model::verdict::{BAD_REQUEST, Violation, list_some};
+use crate::model::tenant::{self, ANCESTOR_PREFIX, AncestorLabels};
+use crate::model::verdict::{Violation, list_some};
 use crate::rules::Outcome;
-use crate::rules::capability::{self, is_provider_key, provider_class};
+use crate::rules::capability::{self, provider_class};
 
-/// Judges the labels a Namespace write sets.
-pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
-    if change.labels {
-        check(eval)?;
-    }
+/// Judges the protected labels a Namespace write changes.
+pub fn judge(eval: &Evaluation, labels: &LabelChange) -> Outcome {
+    check(eval, labels)?;
     Ok(Vec::new())
 }
 
-fn check(eval: &Evaluation) -> Result<(), Violation> {
+fn check(eval: &Evaluation, write: &LabelChange) -> Result<(), Violation> {
     let request = eval.request;
-    let Some(new) = &request.object else {
-        return Err(Violation::failure(
-            BAD_REQUEST,
-            format!("Namespace {}: the request has no object", request.name),
-        ));
-    };
-    let empty = Labels::new();
-    let old = request.old_object.as_ref().map_or(&empty, |o| &o.labels);
-    let protected =
-        |key: &str| key.starts_with(ANCESTOR_PREFIX) || is_provider_key(key, eval.settings);
-    let changed = StrSet::of(
-        new.labels
-            .keys()
-            .chain(old.keys())
-            .map(String::as_str)
-            .filter(|key| protected(key) && new.labels.get(*key) != old.get(*key)),
-    );
-    if changed.is_empty() {
-        return Ok(());
-    }
+    let changed = &write.changed;
     let name = &request.name;
     if !eval.is_platform() {
-        let keys: Vec<String> = changed.iter().map(|k| k.to_string()).collect();
+        let keys: Vec<String> = changed.iter().map(str::to_owned).collect();
         return Err(Violation::rule(format!(
             "Namespace {name}: labels {} are managed by the Cozystack platform and {} may not set, change or remove them; {}",
             list_some(&keys, 5),
@@ -61,16 +39,16 @@ fn check(eval: &Evaluation) -> Result<(), Violation> {
         true => AncestorLabels::ANY,
         false => release_chains,
     };
-    let placement = tenant::place(name, &new.labels, accepted).map_err(|err| {
+    let placement = tenant::place(name, write.labels, accepted).map_err(|err| {
         Violation::rule(format!(
             "{err}; the platform must write exactly the chain the name implies (tenant-root carries none)"
         ))
     })?;
     for key in changed.iter().filter(|k| !k.starts_with(ANCESTOR_PREFIX)) {
-        let Some(value) = new.labels.get(key).filter(|v| !v.is_empty()) else {
+        let Some(value) = write.labels.get(key).filter(|v| !v.is_empty()) else {
             continue;
         };
-        // `is_provider_key` accepted the key, so it names a class.
+        // `Settings::is_provider_key` accepted the key, so it names a class.
         let Some((class, is_capability)) = provider_class(key) else {
             continue;
         };

@@ -2,16 +2,13 @@
 //! serves, and Flux and helm-controller apply and reconcile them. Anyone else writing one
 //! directly would bypass every rule the Application path applies.
 
-use crate::change::Change;
+use crate::change::Entry;
 use crate::model::evaluation::Evaluation;
 use crate::model::verdict::Violation;
 use crate::rules::Outcome;
 
 /// Refuses a write of an app release by anyone but the platform.
-pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
-    let Some(app) = &change.release else {
-        return Ok(Vec::new());
-    };
+pub fn judge(eval: &Evaluation, app: &Entry) -> Outcome {
     if eval.is_platform() {
         return Ok(Vec::new());
     }

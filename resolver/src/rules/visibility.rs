@@ -1,7 +1,7 @@
 //! Who may write a kind: `catalog` anyone RBAC allows, `module` tenant administrators and
 //! the platform, `hidden` the platform only.
 
-use crate::change::Change;
+use crate::change::{Change, Entry};
 use crate::model::evaluation::Evaluation;
 use crate::model::identity::admin_groups;
 use crate::model::kinds::{KindRules, Visibility};
@@ -9,12 +9,8 @@ use crate::model::verdict::{Violation, list_some};
 use crate::rules::Outcome;
 
 /// Judges the app the request authors through the apps API.
-pub fn judge(eval: &Evaluation, change: &Change) -> Outcome {
-    if let Some(app) = change.authored()
-        && let (_, Some(rules)) = app.known(eval)?
-    {
-        check(eval, rules, &app.namespace, eval.verb())?;
-    }
+pub fn judge(eval: &Evaluation, _: &Change, app: &Entry, rules: &KindRules) -> Outcome {
+    check(eval, rules, &app.namespace, eval.verb())?;
     Ok(Vec::new())
 }
 
