@@ -220,21 +220,13 @@ impl ListedDefinitions {
 
     /// Makes one item's definition from its spans.
     fn decode(&self, item: &Item) -> Definition {
-        let field = |field: RuleField| {
-            item.fields[field as usize]
-                .as_ref()
-                .map(|span| RawField::new(self.at(span)))
-        };
-        Definition {
-            name: self.at(&item.name).to_owned(),
-            kind: self.at(&item.kind).to_owned(),
-            dashboard: field(RuleField::Dashboard),
-            cardinality: field(RuleField::Cardinality),
-            protection: field(RuleField::Protection),
-            capability: field(RuleField::Capability),
-            release_prefix: item.prefix.as_ref().map(|p| self.at(p).to_owned()),
-            plural: None,
+        let mut definition = Definition::new(self.at(&item.name), self.at(&item.kind));
+        for field in RuleField::ALL {
+            let span = item.fields[field as usize].as_ref();
+            definition.set(field, span.map(|span| RawField::new(self.at(span))));
         }
+        definition.release_prefix = item.prefix.as_ref().map(|p| self.at(p).to_owned());
+        definition
     }
 }
 
@@ -327,7 +319,7 @@ mod tests {
         );
         assert_eq!(all[0].release_prefix.as_deref(), Some("redis-"));
         assert_eq!(
-            all[1].dashboard.as_ref().map(RawField::get),
+            all[1].field(RuleField::Dashboard).map(RawField::get),
             Some(r#"{"module":true}"#)
         );
     }
@@ -374,13 +366,13 @@ mod tests {
         );
         let definitions = list.definitions(0);
         let redis = &definitions[0];
-        let text = |field: &Option<RawField>| field.as_ref().map(|f| f.get().to_owned());
+        let text = |field: Option<&RawField>| field.map(|f| f.get().to_owned());
         assert_eq!(
             (
-                text(&redis.dashboard),
-                text(&redis.cardinality),
-                text(&redis.protection),
-                text(&redis.capability)
+                text(redis.field(RuleField::Dashboard)),
+                text(redis.field(RuleField::Cardinality)),
+                text(redis.field(RuleField::Protection)),
+                text(redis.field(RuleField::Capability))
             ),
             (
                 None,

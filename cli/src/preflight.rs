@@ -274,7 +274,9 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
     use cozystack_resolver::listing::Decoded;
     use cozystack_resolver::model::builtin;
     use cozystack_resolver::request::APPS_GROUP;
-    use cozystack_resolver::{Definition, DefinitionSet, DefinitionSource, RawField, Settings};
+    use cozystack_resolver::{
+        Definition, DefinitionSet, DefinitionSource, RawField, RuleField, Settings,
+    };
     let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
     let source = settings.definition_source;
     if source == DefinitionSource::ApplicationDefinitions {
@@ -300,18 +302,15 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
         .filter(served_here);
     for object in definitions {
         let object = &object;
-        let definition = Definition {
-            name: text(object, "/metadata/name").unwrap_or_default(),
-            kind: text(object, "/spec/application/kind").unwrap_or_default(),
-            dashboard: object.pointer("/spec/dashboard").map(RawField::from_value),
-            cardinality: object
-                .pointer("/spec/cardinality")
-                .map(RawField::from_value),
-            protection: object.pointer("/spec/protection").map(RawField::from_value),
-            capability: object.pointer("/spec/capability").map(RawField::from_value),
-            release_prefix: text(object, "/spec/release/prefix"),
-            plural: None,
-        };
+        let mut definition = Definition::new(
+            text(object, "/metadata/name").unwrap_or_default(),
+            text(object, "/spec/application/kind").unwrap_or_default(),
+        );
+        for field in RuleField::ALL {
+            let value = object.get("spec").and_then(|spec| spec.get(field.key()));
+            definition.set(field, value.map(RawField::from_value));
+        }
+        definition.release_prefix = text(object, "/spec/release/prefix");
         let kind = definition.kind.clone();
         // The rules a kind gets with these definitions read over what the policy applies (the
         // settings' blocks, over the built-in set for `builtin`); the prefix is not a rule.

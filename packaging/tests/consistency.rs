@@ -235,18 +235,13 @@ fn stock_rules(settings: &str) -> BTreeMap<String, Option<cozystack_resolver::Ki
         serde_yaml::Deserializer::from_str(&read("e2e/cluster/definitions.yaml"))
             .map(|d| Value::deserialize(d).unwrap())
             .filter(|d| d["kind"] == "ApplicationDefinition")
-            .map(|d| Definition {
-                name: d["metadata"]["name"].as_str().unwrap().to_owned(),
-                kind: d["spec"]["application"]["kind"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned(),
-                dashboard: None,
-                cardinality: None,
-                protection: None,
-                capability: None,
-                release_prefix: d["spec"]["release"]["prefix"].as_str().map(str::to_owned),
-                plural: None,
+            .map(|d| {
+                let name = d["metadata"]["name"].as_str().unwrap();
+                let mut definition =
+                    Definition::new(name, d["spec"]["application"]["kind"].as_str().unwrap());
+                definition.release_prefix =
+                    d["spec"]["release"]["prefix"].as_str().map(str::to_owned);
+                definition
             })
             .collect();
     let kinds: BTreeSet<String> = definitions

@@ -2,7 +2,7 @@ mod common;
 use common::Expect::{Allowed, Denied};
 use common::*;
 use cozystack_resolver::Operation::*;
-use cozystack_resolver::Settings;
+use cozystack_resolver::{RawField, RuleField, Settings};
 use serde_json::json;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -445,7 +445,7 @@ fn slots_in_each_scope() {
         json!({"cardinality": {"scope": "namespace", "slots": ["cache", "queue"]}}),
     ));
     c.definitions
-        .retain(|d| d.name != "redis" || d.cardinality.is_some());
+        .retain(|d| d.name != "redis" || d.field(RuleField::Cardinality).is_some());
     assert_denied(
         &decide(
             &app(Create, "Redis", "tenant-c", "store", admin.clone()),
@@ -492,9 +492,12 @@ fn slots_in_each_scope() {
 #[test]
 fn beyond_the_slots_the_count_alone_holds() {
     let mut c = slotted();
-    c.definitions[0].cardinality = Some(cozystack_resolver::RawField::from_value(
-        &json!({"scope": "tenant", "max": 2, "slots": ["monitoring"]}),
-    ));
+    c.definitions[0].set(
+        RuleField::Cardinality,
+        Some(RawField::from_value(
+            &json!({"scope": "tenant", "max": 2, "slots": ["monitoring"]}),
+        )),
+    );
     let alice = || user("alice", &["tenant-a-admin"]);
     // tenant-a's slot is held: a second instance may take another name.
     assert_allowed(
@@ -546,7 +549,10 @@ fn slot_errors_name_the_field() {
             "ApplicationDefinition monitoring: spec.cardinality.max: 0 means unlimited, and slots hold the kind to one instance per name (2 here): unlimited and slots do not mix; drop max to allow 2, or drop slots",
         ),
     ] {
-        c.definitions[0].cardinality = Some(cozystack_resolver::RawField::from_value(&cardinality));
+        c.definitions[0].set(
+            RuleField::Cardinality,
+            Some(RawField::from_value(&cardinality)),
+        );
         let verdict = decide(
             &app(
                 Create,

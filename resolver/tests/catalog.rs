@@ -3,6 +3,7 @@ mod common;
 use common::*;
 use cozystack_resolver::access::Access;
 use cozystack_resolver::catalog::{Entry, Placement, RefusedBy, catalog};
+use cozystack_resolver::{RawField, RuleField};
 use serde_json::json;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -80,9 +81,12 @@ fn can_create_is_both_halves_and_the_reason_names_the_one_that_refused() {
 #[test]
 fn a_slotted_kind_is_offered_under_its_free_slot() {
     let mut c = cluster();
-    c.definitions[0].cardinality = Some(cozystack_resolver::RawField::from_value(
-        &json!({"scope": "tenant", "slots": ["monitoring"]}),
-    ));
+    c.definitions[0].set(
+        RuleField::Cardinality,
+        Some(RawField::from_value(
+            &json!({"scope": "tenant", "slots": ["monitoring"]}),
+        )),
+    );
     let entry = |namespace: usize, who: &str, groups: &[&str]| {
         catalog(
             &c.definitions,

@@ -1,6 +1,6 @@
 mod common;
 use common::*;
-use cozystack_resolver::Operation;
+use cozystack_resolver::{Operation, RawField, RuleField};
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -116,9 +116,12 @@ fn terminating_and_unshared_providers_do_not_serve_descendants() {
     );
     // A provider that shares with no one serves its own namespace and nothing below it.
     let mut c = cluster();
-    c.definitions[0].capability = Some(cozystack_resolver::RawField::from_value(
-        &serde_json::json!({"provides": ["monitoring"], "share": "none"}),
-    ));
+    c.definitions[0].set(
+        RuleField::Capability,
+        Some(RawField::from_value(
+            &serde_json::json!({"provides": ["monitoring"], "share": "none"}),
+        )),
+    );
     assert_allowed(&capability_write("tenant-a", "tenant-a", &c), &[]);
     assert_denied(
         &capability_write("tenant-a-b", "tenant-a", &c),

@@ -4,7 +4,7 @@
 
 use cozystack_resolver::facts::{Instance, Namespace, Snapshot};
 use cozystack_resolver::request::{ObjectState, Operation, Request, Surface};
-use cozystack_resolver::{Definition, RawField, Settings, User};
+use cozystack_resolver::{Definition, RawField, RuleField, Settings, User};
 use serde_json::json;
 
 use cozystack_capabilities_policy::host::Host;
@@ -126,13 +126,13 @@ fn reference_labels(
     }
 }
 
-/// One definition as the comparison sees it: name, kind, release prefix and the four rule
-/// fields as values.
+/// One definition as the comparison sees it: name, kind, release prefix and the rule fields
+/// as values.
 type DefinitionFacts = (
     String,
     String,
     Option<String>,
-    [Option<serde_json::Value>; 4],
+    [Option<serde_json::Value>; RuleField::ALL.len()],
 );
 
 /// serde_json's reading of an ApplicationDefinitions answer, the reference for the index: each
@@ -160,8 +160,11 @@ fn reference_definitions(data: &[u8]) -> Listed<DefinitionFacts> {
             Some(_) => return Err(()),
         };
         let prefix = reference_text(&reference_object(spec.get("release"))?, "prefix")?;
-        let fields = ["dashboard", "cardinality", "protection", "capability"]
-            .map(|field| spec.get(field).filter(|value| !value.is_null()).cloned());
+        let fields = RuleField::ALL.map(|field| {
+            spec.get(field.key())
+                .filter(|value| !value.is_null())
+                .cloned()
+        });
         if !kind.is_empty() && served_here {
             out.push((name, kind, prefix, fields));
         }
@@ -249,9 +252,8 @@ pub fn lists(data: &[u8]) {
         );
     }
 
-    let field = |raw: &Option<RawField>| {
-        raw.as_ref()
-            .map(|raw| serde_json::from_str(raw.get()).unwrap_or(serde_json::Value::Null))
+    let field = |raw: Option<&RawField>| {
+        raw.map(|raw| serde_json::from_str(raw.get()).unwrap_or(serde_json::Value::Null))
     };
     let scanned: Listed<DefinitionFacts> = cluster
         .definitions()
@@ -259,8 +261,7 @@ pub fn lists(data: &[u8]) {
             list.all()
                 .into_iter()
                 .map(|d| {
-                    let fields =
-                        [&d.dashboard, &d.cardinality, &d.protection, &d.capability].map(&field);
+                    let fields = RuleField::ALL.map(|f| field(d.field(f)));
                     (d.name, d.kind, d.release_prefix, fields)
                 })
                 .collect()
@@ -367,38 +368,23 @@ pub fn evaluation(data: &[u8]) {
     let max = c.next(3);
     let raw = RawField::from_value;
     let definitions = vec![
-        Definition {
-            name: "monitoring".into(),
-            kind: "Monitoring".into(),
-            dashboard: Some(raw(&json!({"module": true}))),
-            cardinality: Some(raw(&json!({"scope": scope, "max": max}))),
-            protection: Some(raw(&json!({"deletion": "protect"}))),
-            capability: Some(raw(
-                &json!({"provides": ["monitoring"], "share": "children"}),
-            )),
-            release_prefix: None,
-            plural: None,
-        },
-        Definition {
-            name: "postgres".into(),
-            kind: "Postgres".into(),
-            dashboard: None,
-            cardinality: None,
-            protection: None,
-            capability: Some(raw(&json!({"consumes": ["monitoring"]}))),
-            release_prefix: None,
-            plural: None,
-        },
-        Definition {
-            name: "gateway".into(),
-            kind: "Gateway".into(),
-            dashboard: Some(raw(&json!({"visibility": "hidden"}))),
-            cardinality: None,
-            protection: None,
-            capability: None,
-            release_prefix: None,
-            plural: None,
-        },
+        Definition::new("monitoring", "Monitoring")
+            .with(RuleField::Dashboard, raw(&json!({"module": true})))
+            .with(
+                RuleField::Cardinality,
+                raw(&json!({"scope": scope, "max": max})),
+            )
+            .with(RuleField::Protection, raw(&json!({"deletion": "protect"})))
+            .with(
+                RuleField::Capability,
+                raw(&json!({"provides": ["monitoring"], "share": "children"})),
+            ),
+        Definition::new("postgres", "Postgres").with(
+            RuleField::Capability,
+            raw(&json!({"consumes": ["monitoring"]})),
+        ),
+        Definition::new("gateway", "Gateway")
+            .with(RuleField::Dashboard, raw(&json!({"visibility": "hidden"}))),
     ];
     let snapshot = Snapshot {
         definitions,

@@ -192,6 +192,8 @@ fn strings(items: &[&str]) -> Vec<String> {
 impl BuiltinKind {
     /// The blocks this kind states, as a settings block stating the same table row would be
     /// decoded: a block is present only when the row fills it.
+    // `..RuleFields::default()`: a rule field the stock set has no column for stays unstated.
+    #[allow(clippy::needless_update)]
     pub fn fields(&self) -> RuleFields {
         let capability = (!self.provides.is_empty()
             || !self.consumes.is_empty()
@@ -218,6 +220,7 @@ impl BuiltinKind {
             }),
             protection,
             capability,
+            ..RuleFields::default()
         }
     }
 }

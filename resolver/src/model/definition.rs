@@ -1,12 +1,17 @@
-//! An ApplicationDefinition as the policy reads it: its kind, its release prefix and its four
+//! An ApplicationDefinition as the policy reads it: its kind, its release prefix and its
 //! rule fields kept as JSON text until a request needs the kind.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
+use serde::de::{Error as _, IgnoredAny, MapAccess, Visitor};
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::model::error::{RuleError, decode_json};
+use crate::model::error::RuleError;
+pub use crate::model::kinds::RuleField;
 use crate::model::kinds::{RuleFields, join_path};
 
 /// One rule field of an ApplicationDefinition as its JSON text. Reading a list keeps the text
@@ -55,78 +60,22 @@ impl PartialEq for RawField {
     }
 }
 
-/// The rule fields of an ApplicationDefinition, by their keys under `spec`: the one list the
-/// policy's scanner, its field masks and [`Definition::rule_fields`] follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleField {
-    Dashboard,
-    Cardinality,
-    Protection,
-    Capability,
-}
-
-/// The keys of `spec.dashboard` the policy reads; `category`, `icon`, ... are not ours to judge.
-const DASHBOARD_KEYS: [&str; 2] = ["visibility", "module"];
-
-impl RuleField {
-    pub const ALL: [RuleField; 4] = [
-        RuleField::Dashboard,
-        RuleField::Cardinality,
-        RuleField::Protection,
-        RuleField::Capability,
-    ];
-
-    /// How many paths [`RuleField::masks`] gives over all the fields.
-    pub const MASKS: usize = {
-        let (mut count, mut at) = (0, 0);
-        while at < RuleField::ALL.len() {
-            count += RuleField::ALL[at].masks().len();
-            at += 1;
-        }
-        count
-    };
-
-    /// Its key under `spec`.
-    pub fn key(self) -> &'static str {
-        match self {
-            RuleField::Dashboard => "dashboard",
-            RuleField::Cardinality => "cardinality",
-            RuleField::Protection => "protection",
-            RuleField::Capability => "capability",
-        }
-    }
-
-    /// The paths of an ApplicationDefinition a list answer must keep for this field: the
-    /// dashboard's keys the policy reads ([`DASHBOARD_KEYS`]), the whole of the others.
-    pub const fn masks(self) -> &'static [&'static str] {
-        match self {
-            RuleField::Dashboard => &["spec.dashboard.visibility", "spec.dashboard.module"],
-            RuleField::Cardinality => &["spec.cardinality"],
-            RuleField::Protection => &["spec.protection"],
-            RuleField::Capability => &["spec.capability"],
-        }
-    }
-}
-
 /// An ApplicationDefinition as the policy reads it: its kind and its raw rule fields.
 /// The fields stay raw JSON so that a malformed definition fails only the requests that need it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written and read as `{name, kind, <each rule field's key>, release_prefix, plural}`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Definition {
     /// `metadata.name`, for messages.
     pub name: String,
     /// `spec.application.kind`.
     pub kind: String,
-    pub dashboard: Option<RawField>,
-    pub cardinality: Option<RawField>,
-    pub protection: Option<RawField>,
-    pub capability: Option<RawField>,
+    /// The rule fields, in [`RuleField::ALL`] order: see [`Definition::field`].
+    fields: [Option<RawField>; RuleField::ALL.len()],
     /// `spec.release.prefix`: an app's HelmRelease is named `<prefix><app>`, which lets the
     /// policy read app names from release names instead of from their labels.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_prefix: Option<String>,
     /// `spec.application.plural`, the resource RBAC is asked about (dashboards; the policy does
     /// not read it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plural: Option<String>,
 }
 
@@ -136,44 +85,38 @@ impl Definition {
         Definition {
             name: name.into(),
             kind: kind.into(),
-            dashboard: None,
-            cardinality: None,
-            protection: None,
-            capability: None,
+            fields: Default::default(),
             release_prefix: None,
             plural: None,
         }
     }
 
-    /// Decodes the four fields with the same types the settings use.
+    /// The rule field `field` as written, if the definition states it.
+    pub fn field(&self, field: RuleField) -> Option<&RawField> {
+        self.fields[field as usize].as_ref()
+    }
+
+    /// Sets (or, with `None`, drops) the rule field `field`.
+    pub fn set(&mut self, field: RuleField, raw: Option<RawField>) {
+        self.fields[field as usize] = raw;
+    }
+
+    /// This definition with the rule field `field` set.
+    pub fn with(mut self, field: RuleField, raw: RawField) -> Self {
+        self.set(field, Some(raw));
+        self
+    }
+
+    /// Decodes the rule fields with the same types the settings use.
     pub fn rule_fields(&self) -> Result<RuleFields, RuleError> {
-        fn field<T: serde::de::DeserializeOwned>(
-            definition: &str,
-            name: &str,
-            text: Option<&str>,
-        ) -> Result<Option<T>, RuleError> {
-            match text.map(str::trim) {
-                None | Some("null") => Ok(None),
-                // From text, so the settings and the definitions share one decoder.
-                Some(text) => decode_json(text)
-                    .map(Some)
-                    .map_err(|err| RuleError::Definition {
-                        definition: definition.to_owned(),
-                        path: join_path(name, &err.path),
-                        reason: err.reason,
-                    }),
+        let kept = RuleField::ALL.map(|field| self.kept(field));
+        let fields = RuleFields::decode(kept.each_ref().map(Option::as_deref), |field, err| {
+            RuleError::Definition {
+                definition: self.name.clone(),
+                path: join_path(&format!("spec.{}", field.key()), &err.path),
+                reason: err.reason,
             }
-        }
-        fn text(field: &Option<RawField>) -> Option<&str> {
-            field.as_ref().map(RawField::get)
-        }
-        let dashboard = self.dashboard_fields();
-        let fields = RuleFields {
-            dashboard: field(&self.name, "spec.dashboard", dashboard.as_deref())?,
-            cardinality: field(&self.name, "spec.cardinality", text(&self.cardinality))?,
-            protection: field(&self.name, "spec.protection", text(&self.protection))?,
-            capability: field(&self.name, "spec.capability", text(&self.capability))?,
-        };
+        })?;
         fields
             .validate("spec.")
             .map_err(|err| RuleError::Definition {
@@ -183,19 +126,20 @@ impl Definition {
             })?;
         Ok(fields)
     }
-}
 
-impl Definition {
-    /// `spec.dashboard` with only the keys the policy reads ([`DASHBOARD_KEYS`]).
-    /// The two values are kept as written, so no JSON value is built and written back: of a key
-    /// given twice the last counts, as serde_json's maps read it.
-    fn dashboard_fields(&self) -> Option<String> {
-        let text = self.dashboard.as_ref()?.get();
+    /// The text of `field` the policy reads: all of it, or only the keys it keeps
+    /// ([`RuleField::keeps`]), kept as written so no JSON value is built and written back (of
+    /// a key given twice the last counts, as serde_json's maps read it).
+    fn kept(&self, field: RuleField) -> Option<Cow<'_, str>> {
+        let text = self.field(field)?.get();
+        let Some(keys) = field.keeps() else {
+            return Some(Cow::Borrowed(text));
+        };
         match serde_json::from_str::<BTreeMap<String, &RawValue>>(text) {
             Ok(map) => {
                 let mut kept = String::from("{");
                 for (key, value) in map.iter() {
-                    if DASHBOARD_KEYS.contains(&key.as_str()) {
+                    if keys.contains(&key.as_str()) {
                         if kept.len() > 1 {
                             kept.push(',');
                         }
@@ -205,21 +149,80 @@ impl Definition {
                     }
                 }
                 kept.push('}');
-                Some(kept)
+                Some(Cow::Owned(kept))
             }
             // Not an object: decoded as it is, to fail with the block's own error.
-            Err(_) => Some(text.to_owned()),
+            Err(_) => Some(Cow::Borrowed(text)),
         }
     }
 
     /// Whether two definitions state the same rules: every field the policy reads is equal,
     /// so a second definition of a kind that agrees with the first is no ambiguity.
     pub(crate) fn same_rules(&self, other: &Definition) -> bool {
-        self.dashboard_fields() == other.dashboard_fields()
-            && self.cardinality == other.cardinality
-            && self.protection == other.protection
-            && self.capability == other.capability
+        RuleField::ALL
+            .iter()
+            .all(|&field| self.kept(field) == other.kept(field))
             && self.release_prefix == other.release_prefix
+    }
+}
+
+/// The keys a definition is written with besides its rule fields'.
+const NAME: &str = "name";
+const KIND: &str = "kind";
+const RELEASE_PREFIX: &str = "release_prefix";
+const PLURAL: &str = "plural";
+
+impl Serialize for Definition {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry(NAME, &self.name)?;
+        map.serialize_entry(KIND, &self.kind)?;
+        for field in RuleField::ALL {
+            map.serialize_entry(field.key(), &self.fields[field as usize])?;
+        }
+        if let Some(prefix) = &self.release_prefix {
+            map.serialize_entry(RELEASE_PREFIX, prefix)?;
+        }
+        if let Some(plural) = &self.plural {
+            map.serialize_entry(PLURAL, plural)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Definition {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = Definition;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an ApplicationDefinition as the policy reads it")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Definition, A::Error> {
+                let (mut name, mut kind) = (None, None);
+                let mut definition = Definition::new("", "");
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        NAME => name = Some(map.next_value()?),
+                        KIND => kind = Some(map.next_value()?),
+                        RELEASE_PREFIX => definition.release_prefix = map.next_value()?,
+                        PLURAL => definition.plural = map.next_value()?,
+                        key => match RuleField::ALL.into_iter().find(|f| f.key() == key) {
+                            Some(field) => definition.set(field, map.next_value()?),
+                            None => {
+                                map.next_value::<IgnoredAny>()?;
+                            }
+                        },
+                    }
+                }
+                definition.name = name.ok_or_else(|| A::Error::missing_field(NAME))?;
+                definition.kind = kind.ok_or_else(|| A::Error::missing_field(KIND))?;
+                Ok(definition)
+            }
+        }
+        deserializer.deserialize_map(Fields)
     }
 }
 
@@ -229,9 +232,7 @@ mod tests {
     use crate::model::kinds::Visibility;
 
     fn with_dashboard(text: &str) -> Definition {
-        let mut definition = Definition::new("redis", "Redis");
-        definition.dashboard = Some(RawField::new(text));
-        definition
+        Definition::new("redis", "Redis").with(RuleField::Dashboard, RawField::new(text))
     }
 
     #[test]
@@ -242,7 +243,7 @@ mod tests {
             r#"{"category": "Storage", "visibility": "hidden", "icon": {"x": [1.5, null]}, "visibilit\u0079" : "module"}"#,
         );
         assert_eq!(
-            definition.dashboard_fields().as_deref(),
+            definition.kept(RuleField::Dashboard).as_deref(),
             Some(r#"{"visibility":"module"}"#)
         );
         let fields = definition.rule_fields().unwrap();

@@ -373,6 +373,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
+    use crate::model::definition::{RawField, RuleField};
 
     /// A list that records the kinds it is asked to decode.
     struct Recording {
@@ -401,10 +402,7 @@ mod tests {
     }
 
     fn definition(name: &str, kind: &str, capability: &str) -> Definition {
-        Definition {
-            capability: serde_json::from_str(capability).ok(),
-            ..Definition::new(name, kind)
-        }
+        Definition::new(name, kind).with(RuleField::Capability, RawField::new(capability))
     }
 
     fn listed() -> (DefinitionSet, Rc<RefCell<Vec<String>>>) {

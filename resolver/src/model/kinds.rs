@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::error::{RuleError, decode_json};
+use crate::model::error::{JsonError, RuleError, decode_json};
 
 /// Where the dashboard shows a kind, and therefore who may write it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -109,7 +109,9 @@ impl CardinalitySpec {
         self.max
             .unwrap_or_else(|| u32::try_from(self.slots.len()).unwrap_or(u32::MAX))
     }
+}
 
+impl Block for CardinalitySpec {
     /// Checks what serde cannot: slot names, their number against `max`, and the namespace a
     /// cluster scope holds its slots in. `path` prefixes the field names in errors.
     fn validate(&self, path: &str) -> Result<(), RuleError> {
@@ -208,75 +210,172 @@ pub struct CapabilitySpec {
     pub share: Share,
 }
 
-/// The four optional fields, as written in an ApplicationDefinition spec or in the settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RuleFields {
-    pub dashboard: Option<DashboardSpec>,
-    pub cardinality: Option<CardinalitySpec>,
-    pub protection: Option<ProtectionSpec>,
-    pub capability: Option<CapabilitySpec>,
+/// Declares the rule fields once: each row's variant of [`RuleField`], its field of
+/// [`RuleFields`] and type, its key under `spec`, and the keys of it the policy reads when not
+/// all (the rest is another component's). Everything that walks the fields (the policy's
+/// scanner and field masks, the decoders, merging, checking) follows the rows.
+macro_rules! rule_fields {
+    ($($(#[doc = $doc:literal])* $variant:ident $field:ident: $spec:ty = $key:literal
+        $(keeping [$($kept:literal),+])?,)+) => {
+        /// The rule fields of an ApplicationDefinition, by their keys under `spec`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        pub enum RuleField {
+            $($(#[doc = $doc])* $variant,)+
+        }
+
+        impl RuleField {
+            pub const ALL: [RuleField; [$($key),+].len()] = [$(RuleField::$variant),+];
+
+            /// How many paths [`RuleField::masks`] gives over all the fields.
+            pub const MASKS: usize = 0 $(+ RuleField::$variant.masks().len())+;
+
+            /// Its key under `spec`.
+            pub const fn key(self) -> &'static str {
+                match self {
+                    $(RuleField::$variant => $key,)+
+                }
+            }
+
+            /// The keys of the field the policy reads, when it reads only some.
+            pub const fn keeps(self) -> Option<&'static [&'static str]> {
+                match self {
+                    $(RuleField::$variant => rule_fields!(@keeps $($($kept),+)?),)+
+                }
+            }
+
+            /// The paths of an ApplicationDefinition a list answer must keep for this field.
+            pub const fn masks(self) -> &'static [&'static str] {
+                match self {
+                    $(RuleField::$variant => rule_fields!(@masks $key $(; $($kept),+)?),)+
+                }
+            }
+        }
+
+        /// The rule fields, as written in an ApplicationDefinition spec or in the settings.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct RuleFields {
+            $(#[serde(rename = $key)] pub $field: Option<$spec>,)+
+        }
+
+        impl RuleFields {
+            /// These blocks over `lower`'s, block by block: a block stated here wins, `lower`
+            /// fills the rest.
+            pub fn over(&self, lower: &RuleFields) -> RuleFields {
+                RuleFields {
+                    $($field: self.$field.clone().filter(Block::stated).or_else(|| lower.$field.clone()),)+
+                }
+            }
+
+            fn is_empty(&self) -> bool {
+                true $(&& !self.$field.as_ref().is_some_and(Block::stated))+
+            }
+
+            /// Checks what serde cannot (class names, slots). `path` prefixes the field names
+            /// in errors.
+            pub fn validate(&self, path: &str) -> Result<(), RuleError> {
+                $(if let Some(block) = &self.$field {
+                    block.validate(path)?;
+                })+
+                Ok(())
+            }
+
+            /// Decodes each field from its JSON text, in [`RuleField::ALL`] order (absent or
+            /// `null`: not stated); `error` places a field's problem.
+            pub(crate) fn decode(
+                texts: [Option<&str>; RuleField::ALL.len()],
+                error: impl Fn(RuleField, JsonError) -> RuleError,
+            ) -> Result<RuleFields, RuleError> {
+                let [$($field),+] = texts;
+                Ok(RuleFields {
+                    $($field: decode_block($field).map_err(|err| error(RuleField::$variant, err))?,)+
+                })
+            }
+        }
+    };
+    (@keeps) => { None };
+    (@keeps $($kept:literal),+) => { Some(&[$($kept),+]) };
+    (@masks $key:literal) => { &[concat!("spec.", $key)] };
+    (@masks $key:literal; $($kept:literal),+) => { &[$(concat!("spec.", $key, ".", $kept)),+] };
+}
+
+rule_fields! {
+    /// `spec.dashboard`: where the dashboard shows the kind; its `category`, `icon`, ... are
+    /// the dashboard's.
+    Dashboard dashboard: DashboardSpec = "dashboard" keeping ["visibility", "module"],
+    /// `spec.cardinality`: how many instances, where counted, under which names.
+    Cardinality cardinality: CardinalitySpec = "cardinality",
+    /// `spec.protection`: deletion while consumed, and who edits.
+    Protection protection: ProtectionSpec = "protection",
+    /// `spec.capability`: the classes provided and consumed, and how far they are shared.
+    Capability capability: CapabilitySpec = "capability",
+}
+
+/// What every rule field's block answers, so the rows of [`rule_fields!`] merge and check
+/// them alike.
+trait Block: Clone {
+    /// Whether the block states a rule, and so wins over a lower source's.
+    fn stated(&self) -> bool {
+        true
+    }
+
+    /// Checks what serde cannot. `path` prefixes the field names in errors.
+    fn validate(&self, _path: &str) -> Result<(), RuleError> {
+        Ok(())
+    }
+}
+
+/// One field's block from its JSON text: absent or `null` states nothing.
+fn decode_block<T: serde::de::DeserializeOwned>(
+    text: Option<&str>,
+) -> Result<Option<T>, JsonError> {
+    match text.map(str::trim) {
+        None | Some("null") => Ok(None),
+        Some(text) => decode_json(text).map(Some),
+    }
 }
 
 impl RuleFields {
     /// The visibility these fields state, if any: `visibility` first, then `module: true`.
     fn visibility(&self) -> Option<Visibility> {
-        let dashboard = self.dashboard.as_ref()?;
-        dashboard
-            .visibility
-            .or_else(|| (dashboard.module == Some(true)).then_some(Visibility::Module))
+        self.dashboard.as_ref()?.visibility()
     }
+}
 
-    /// These blocks over `lower`'s, block by block: a block stated here wins, `lower` fills the
-    /// rest. The dashboard counts as stated only when it states a visibility (a definition's
-    /// dashboard always carries a category and the like).
-    pub fn over(&self, lower: &RuleFields) -> RuleFields {
-        RuleFields {
-            dashboard: if self.visibility().is_some() {
-                self.dashboard.clone()
-            } else {
-                lower.dashboard.clone()
-            },
-            cardinality: self
-                .cardinality
-                .clone()
-                .or_else(|| lower.cardinality.clone()),
-            protection: self.protection.clone().or_else(|| lower.protection.clone()),
-            capability: self.capability.clone().or_else(|| lower.capability.clone()),
-        }
+/// A definition's dashboard always carries a category and the like: it states a rule only
+/// when it states a visibility.
+impl Block for DashboardSpec {
+    fn stated(&self) -> bool {
+        self.visibility().is_some()
     }
+}
 
-    fn is_empty(&self) -> bool {
-        self.visibility().is_none()
-            && self.cardinality.is_none()
-            && self.protection.is_none()
-            && self.capability.is_none()
+impl DashboardSpec {
+    /// `visibility` first, then `module: true`.
+    fn visibility(&self) -> Option<Visibility> {
+        self.visibility
+            .or_else(|| (self.module == Some(true)).then_some(Visibility::Module))
     }
+}
 
-    /// Checks what serde cannot: class names and slots. `path` prefixes the field names in
-    /// errors.
-    pub fn validate(&self, path: &str) -> Result<(), RuleError> {
-        if let Some(cardinality) = &self.cardinality {
-            cardinality.validate(path)?;
-        }
-        if let Some(capability) = &self.capability {
-            for (field, classes) in [
-                ("provides", &capability.provides),
-                ("consumes", &capability.consumes),
-            ] {
-                for (index, class) in classes.iter().enumerate() {
-                    Class::parse(class).map_err(|reason| RuleError::Invalid {
-                        path: format!("{path}capability.{field}[{index}]"),
-                        reason,
-                    })?;
-                }
+impl Block for ProtectionSpec {}
+
+impl Block for CapabilitySpec {
+    /// Class names, and a share that has something to share.
+    fn validate(&self, path: &str) -> Result<(), RuleError> {
+        for (field, classes) in [("provides", &self.provides), ("consumes", &self.consumes)] {
+            for (index, class) in classes.iter().enumerate() {
+                Class::parse(class).map_err(|reason| RuleError::Invalid {
+                    path: format!("{path}capability.{field}[{index}]"),
+                    reason,
+                })?;
             }
-            if capability.share == Share::Children && capability.provides.is_empty() {
-                return Err(RuleError::Invalid {
-                    path: format!("{path}capability.share"),
-                    reason: "share: children needs at least one class in provides".into(),
-                });
-            }
+        }
+        if self.share == Share::Children && self.provides.is_empty() {
+            return Err(RuleError::Invalid {
+                path: format!("{path}capability.share"),
+                reason: "share: children needs at least one class in provides".into(),
+            });
         }
         Ok(())
     }

@@ -8,7 +8,7 @@
 use std::fmt;
 
 use crate::model::collect::sorted_positions;
-use crate::model::definition::{Definition, RawField};
+use crate::model::definition::{Definition, RawField, RuleField};
 
 /// The listed definitions, grouped by kind: kinds are numbered `0..kinds()` in sorted order.
 pub trait DefinitionList {
@@ -167,7 +167,7 @@ impl DefinitionList for Decoded {
 
     fn capabilities(&self, index: usize) -> Vec<Option<&str>> {
         self.run(index)
-            .map(|d| d.capability.as_ref().map(RawField::get))
+            .map(|d| d.field(RuleField::Capability).map(RawField::get))
             .collect()
     }
 }

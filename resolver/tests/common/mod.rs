@@ -7,7 +7,7 @@ use cozystack_resolver::request::{GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::tenant::Labels;
 use cozystack_resolver::{
     Cluster, Definition, DefinitionList, Instance, LookupError, Namespace, ObjectState, Operation,
-    RawField, Request, Settings, Snapshot, Surface, User, Verdict,
+    RawField, Request, RuleField, Settings, Snapshot, Surface, User, Verdict,
 };
 use serde_json::json;
 
@@ -42,16 +42,11 @@ pub fn tenant_ns(name: &str, providers: &[(&str, &str)]) -> Namespace {
 }
 
 pub fn definition(name: &str, kind: &str, fields: serde_json::Value) -> Definition {
-    Definition {
-        name: name.into(),
-        kind: kind.into(),
-        dashboard: fields.get("dashboard").map(RawField::from_value),
-        cardinality: fields.get("cardinality").map(RawField::from_value),
-        protection: fields.get("protection").map(RawField::from_value),
-        capability: fields.get("capability").map(RawField::from_value),
-        release_prefix: None,
-        plural: None,
+    let mut definition = Definition::new(name, kind);
+    for field in RuleField::ALL {
+        definition.set(field, fields.get(field.key()).map(RawField::from_value));
     }
+    definition
 }
 
 pub fn instance(kind: &str, namespace: &str, app: &str) -> Instance {
