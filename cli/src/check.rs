@@ -4,23 +4,24 @@
 //! server-side apply leaves, [`flux::applied`]), applied as Flux's kustomize-controller applies
 //! it ([`flux`]: sorted into stages, each dry-run whole before any of it lands, the prune after a
 //! successful apply) or one after the other ([`Applier::InOrder`]). Each admitted write is
-//! applied to the in-memory cluster as the platform writes it ([`crate::writes`]) before the
+//! applied to the in-memory cluster as the platform writes it ([`crate::platform::writes`]) before the
 //! next is judged on it; a refused write is not applied.
 
 use std::collections::{BTreeSet, HashSet};
 
-use crate::writes::TenantChart;
+use crate::platform::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
 use cozystack_resolver::request::APPS_GROUP;
 use serde_json::{Value, json};
 
-use crate::apiserver;
 use crate::error::Error;
-use crate::flux::{self, Managed, Owner, Stage};
 use crate::manifests::Manifest;
+use crate::platform::apiserver;
+use crate::platform::application::{Api, AppWrite};
+use crate::platform::flux::{self, Managed, Owner, Stage};
+use crate::platform::writes::{self, Kinds, RELEASE_API, Served};
 use crate::state::State;
-use crate::writes::{self, Kinds, RELEASE_API, Served};
 
 /// Who applies the change set: the user and groups the API server authenticates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,10 +307,8 @@ struct Session<'a> {
     policy: &'a Policy,
     settings: &'a Value,
     chart: TenantChart,
-    /// The release's cozystack-api checks a Tenant's quota against its parent's ([`quota`]).
-    quotas: bool,
-    /// The release's cozystack-api lets an Application's dry run land ([`dry_run_lands`]).
-    dry_run_lands: bool,
+    /// cozystack-api as the release runs it.
+    api: Api,
     identity: &'a Identity,
     cluster: State,
     kinds: Kinds,
@@ -426,8 +425,8 @@ impl Session<'_> {
             .unwrap_or(("", manifest.api_version()));
         let cluster = &self.cluster;
         let mut conflict = None;
-        // A Tenant whose quota the release's cozystack-api checks ([`crate::quota`]).
-        let mut quotas = false;
+        // cozystack-api's account of an Application write.
+        let mut app = None;
         // The resource, the live object as the request shows it, what deleting it removes, and
         // what applying the manifest puts.
         let (resource, live, removed, effect_of): (String, Option<Value>, Option<Effect>, Applies) =
@@ -454,62 +453,16 @@ impl Session<'_> {
                 }
                 Guarded::Application => {
                     let served = self.served(manifest)?;
-                    let release = served.release(cluster, namespace.unwrap_or_default(), name);
-                    // cozystack-api validates a new Application before its admission chain.
-                    if release.is_none()
-                        && !delete
-                        && let Some(refusal) = apiserver::application_refusal(
-                            &served.kind,
-                            &served.prefix,
-                            namespace.unwrap_or_default(),
-                            name,
-                            &manifest.object["spec"],
-                        )
-                    {
-                        return Err(Unjudged(Disposition::Rejected, refusal, None));
-                    }
-                    // Its quota check: before the admission chain on a create, after it on an
-                    // update (`Create`, `Update` in rest.go).
-                    quotas = self.quotas && served.kind == "Tenant";
-                    if quotas
-                        && release.is_none()
-                        && !delete
-                        && let Some(refusal) = crate::quota::refusal(
-                            cluster.cluster(),
-                            namespace.unwrap_or_default(),
-                            name,
-                            &manifest.object["spec"],
-                        )
-                    {
-                        return Err(Unjudged(
-                            Disposition::Rejected,
-                            format!("cozystack-api refuses it before admission: {refusal}"),
-                            None,
-                        ));
-                    }
-                    // cozystack-api creates the release after its admission chain: a release of
-                    // another kind under the name makes that create fail (409).
-                    let release_name = format!("{}{name}", served.prefix);
-                    conflict = cluster
-                        .get(RELEASE_API, "HelmRelease", &release_name, namespace)
-                        .filter(|_| release.is_none() && !delete)
-                        .map(|other| {
-                            let holder = match other["metadata"]["labels"]
-                                ["apps.cozystack.io/application.kind"]
-                                .as_str()
-                            {
-                                Some(kind) => format!("a {kind} release"),
-                                None => "a HelmRelease of no app".to_owned(),
-                            };
-                            format!(
-                                "cozystack-api refuses it after admission: failed to create HelmRelease: helmreleases.helm.toolkit.fluxcd.io \"{release_name}\" already exists ({holder} holds the name in {}); choose another name",
-                                namespace.unwrap_or_default()
-                            )
-                        });
-                    let live = release
-                        .as_ref()
-                        .map(|hr| served.application_of(hr, manifest.api_version()));
-                    let removed = release.clone().map(Effect::RemoveRelease);
+                    let spec = (!delete).then(|| &manifest.object["spec"]);
+                    let ns = namespace.unwrap_or_default();
+                    let account = self
+                        .api
+                        .write(&served, cluster, (ns, name), spec, manifest.api_version())
+                        .map_err(|refusal| Unjudged(Disposition::Rejected, refusal, None))?;
+                    let removed = account.release.clone().map(Effect::RemoveRelease);
+                    let (live, release) = (account.live.clone(), account.release.clone());
+                    conflict = account.taken.clone();
+                    app = Some(account);
                     let plural = served.plural.clone();
                     let put =
                         move |app: Value| Effect::Put(served.release_for(&app, release.as_ref()));
@@ -573,17 +526,9 @@ impl Session<'_> {
                 let effect = effect_of(new.clone());
                 let changes = new != live;
                 // cozystack-api's `Update` checks the quota the update leaves, after admission.
-                let conflict = quotas
-                    .then(|| {
-                        crate::quota::refusal(
-                            self.cluster.cluster(),
-                            namespace.unwrap_or_default(),
-                            name,
-                            &new["spec"],
-                        )
-                    })
-                    .flatten()
-                    .map(|refusal| format!("cozystack-api refuses it after admission: {refusal}"));
+                let conflict = app
+                    .as_ref()
+                    .and_then(|app: &AppWrite| app.update_refusal(&self.cluster, &new));
                 Write {
                     changes,
                     conflict,
@@ -691,7 +636,7 @@ impl Session<'_> {
             let (mut step, mut effect) = self.judge(manifest, false, true)?;
             step.stage = Some(stage);
             // cozystack-api makes the write its dry run asked for: it lands now.
-            if self.dry_run_lands
+            if self.api.dry_run_lands
                 && matches!(surface(manifest), Some(Guarded::Application))
                 && let Some(effect) = effect.take()
             {
@@ -771,18 +716,6 @@ impl Session<'_> {
     }
 }
 
-/// Whether cozystack-api writes an Application its dry run was asked for: the release the
-/// settings name says (`apiDryRun` in `resolver/stock-rules.yaml`); with none named, whether any
-/// supported release does, so that a team is never told nothing landed when something may have.
-pub fn dry_run_lands(settings: &cozystack_resolver::Settings) -> bool {
-    use cozystack_resolver::release::{ApiDryRun, Release};
-    let lands = |r: Release| r.row().api_dry_run == ApiDryRun::Ignored;
-    match settings.judged().0 {
-        Some(release) => lands(release),
-        None => Release::all().any(lands),
-    }
-}
-
 /// What a step says when cozystack-api wrote its dry run (`rest.go` `Update`, which server-side
 /// apply calls, creates and updates the release with fresh options, so the dryRun is dropped).
 const LANDED_IN_DRY_RUN: &str = "landed during the dry run: cozystack-api drops a server-side apply's dryRun (pkg/registry/apps/application/rest.go Update), so this write is made now, whatever becomes of the stage, and the rest of the dry run sees it";
@@ -836,8 +769,7 @@ pub fn run<'a>(
         policy,
         settings,
         chart: TenantChart::of(&resolved),
-        quotas: crate::quota::checked(&resolved),
-        dry_run_lands: dry_run_lands(&resolved),
+        api: Api::of(&resolved),
         identity,
         cluster: State::new(cluster),
         kinds,

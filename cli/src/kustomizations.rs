@@ -16,8 +16,8 @@ use crate::check::{self, Applier, ChangeSet, Identity, Report};
 use crate::error::Error;
 use crate::fluxbuild::Spec;
 use crate::manifests::Manifest;
+use crate::platform::writes;
 use crate::state::State;
-use crate::writes;
 
 /// One Kustomization: the object, its spec, where it was read, and what it builds.
 pub struct Unit {

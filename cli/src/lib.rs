@@ -3,20 +3,18 @@
 //! object of a cluster, read from a dump or live through kube-rs, kwctl's packaging verbs, and
 //! cosign's signing verbs.
 
-pub mod apiserver;
 pub mod check;
 pub mod error;
 pub mod evaluate;
-pub mod flux;
 pub mod fluxbuild;
 pub mod footprint;
 pub mod kustomizations;
 pub mod live;
 pub mod manifests;
 pub mod output;
+pub mod platform;
 pub mod postbuild;
 pub mod preflight;
-pub mod quota;
 pub mod settings;
 pub mod simulate;
 pub mod source;
@@ -24,4 +22,3 @@ pub mod sourceignore;
 pub mod state;
 pub mod supply;
 pub mod trust;
-pub mod writes;

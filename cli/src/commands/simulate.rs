@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use clap::Args;
 use cozystack_policy::error::Error;
+use cozystack_policy::platform::application::Api;
+use cozystack_policy::platform::writes::TenantChart;
 use cozystack_policy::source::Source;
 use cozystack_policy::{settings, simulate};
 
@@ -46,12 +48,12 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
     eprintln!("policy: {origin}");
     let cluster = cluster(&evaluation.cluster, &policy, None)?;
     cozystack_policy::settings::check(&policy, &settings)?;
+    let resolved = cozystack_policy::settings::resolved(&settings)?;
     let run = simulate::Run {
         policy: &policy,
         settings: &settings,
-        chart: cozystack_policy::writes::TenantChart::of(&cozystack_policy::settings::resolved(
-            &settings,
-        )?),
+        chart: TenantChart::of(&resolved),
+        api: Api::of(&resolved),
         cluster,
     };
     let bar = indicatif::ProgressBar::new(args.steps as u64).with_style(

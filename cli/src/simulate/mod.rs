@@ -12,7 +12,8 @@ pub mod world;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::writes::TenantChart;
+use crate::platform::application::Api;
+use crate::platform::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
 use cozystack_policy_runtime::policy::Policy;
 use rand::{RngExt, SeedableRng};
@@ -212,6 +213,8 @@ pub struct Run<'p> {
     pub policy: &'p Policy,
     pub settings: &'p Value,
     pub chart: TenantChart,
+    /// cozystack-api as the release runs it.
+    pub api: Api,
     pub cluster: ClusterObjects,
 }
 
@@ -220,7 +223,7 @@ impl Run<'_> {
         let world = World::new(
             self.policy,
             self.settings,
-            self.chart.clone(),
+            (self.chart.clone(), self.api),
             self.cluster.clone(),
         );
         let compute_plane =
@@ -641,7 +644,7 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     for (api, kind, namespace, name) in cluster.keys() {
         match (api.as_str(), kind.as_str()) {
             ("v1", "Namespace") if name.starts_with("tenant-") => namespaces.push(name.clone()),
-            (crate::writes::RELEASE_API, "HelmRelease") => {
+            (crate::platform::writes::RELEASE_API, "HelmRelease") => {
                 apps.push((namespace.clone(), name.clone()))
             }
             _ => {}
@@ -652,8 +655,12 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     let apps: Vec<(String, String, String)> = apps
         .into_iter()
         .filter_map(|(ns, name)| {
-            let object =
-                cluster.get(crate::writes::RELEASE_API, "HelmRelease", &name, Some(&ns))?;
+            let object = cluster.get(
+                crate::platform::writes::RELEASE_API,
+                "HelmRelease",
+                &name,
+                Some(&ns),
+            )?;
             let labels = &object["metadata"]["labels"];
             let kind = labels["apps.cozystack.io/application.kind"]
                 .as_str()?

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::statement::{self, Per, Visible};
 use super::world::{Ask, Op};
-use crate::writes::RELEASE_API;
+use crate::platform::writes::RELEASE_API;
 
 const KIND_LABEL: &str = "apps.cozystack.io/application.kind";
 const ROOT: &str = "tenant-root";

@@ -1,19 +1,19 @@
-//! The world the simulator plays: the cluster as the platform writes it ([`crate::writes`], the
+//! The world the simulator plays: the cluster as the platform writes it ([`crate::platform::writes`], the
 //! model `check` applies), the actors who act on it with their identities, and each action
 //! turned into the admission requests the API server would send, one after the other, each
 //! judged by the module on the state the writes before it left.
 
 use super::statement::Role;
-use crate::writes::TenantChart;
+use crate::platform::application::Api;
+use crate::platform::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::{Policy, warnings_of};
 use serde_json::{Value, json};
 
-use crate::apiserver;
 use crate::check::{Identity, evaluate, request};
 use crate::error::Error;
+use crate::platform::writes::{self, Kinds, RELEASE_API};
 use crate::state::State;
-use crate::writes::{self, Kinds, RELEASE_API};
 
 /// cozystack-api, which writes an Application's release (`pkg/registry/apps/application`).
 pub const COZYSTACK_API: &str = "system:serviceaccount:cozy-system:cozystack-api";
@@ -439,6 +439,7 @@ pub struct World<'p> {
     pub policy: &'p Policy,
     pub settings: &'p Value,
     pub chart: TenantChart,
+    pub api: Api,
     pub kinds: Kinds,
     pub state: State,
     uid: usize,
@@ -448,13 +449,14 @@ impl<'p> World<'p> {
     pub fn new(
         policy: &'p Policy,
         settings: &'p Value,
-        chart: TenantChart,
+        (chart, api): (TenantChart, Api),
         cluster: ClusterObjects,
     ) -> World<'p> {
         World {
             policy,
             settings,
             chart,
+            api,
             kinds: Kinds::read(&cluster),
             state: State::new(cluster),
             uid: 0,
@@ -619,7 +621,7 @@ impl<'p> World<'p> {
             played.rejected = true;
             return;
         };
-        let release = format!("{}{name}", served.prefix);
+        let release = served.release_name(name);
         if self
             .state
             .get(RELEASE_API, "HelmRelease", &release, Some(namespace))
@@ -684,41 +686,46 @@ impl<'p> World<'p> {
             return Ok(());
         };
         let identity = by.identity();
-        let release = served.release(&self.state, namespace, name);
+        let spec = match action {
+            Action::Create { spec, .. } => Some(spec),
+            _ => None,
+        };
         let api_version = APPS_API;
+        // An edit or switch applies a spec too, but to an app that exists: no create to refuse.
+        let account =
+            match self
+                .api
+                .write(&served, &self.state, (namespace, name), spec, api_version)
+            {
+                Ok(account) => account,
+                Err(_) => {
+                    played.rejected = true;
+                    return Ok(());
+                }
+            };
+        let release = account.release.clone();
         let gvrk = (
             "apps.cozystack.io",
             "v1alpha1",
             kind,
             served.plural.as_str(),
         );
-        let (operation, app, old) = match (action, &release) {
-            (Action::Create { spec, .. }, None) => {
-                if apiserver::application_refusal(kind, &served.prefix, namespace, name, spec)
-                    .is_some()
-                {
-                    played.rejected = true;
-                    return Ok(());
-                }
-                (
-                    "CREATE",
-                    Some(app_object(kind, namespace, name, spec)),
-                    None,
-                )
-            }
-            (Action::Delete { .. }, Some(hr)) => {
-                ("DELETE", None, Some(served.application_of(hr, api_version)))
-            }
-            (Action::Switch { .. } | Action::Edit { .. }, Some(hr)) => {
+        let (operation, app, old) = match (action, &account.live) {
+            (Action::Create { spec, .. }, None) => (
+                "CREATE",
+                Some(app_object(kind, namespace, name, spec)),
+                None,
+            ),
+            (Action::Delete { .. }, Some(live)) => ("DELETE", None, Some(live.clone())),
+            (Action::Switch { .. } | Action::Edit { .. }, Some(live)) => {
                 let (key, value) = match action {
                     Action::Switch { key, on, .. } => (key, json!(on)),
                     Action::Edit { key, value, .. } => (key, value.clone()),
                     _ => return Ok(()),
                 };
-                let old = served.application_of(hr, api_version);
-                let mut new = old.clone();
+                let mut new = live.clone();
                 new["spec"][key.as_str()] = value;
-                ("UPDATE", Some(new), Some(old))
+                ("UPDATE", Some(new), Some(live.clone()))
             }
             // Nothing to create over, delete or switch: the API server answers 409 or 404.
             _ => {
@@ -737,7 +744,7 @@ impl<'p> World<'p> {
         }
         // cozystack-api writes the release as itself.
         let api = Identity::impersonated(COZYSTACK_API, &[]);
-        let release_name = format!("{}{name}", served.prefix);
+        let release_name = account.release_name.clone();
         let new_release = app
             .as_ref()
             .map(|app| served.release_for(app, release.as_ref()));
@@ -753,12 +760,7 @@ impl<'p> World<'p> {
         }
         // A release of another kind holds the name: admission ran first, and the API server's
         // storage answers 409 (`failed to create HelmRelease: … already exists`).
-        if release.is_none()
-            && self
-                .state
-                .get(RELEASE_API, "HelmRelease", &release_name, Some(namespace))
-                .is_some()
-        {
+        if account.taken.is_some() {
             played.rejected = true;
             return Ok(());
         }
@@ -851,7 +853,7 @@ impl<'p> World<'p> {
             played.rejected = true;
             return Ok(());
         };
-        let release_name = format!("{}{name}", served.prefix);
+        let release_name = served.release_name(name);
         let live = self
             .state
             .get(RELEASE_API, "HelmRelease", &release_name, Some(namespace));

@@ -142,10 +142,15 @@ fn unprefixed(m: &Value) -> Map<String, Value> {
 }
 
 impl Served {
+    /// The name of app `name`'s release: `<prefix><name>`.
+    pub fn release_name(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
     /// The release of application `name` in `namespace`, if the cluster has it: cozystack-api
     /// finds it by name and requires its kind and group labels.
     pub fn release(&self, cluster: &State, namespace: &str, name: &str) -> Option<Value> {
-        let release = format!("{}{name}", self.prefix);
+        let release = self.release_name(name);
         cluster
             .get(RELEASE_API, "HelmRelease", &release, Some(namespace))
             .filter(|hr| {
@@ -203,7 +208,7 @@ impl Served {
         if let Some(shard) = live.and_then(|hr| hr["metadata"]["labels"].get(SHARD_LABEL)) {
             labels.insert(SHARD_LABEL.into(), shard.clone());
         }
-        let mut metadata = json!({"name": format!("{}{name}", self.prefix),
+        let mut metadata = json!({"name": self.release_name(name),
             "namespace": app["metadata"]["namespace"], "labels": labels});
         let annotations = prefixed(&app["metadata"]["annotations"]);
         if !annotations.is_empty() {

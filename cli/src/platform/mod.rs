@@ -1,0 +1,11 @@
+//! What the platform does with a write, told once for `check` and `simulate`: what the API
+//! servers refuse before admission ([`apiserver`]), what cozystack-api does with an
+//! Application write ([`application`], with its tenant quota, [`quota`]), what a stock install
+//! writes after it (the release, helm-controller's Tenant render: [`writes`]), and how Flux's
+//! kustomize-controller applies and prunes a change set ([`flux`]).
+
+pub mod apiserver;
+pub mod application;
+pub mod flux;
+pub mod quota;
+pub mod writes;
