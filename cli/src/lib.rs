@@ -20,5 +20,4 @@ pub mod simulate;
 pub mod source;
 pub mod sourceignore;
 pub mod state;
-pub mod supply;
 pub mod trust;

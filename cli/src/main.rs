@@ -4,9 +4,6 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use cozystack_policy::supply::{
-    self, KeygenArgs, PullArgs, PushArgs, SbomArgs, SignArgs, VerificationConfigArgs, VerifyArgs,
-};
 
 mod commands;
 
@@ -52,23 +49,23 @@ enum Command {
     /// Write the Artifact Hub package (artifacthub-pkg.yml) from the metadata.
     Artifacthub(commands::artifacthub::ArtifacthubArgs),
     /// Push an annotated module to an OCI registry as a Kubewarden policy artifact.
-    Push(PushArgs),
+    Push(commands::push::PushArgs),
     /// Pull a policy artifact, check its digest and media types, and write the module.
-    Pull(PullArgs),
+    Pull(commands::pull::PullArgs),
     /// Write a cosign key pair (ECDSA P-256, cosign's default): PREFIX.key sealed with a
     /// password, and PREFIX.pub.
-    Keygen(KeygenArgs),
+    Keygen(commands::keygen::KeygenArgs),
     /// Sign a pushed artifact, and the SBOM attached to it, with a cosign private key, as
     /// `cosign sign --key` does.
-    Sign(SignArgs),
+    Sign(commands::sign::SignArgs),
     /// Check an artifact's cosign signature against a public key, as `kwctl verify -k` does.
     /// Exit 0 verified, 1 refused, 2 when it cannot be checked.
-    Verify(VerifyArgs),
+    Verify(commands::verify::VerifyArgs),
     /// Print the CycloneDX SBOM attached to an artifact.
-    Sbom(SbomArgs),
+    Sbom(commands::sbom::SbomArgs),
     /// Print a Kubewarden verification config requiring signatures by these keys (for a
     /// PolicyServer's `verificationConfig` ConfigMap, or `verify --verification-config`).
-    VerificationConfig(VerificationConfigArgs),
+    VerificationConfig(commands::verification_config::VerificationConfigArgs),
 }
 
 /// Exit 2: what the verb was given cannot be used (clap's code for a bad command line too).
@@ -84,14 +81,14 @@ fn main() -> ExitCode {
         Command::Annotate(args) => commands::annotate::exec(args).map(|()| ExitCode::SUCCESS),
         Command::Inspect(args) => commands::inspect::exec(args).map(|()| ExitCode::SUCCESS),
         Command::Artifacthub(args) => commands::artifacthub::exec(args).map(|()| ExitCode::SUCCESS),
-        Command::Push(args) => supply::push(args).map(|()| ExitCode::SUCCESS),
-        Command::Pull(args) => supply::pull(args).map(|()| ExitCode::SUCCESS),
-        Command::Keygen(args) => supply::keygen(args).map(|()| ExitCode::SUCCESS),
-        Command::Sign(args) => supply::sign(args).map(|()| ExitCode::SUCCESS),
-        Command::Verify(args) => supply::verify(args),
-        Command::Sbom(args) => supply::print_sbom(args).map(|()| ExitCode::SUCCESS),
+        Command::Push(args) => commands::push::exec(args).map(|()| ExitCode::SUCCESS),
+        Command::Pull(args) => commands::pull::exec(args).map(|()| ExitCode::SUCCESS),
+        Command::Keygen(args) => commands::keygen::exec(args).map(|()| ExitCode::SUCCESS),
+        Command::Sign(args) => commands::sign::exec(args).map(|()| ExitCode::SUCCESS),
+        Command::Verify(args) => commands::verify::exec(args),
+        Command::Sbom(args) => commands::sbom::exec(args).map(|()| ExitCode::SUCCESS),
         Command::VerificationConfig(args) => {
-            supply::verification_config(args).map(|()| ExitCode::SUCCESS)
+            commands::verification_config::exec(args).map(|()| ExitCode::SUCCESS)
         }
     };
     result.unwrap_or_else(|err| {

@@ -344,18 +344,16 @@ mod tests {
             &builder,
             "#!/bin/sh\ncat \"$2/built.yaml\" || { echo \"no built.yaml in $2\" >&2; exit 1; }\n",
         );
-        let mut permissions = std::fs::metadata(&builder).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-        std::fs::set_permissions(&builder, permissions).unwrap();
-        let program = builder.display().to_string();
+        // Run by `sh`, not executed itself: a script just written can be busy (ETXTBSY) while
+        // another test's child still holds its descriptor.
+        let script = builder.display().to_string();
+        let args: &[&str] = &[&script, "build"];
         let overlay = dir.join("overlay");
         write(&overlay.join("kustomization.yaml"), KUSTOMIZATION);
-        let err = build(&overlay, &[(program.as_str(), &["build"])])
-            .unwrap_err()
-            .to_string();
+        let err = build(&overlay, &[("sh", args)]).unwrap_err().to_string();
         assert!(
             err.starts_with(&format!(
-                "{o}: `{program} build {o}` failed: ",
+                "{o}: `sh {script} build {o}` failed: ",
                 o = overlay.display()
             )) && err.ends_with(&format!("no built.yaml in {}", overlay.display())),
             "{err}"
@@ -364,7 +362,7 @@ mod tests {
             &overlay.join("built.yaml"),
             "apiVersion: v1\nkind: Namespace\nmetadata: {name: built}\n",
         );
-        let text = build(&overlay, &[(program.as_str(), &["build"])]).unwrap();
+        let text = build(&overlay, &[("sh", args)]).unwrap();
         let manifests = parse(&format!("{} (built)", overlay.display()), &text).unwrap();
         assert_eq!(manifests.len(), 1);
         assert_eq!(manifests[0].reference(), "Namespace built");

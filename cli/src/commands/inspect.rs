@@ -1,11 +1,11 @@
 //! `inspect`: the metadata embedded in a module.
 
+use super::VerifyKeyArgs;
 use clap::Args;
 use cozystack_packaging::section;
 use cozystack_policy::error::Error;
 use cozystack_policy::output::{emit, json};
 use cozystack_policy::source::Source;
-use cozystack_policy::supply::VerifyKeyArgs;
 
 #[derive(Args)]
 pub struct InspectArgs {

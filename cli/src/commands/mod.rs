@@ -1,22 +1,31 @@
-//! What the verbs share: which module, which cluster, which settings, and reading them.
+//! What the verbs share: which module, which cluster, which settings, and reading them; the
+//! signature an artifact must carry and where a private key's password comes from.
 
 pub mod annotate;
 pub mod artifacthub;
 pub mod check;
 pub mod inspect;
+pub mod keygen;
 pub mod preflight;
+pub mod pull;
+pub mod push;
 pub mod run;
+pub mod sbom;
+pub mod sign;
 pub mod simulate;
+pub mod verification_config;
+pub mod verify;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
+use cozystack_packaging::signing::{self, Trust};
 use cozystack_policy::error::Error;
 use cozystack_policy::live::{self, Target};
 use cozystack_policy::settings;
 use cozystack_policy::source::Source;
-use cozystack_policy::supply::VerifyKeyArgs;
+use cozystack_policy::trust::{self, parse_annotation};
 use cozystack_policy_runtime::cluster::{ClusterObjects, Keep};
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
@@ -141,4 +150,46 @@ pub fn report_release(settings: &Value, cluster: &ClusterObjects) -> Result<(), 
     let warning = if release.mismatch { "warning: " } else { "" };
     eprintln!("{warning}{}", release.line);
     Ok(())
+}
+
+/// The signature a registry artifact must carry before it is used.
+#[derive(Args)]
+pub struct VerifyKeyArgs {
+    /// Use the artifact only when a cosign signature by this public key (PEM) covers its
+    /// digest; it is then pulled by that digest.
+    #[arg(long, value_name = "PUB")]
+    pub verify_key: Option<PathBuf>,
+    /// An annotation that signature must carry; repeatable.
+    #[arg(long = "annotation", value_name = "KEY=VALUE", value_parser = parse_annotation, requires = "verify_key")]
+    pub annotations: Vec<(String, String)>,
+}
+
+impl VerifyKeyArgs {
+    pub fn trust(&self) -> Result<Option<Trust>, Error> {
+        self.verify_key
+            .as_deref()
+            .map(|key| trust::read(key, &self.annotations))
+            .transpose()
+    }
+}
+
+/// Where the private key's password comes from: never the command line.
+#[derive(Args)]
+pub struct PasswordArgs {
+    /// Read the private key's password from this environment variable (without it, it is
+    /// asked on the terminal).
+    #[arg(long, value_name = "VAR")]
+    pub key_password_env: Option<String>,
+}
+
+/// Says on stderr which signatures a new one replaced: cosign would have kept them.
+fn warn_replaced(signatures: &[signing::Signature]) {
+    for signature in signatures {
+        if let Some(count) = signature.replaced {
+            eprintln!(
+                "warning: {}: replaced {count} earlier signature(s) there; sign again with each key whose signature must stay",
+                signature.signature_ref
+            );
+        }
+    }
 }
