@@ -17,47 +17,11 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::manifests::Manifest;
-use crate::platform::apiserver;
+use crate::platform::apiserver::{self, Admission, Identity, Resource};
 use crate::platform::application::{Api, AppWrite};
 use crate::platform::flux::{self, Managed, Owner, Stage};
 use crate::platform::writes::{self, Kinds, RELEASE_API, Served};
 use crate::state::State;
-
-/// Who applies the change set: the user and groups the API server authenticates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub username: String,
-    pub groups: Vec<String>,
-}
-
-impl Identity {
-    /// `--as` and `--as-group` as the API server's impersonation filter turns them into a user:
-    /// a ServiceAccount without groups given gets its own (`system:serviceaccounts`,
-    /// `system:serviceaccounts:<ns>`), and every user but `system:anonymous` is
-    /// `system:authenticated`.
-    pub fn impersonated(username: &str, groups: &[String]) -> Identity {
-        let mut all: Vec<String> = groups.to_vec();
-        if groups.is_empty()
-            && let Some(rest) = username.strip_prefix("system:serviceaccount:")
-            && let Some((namespace, _)) = rest.split_once(':')
-        {
-            all.push("system:serviceaccounts".into());
-            all.push(format!("system:serviceaccounts:{namespace}"));
-        }
-        let authenticated = "system:authenticated";
-        if username != "system:anonymous" && !all.iter().any(|g| g == authenticated) {
-            all.push(authenticated.into());
-        }
-        Identity {
-            username: username.to_owned(),
-            groups: all,
-        }
-    }
-
-    pub fn describe(&self) -> String {
-        format!("{} (groups {})", self.username, self.groups.join(", "))
-    }
-}
 
 /// A change set: the manifests applied, then the objects pruned.
 #[derive(Debug, Default)]
@@ -253,44 +217,6 @@ pub struct Report {
 /// Called with each judged request and the cluster it was judged on (to keep them).
 pub type Observer<'a> = dyn FnMut(usize, &Value, &ClusterObjects) -> Result<(), Error> + 'a;
 
-/// The AdmissionRequest the API server sends for this write.
-pub(crate) fn request(
-    operation: &str,
-    (group, version, kind, resource): (&str, &str, &str, &str),
-    (namespace, name): (Option<&str>, &str),
-    identity: &Identity,
-    (object, old): (Option<&Value>, Option<&Value>),
-    (uid, dry_run, manager): (usize, bool, &str),
-) -> Value {
-    let gvk = json!({"group": group, "version": version, "kind": kind});
-    let gvr = json!({"group": group, "version": version, "resource": resource});
-    // A server-side apply is admitted as a create or an update with its field manager; a
-    // prune deletes in the background (`patchToCreateOptions`, `patchToUpdateOptions`).
-    let mut options = match operation {
-        "CREATE" => json!({"kind": "CreateOptions", "fieldManager": manager}),
-        "UPDATE" => json!({"kind": "UpdateOptions", "fieldManager": manager}),
-        _ => json!({"kind": "DeleteOptions", "propagationPolicy": "Background"}),
-    };
-    options["apiVersion"] = json!("meta.k8s.io/v1");
-    if dry_run {
-        options["dryRun"] = json!(["All"]);
-    }
-    let mut request = json!({
-        "uid": format!("check-{uid:04}"),
-        "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-        "name": name, "operation": operation,
-        "userInfo": {"username": identity.username, "groups": identity.groups},
-        "object": object.cloned().unwrap_or(Value::Null),
-        "oldObject": old.cloned().unwrap_or(Value::Null),
-        "dryRun": dry_run,
-        "options": options,
-    });
-    if let Some(ns) = namespace {
-        request["namespace"] = json!(ns);
-    }
-    request
-}
-
 const ABSENT: &str = "the cluster has no such object: nothing to delete (the API server answers 404 before any admission)";
 
 /// Why a manifest makes no request: its outcome and the reason, and what it still does to the
@@ -320,7 +246,11 @@ struct Session<'a> {
 /// A write to judge: the request's parts, and what applying it does.
 struct Write {
     operation: &'static str,
-    gvr: (String, String, String, String),
+    /// The resource, as [`Resource`] names it.
+    group: String,
+    version: String,
+    kind: String,
+    plural: String,
     namespace: Option<String>,
     name: String,
     object: Option<Value>,
@@ -484,15 +414,12 @@ impl Session<'_> {
         {
             return Err(Unjudged(Disposition::Rejected, refusal, None));
         }
-        let gvr = (
-            group.to_owned(),
-            version.to_owned(),
-            manifest.kind().to_owned(),
-            resource,
-        );
         let write = |operation, object: Option<Value>, old: Option<Value>, effect| Write {
             operation,
-            gvr: gvr.clone(),
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: manifest.kind().to_owned(),
+            plural: resource.clone(),
             namespace: namespace.filter(|_| needs_namespace).map(str::to_owned),
             name: name.to_owned(),
             object,
@@ -559,16 +486,22 @@ impl Session<'_> {
                 return Ok((Step::unjudged(manifest, outcome, message), effect));
             }
         };
-        let (group, version, kind, resource) = &write.gvr;
         self.judged += 1;
-        let request = request(
-            write.operation,
-            (group, version, kind, resource),
-            (write.namespace.as_deref(), &write.name),
-            self.identity,
-            (write.object.as_ref(), write.old.as_ref()),
-            (self.judged, dry_run, self.applier.manager()),
-        );
+        let admission = Admission {
+            operation: write.operation,
+            resource: Resource {
+                group: &write.group,
+                version: &write.version,
+                kind: &write.kind,
+                plural: &write.plural,
+            },
+            namespace: write.namespace.as_deref(),
+            name: &write.name,
+            object: write.object.as_ref(),
+            old: write.old.as_ref(),
+        };
+        let request =
+            admission.request(self.identity, self.applier.manager(), self.judged, dry_run);
         (self.observe)(self.judged, &request, self.cluster.cluster())?;
         let response = evaluate(self.policy, self.settings, &mut self.cluster, &request)?;
         let accepted = response["accepted"] == true;
@@ -1169,30 +1102,5 @@ impl Report {
         }
         out.push_str("  </testsuite>\n</testsuites>\n");
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn impersonation_adds_the_groups_the_api_server_adds() {
-        let flux = Identity::impersonated("system:serviceaccount:cozy-fluxcd:flux", &[]);
-        assert_eq!(
-            flux.groups,
-            [
-                "system:serviceaccounts",
-                "system:serviceaccounts:cozy-fluxcd",
-                "system:authenticated"
-            ]
-        );
-        let user = Identity::impersonated("alice", &["tenant-a-admin".into()]);
-        assert_eq!(user.groups, ["tenant-a-admin", "system:authenticated"]);
-        assert!(
-            Identity::impersonated("system:anonymous", &[])
-                .groups
-                .is_empty()
-        );
     }
 }

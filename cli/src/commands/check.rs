@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use cozystack_policy::error::Error;
 use cozystack_policy::live;
 use cozystack_policy::output::{self, emit, json, read_text};
+use cozystack_policy::platform::apiserver::Identity;
 use cozystack_policy::sourceignore::GitRepository;
 use cozystack_policy::{check, fluxbuild, kustomizations, manifests};
 use cozystack_policy_runtime::cluster::ClusterObjects;
@@ -208,7 +209,7 @@ fn flux_object(
 fn finish(
     args: &CheckArgs,
     report: &check::Report,
-    identity: &check::Identity,
+    identity: &Identity,
     started: Instant,
 ) -> Result<ExitCode, Error> {
     eprintln!(
@@ -226,17 +227,17 @@ fn finish(
 }
 
 /// Who applies the change set: `--as`, or, live, who the current credentials are.
-fn check_identity(args: &CheckArgs) -> Result<check::Identity, Error> {
+fn check_identity(args: &CheckArgs) -> Result<Identity, Error> {
     let evaluation = &args.evaluation;
     Ok(match &args.as_user {
-        Some(user) => check::Identity::impersonated(user, &args.as_group),
+        Some(user) => Identity::impersonated(user, &args.as_group),
         None if !evaluation.cluster.dump.is_empty() => {
             return Err("--as USER is required with --dump: name who applies the change set (a stock install's Flux applies as system:serviceaccount:cozy-fluxcd:flux; a Kustomization with spec.serviceAccountName applies as that ServiceAccount)".into());
         }
         None => {
             let (user, groups, context) = live::whoami(&target(&evaluation.cluster))?;
             eprintln!("identity: {user} (SelfSubjectReview in context {context})");
-            check::Identity {
+            Identity {
                 username: user,
                 groups,
             }

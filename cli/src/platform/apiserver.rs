@@ -11,9 +11,121 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_resolver::tenant;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::manifests::Manifest;
+
+/// Who writes: the user and groups the API server authenticates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub username: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    /// `--as` and `--as-group` as the API server's impersonation filter turns them into a user:
+    /// a ServiceAccount without groups given gets its own (`system:serviceaccounts`,
+    /// `system:serviceaccounts:<ns>`), and every user but `system:anonymous` is
+    /// `system:authenticated`.
+    pub fn impersonated(username: &str, groups: &[String]) -> Identity {
+        let mut all: Vec<String> = groups.to_vec();
+        if groups.is_empty()
+            && let Some(rest) = username.strip_prefix("system:serviceaccount:")
+            && let Some((namespace, _)) = rest.split_once(':')
+        {
+            all.push("system:serviceaccounts".into());
+            all.push(format!("system:serviceaccounts:{namespace}"));
+        }
+        let authenticated = "system:authenticated";
+        if username != "system:anonymous" && !all.iter().any(|g| g == authenticated) {
+            all.push(authenticated.into());
+        }
+        Identity {
+            username: username.to_owned(),
+            groups: all,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        format!("{} (groups {})", self.username, self.groups.join(", "))
+    }
+}
+
+/// A resource as an AdmissionRequest names it: its group, version and kind, and its plural.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource<'a> {
+    pub group: &'a str,
+    pub version: &'a str,
+    pub kind: &'a str,
+    pub plural: &'a str,
+}
+
+/// The resource the policy's webhook rules match for app and module releases.
+pub const HELM_RELEASES: Resource<'static> = Resource {
+    group: "helm.toolkit.fluxcd.io",
+    version: "v2",
+    kind: "HelmRelease",
+    plural: "helmreleases",
+};
+
+/// Namespaces, whose labels the policy guards.
+pub const NAMESPACES: Resource<'static> = Resource {
+    group: "",
+    version: "v1",
+    kind: "Namespace",
+    plural: "namespaces",
+};
+
+/// One write as the API server sends it to admission.
+#[derive(Debug, Clone, Copy)]
+pub struct Admission<'a> {
+    pub operation: &'a str,
+    pub resource: Resource<'a>,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub object: Option<&'a Value>,
+    pub old: Option<&'a Value>,
+}
+
+impl Admission<'_> {
+    /// The AdmissionRequest, numbered `uid`, `identity` sends through a client writing as field
+    /// manager `manager` (a dry run when `dry_run`).
+    pub fn request(&self, identity: &Identity, manager: &str, uid: usize, dry_run: bool) -> Value {
+        let Resource {
+            group,
+            version,
+            kind,
+            plural,
+        } = self.resource;
+        let gvk = json!({"group": group, "version": version, "kind": kind});
+        let gvr = json!({"group": group, "version": version, "resource": plural});
+        // A server-side apply is admitted as a create or an update with its field manager; a
+        // prune deletes in the background (`patchToCreateOptions`, `patchToUpdateOptions`).
+        let mut options = match self.operation {
+            "CREATE" => json!({"kind": "CreateOptions", "fieldManager": manager}),
+            "UPDATE" => json!({"kind": "UpdateOptions", "fieldManager": manager}),
+            _ => json!({"kind": "DeleteOptions", "propagationPolicy": "Background"}),
+        };
+        options["apiVersion"] = json!("meta.k8s.io/v1");
+        if dry_run {
+            options["dryRun"] = json!(["All"]);
+        }
+        let mut request = json!({
+            "uid": format!("check-{uid:04}"),
+            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": self.name, "operation": self.operation,
+            "userInfo": {"username": identity.username, "groups": identity.groups},
+            "object": self.object.cloned().unwrap_or(Value::Null),
+            "oldObject": self.old.cloned().unwrap_or(Value::Null),
+            "dryRun": dry_run,
+            "options": options,
+        });
+        if let Some(ns) = self.namespace {
+            request["namespace"] = json!(ns);
+        }
+        request
+    }
+}
 
 /// Helm's release name limit, which cozystack-api holds `<prefix><name>` to.
 const MAX_RELEASE_NAME: usize = 53;
@@ -202,6 +314,26 @@ impl Landing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn impersonation_adds_the_groups_the_api_server_adds() {
+        let flux = Identity::impersonated("system:serviceaccount:cozy-fluxcd:flux", &[]);
+        assert_eq!(
+            flux.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:cozy-fluxcd",
+                "system:authenticated"
+            ]
+        );
+        let user = Identity::impersonated("alice", &["tenant-a-admin".into()]);
+        assert_eq!(user.groups, ["tenant-a-admin", "system:authenticated"]);
+        assert!(
+            Identity::impersonated("system:anonymous", &[])
+                .groups
+                .is_empty()
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -397,7 +397,7 @@ impl Player<'_> {
                 deletes: Vec::new(),
             },
         };
-        let identity = crate::check::Identity {
+        let identity = crate::platform::apiserver::Identity {
             username: request["userInfo"]["username"]
                 .as_str()
                 .unwrap_or_default()

@@ -10,8 +10,9 @@ use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::{Policy, warnings_of};
 use serde_json::{Value, json};
 
-use crate::check::{Identity, evaluate, request};
+use crate::check::evaluate;
 use crate::error::Error;
+use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES, Resource};
 use crate::platform::writes::{self, Kinds, RELEASE_API};
 use crate::state::State;
 
@@ -19,13 +20,6 @@ use crate::state::State;
 pub const COZYSTACK_API: &str = "system:serviceaccount:cozy-system:cozystack-api";
 /// Every Flux controller, helm-controller rendering a Tenant's chart among them.
 pub const FLUX: &str = "system:serviceaccount:cozy-fluxcd:flux";
-/// The resource the policy's webhook rules match for app and module releases.
-const RELEASES: (&str, &str, &str, &str) = (
-    "helm.toolkit.fluxcd.io",
-    "v2",
-    "HelmRelease",
-    "helmreleases",
-);
 /// helm-controller's finalizer on every release it has reconciled.
 const FINALIZER: &str = "finalizers.fluxcd.io";
 
@@ -381,15 +375,6 @@ impl Action {
     }
 }
 
-/// A write a user sends: the operation, the resource (group, version, kind, plural) and the
-/// object's namespace and name.
-struct Write<'a> {
-    operation: &'a str,
-    resource: (&'a str, &'a str, &'a str, &'a str),
-    namespace: &'a str,
-    name: &'a str,
-}
-
 /// Who sent a judged write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Writer {
@@ -477,43 +462,22 @@ impl<'p> World<'p> {
         Ok(admitted)
     }
 
-    /// The request `identity` sends, with the field manager its client writes as.
-    fn request(
-        &mut self,
-        operation: &str,
-        gvrk: (&str, &str, &str, &str),
-        (namespace, name): (Option<&str>, &str),
-        (identity, manager): (&Identity, &str),
-        objects: (Option<&Value>, Option<&Value>),
-    ) -> Value {
+    /// The request `identity` sends for `write`, with the field manager its client writes as.
+    fn request(&mut self, write: Admission<'_>, identity: &Identity, manager: &str) -> Value {
         self.uid += 1;
-        request(
-            operation,
-            gvrk,
-            (namespace, name),
-            identity,
-            objects,
-            (self.uid, false, manager),
-        )
+        write.request(identity, manager, self.uid, false)
     }
 
     /// A user's own request, as kubectl sends it, judged on the state it leaves in `played` as
     /// the one it was sent on; whether it was admitted.
     fn user_write(
         &mut self,
-        write: Write<'_>,
+        write: Admission<'_>,
         identity: &Identity,
-        objects: (Option<&Value>, Option<&Value>),
         played: &mut Played,
     ) -> Result<bool, Error> {
         played.before = Some(self.state.cluster().clone());
-        let request = self.request(
-            write.operation,
-            write.resource,
-            (Some(write.namespace), write.name),
-            (identity, "kubectl"),
-            objects,
-        );
+        let request = self.request(write, identity, "kubectl");
         self.send(Writer::User, request, played)
     }
 
@@ -704,12 +668,12 @@ impl<'p> World<'p> {
                 }
             };
         let release = account.release.clone();
-        let gvrk = (
-            "apps.cozystack.io",
-            "v1alpha1",
+        let resource = Resource {
+            group: "apps.cozystack.io",
+            version: "v1alpha1",
             kind,
-            served.plural.as_str(),
-        );
+            plural: served.plural.as_str(),
+        };
         let (operation, app, old) = match (action, &account.live) {
             (Action::Create { spec, .. }, None) => (
                 "CREATE",
@@ -733,13 +697,15 @@ impl<'p> World<'p> {
                 return Ok(());
             }
         };
-        let user = Write {
+        let user = Admission {
             operation,
-            resource: gvrk,
-            namespace,
+            resource,
+            namespace: Some(namespace),
             name,
+            object: app.as_ref(),
+            old: old.as_ref(),
         };
-        if !self.user_write(user, &identity, (app.as_ref(), old.as_ref()), played)? {
+        if !self.user_write(user, &identity, played)? {
             return Ok(());
         }
         // cozystack-api writes the release as itself.
@@ -748,13 +714,15 @@ impl<'p> World<'p> {
         let new_release = app
             .as_ref()
             .map(|app| served.release_for(app, release.as_ref()));
-        let write = self.request(
+        let write = Admission {
             operation,
-            RELEASES,
-            (Some(namespace), &release_name),
-            (&api, "cozystack-api"),
-            (new_release.as_ref(), release.as_ref()),
-        );
+            resource: HELM_RELEASES,
+            namespace: Some(namespace),
+            name: &release_name,
+            object: new_release.as_ref(),
+            old: release.as_ref(),
+        };
+        let write = self.request(write, &api, "cozystack-api");
         if !self.send(Writer::Platform, write, played)? {
             return Ok(());
         }
@@ -775,13 +743,15 @@ impl<'p> World<'p> {
                 let mut finalized = stored.clone();
                 finalized["metadata"]["finalizers"] = json!([FINALIZER]);
                 let flux = Identity::impersonated(FLUX, &[]);
-                let write = self.request(
-                    "UPDATE",
-                    RELEASES,
-                    (Some(namespace), &release_name),
-                    (&flux, "helm-controller"),
-                    (Some(&finalized), Some(&stored)),
-                );
+                let write = Admission {
+                    operation: "UPDATE",
+                    resource: HELM_RELEASES,
+                    namespace: Some(namespace),
+                    name: &release_name,
+                    object: Some(&finalized),
+                    old: Some(&stored),
+                };
+                let write = self.request(write, &flux, "helm-controller");
                 if !self.send(Writer::Platform, write, played)? {
                     return Ok(());
                 }
@@ -869,13 +839,15 @@ impl<'p> World<'p> {
                 return Ok(());
             }
         };
-        let write = Write {
+        let write = Admission {
             operation,
-            resource: RELEASES,
-            namespace,
+            resource: HELM_RELEASES,
+            namespace: Some(namespace),
             name: &release_name,
+            object: new.as_ref(),
+            old: live.as_ref(),
         };
-        if self.user_write(write, &by.identity(), (new.as_ref(), live.as_ref()), played)? {
+        if self.user_write(write, &by.identity(), played)? {
             match (new, live) {
                 (Some(new), _) => self.state.put(new),
                 (None, Some(old)) => self.state.remove(&old),
@@ -899,24 +871,28 @@ impl<'p> World<'p> {
         let flux = Identity::impersonated(FLUX, &[]);
         for (old, new) in rendered(&before, &after, &release) {
             let object = new.as_ref().or(old.as_ref()).cloned().unwrap_or_default();
-            let (operation, gvrk) = match (&old, &new) {
-                (None, _) => ("CREATE", gvrk_of(&object)),
-                (Some(_), Some(_)) => ("UPDATE", gvrk_of(&object)),
-                (Some(_), None) => ("DELETE", gvrk_of(&object)),
+            let operation = match (&old, &new) {
+                (None, _) => "CREATE",
+                (Some(_), Some(_)) => "UPDATE",
+                (Some(_), None) => "DELETE",
             };
-            let Some(gvrk) = gvrk else { continue };
+            let Some(resource) = resource_of(&object) else {
+                continue;
+            };
             let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
             let name = object["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            let write = self.request(
+            let write = Admission {
                 operation,
-                (gvrk.0, gvrk.1, gvrk.2, gvrk.3),
-                (namespace.as_deref(), &name),
-                (&flux, "helm-controller"),
-                (new.as_ref(), old.as_ref()),
-            );
+                resource,
+                namespace: namespace.as_deref(),
+                name: &name,
+                object: new.as_ref(),
+                old: old.as_ref(),
+            };
+            let write = self.request(write, &flux, "helm-controller");
             if !self.send(Writer::Platform, write, played)? {
                 return Ok(());
             }
@@ -1022,13 +998,15 @@ impl<'p> World<'p> {
                     .as_str()
                     .unwrap_or_default()
                     .to_owned();
-                let write = self.request(
-                    "DELETE",
-                    RELEASES,
-                    (Some(&child), &name),
-                    (&job, "kubectl"),
-                    (None, Some(&hr)),
-                );
+                let write = Admission {
+                    operation: "DELETE",
+                    resource: HELM_RELEASES,
+                    namespace: Some(&child),
+                    name: &name,
+                    object: None,
+                    old: Some(&hr),
+                };
+                let write = self.request(write, &job, "kubectl");
                 if !self.send(Writer::Platform, write, played)? {
                     return Ok(false);
                 }
@@ -1064,10 +1042,10 @@ pub(crate) fn manifest(object: &Value) -> crate::manifests::Manifest {
 }
 
 /// The resource of a write helm-controller makes, for the kinds the policy matches.
-fn gvrk_of(object: &Value) -> Option<(&'static str, &'static str, &'static str, &'static str)> {
+fn resource_of(object: &Value) -> Option<Resource<'static>> {
     match (object["apiVersion"].as_str(), object["kind"].as_str()) {
-        (Some("v1"), Some("Namespace")) => Some(("", "v1", "Namespace", "namespaces")),
-        (Some(RELEASE_API), Some("HelmRelease")) => Some(RELEASES),
+        (Some("v1"), Some("Namespace")) => Some(NAMESPACES),
+        (Some(RELEASE_API), Some("HelmRelease")) => Some(HELM_RELEASES),
         _ => None,
     }
 }
