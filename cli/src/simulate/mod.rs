@@ -45,6 +45,18 @@ const KINDS: &[&str] = &[
 /// The catalog kinds, each released under its own prefix: what a GitOps repository applies.
 const CATALOG: &[&str] = &["Postgres", "Redis", "Bucket", "Kubernetes", "Harbor"];
 /// Names tried: slots, names the charts render, and others.
+/// The Namespace labels a user sets or removes: the platform's (the ancestor chain, the chart's
+/// provider labels, a capability label) and others.
+const LABELS: &[&str] = &[
+    "tenant.cozystack.io/tenant-root",
+    "tenant.cozystack.io/tenant-acme",
+    "namespace.cozystack.io/monitoring",
+    "namespace.cozystack.io/etcd",
+    "namespace.cozystack.io/capability.monitoring",
+    "namespace.cozystack.io/host",
+    "team",
+];
+
 const NAMES: &[&str] = &[
     "monitoring",
     "etcd",
@@ -359,7 +371,8 @@ impl Player<'_> {
         let played = self.world.play(action)?;
         self.steps += 1;
         let mut violation = None;
-        if self.steps.is_multiple_of(CHECKED) {
+        // `kubectl label` patches the live object: it has no manifest for `check` to apply.
+        if self.steps.is_multiple_of(CHECKED) && !matches!(action, Action::Label { .. }) {
             violation = self.check_agrees(action, &played)?;
         }
         if violation.is_none() {
@@ -715,7 +728,21 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
             spec: json!({}),
         }
     };
-    match rng.random_range(0..29) {
+    match rng.random_range(0..30) {
+        // A user labels a tenant Namespace: a label the platform writes, or one of their own.
+        29 => {
+            let key = pick(rng, LABELS).copied().unwrap_or("team");
+            let value = match rng.random_range(0..4) {
+                0 => None,
+                _ => pick(rng, &namespaces).cloned(),
+            };
+            Action::Label {
+                by: actor(rng, &namespace),
+                namespace: namespace.clone(),
+                key: key.to_owned(),
+                value,
+            }
+        }
         // Someone in tenant-root tries to delete the root Tenant.
         28 => Action::Delete {
             by: actor(rng, "tenant-root"),

@@ -35,9 +35,34 @@ pub enum Refuses {
     Adoption,
     /// A protected module its Tenant's switch renders is turned off, not deleted.
     Rendered,
+    /// A Namespace's ancestor and provider labels are the platform's to write.
+    Labels,
 }
 
 impl Refuses {
+    /// The invariant a request it should have refused breaks.
+    pub fn invariant(self) -> &'static str {
+        match self {
+            Refuses::Releases => "releases: only the platform writes app HelmReleases",
+            Refuses::Visibility => {
+                "visibility: module kinds by tenant administrators, hidden ones by the platform"
+            }
+            Refuses::Edit => "edit: only the platform writes an adminOnly kind",
+            Refuses::Groups => "groups: no Tenant binds a group of its ancestors",
+            Refuses::Names => "rendered names: no name Cozystack renders is taken by another kind",
+            Refuses::RootTenant => "root tenant: tenant-root/tenant-root is never deleted",
+            Refuses::Adoption => {
+                "adoption: no switch renders its module over another kind's release"
+            }
+            Refuses::Rendered => {
+                "rendered: a module its Tenant's switch renders is not deleted by a user"
+            }
+            Refuses::Labels => {
+                "namespace: a Namespace's ancestor and provider labels are the platform's"
+            }
+        }
+    }
+
     /// The name the rule's row carries in `RULES`.
     pub fn rule(self) -> &'static str {
         match self {
@@ -49,6 +74,7 @@ impl Refuses {
             Refuses::RootTenant => "root_tenant",
             Refuses::Adoption => "adoption",
             Refuses::Rendered => "rendered",
+            Refuses::Labels => "namespace",
         }
     }
 }
@@ -85,31 +111,10 @@ impl Broken {
     pub fn invariant(&self) -> &'static str {
         match self {
             Broken::Cardinality { .. } => "cardinality: instances that render stay within max",
-            Broken::RenderedName { .. }
-            | Broken::Admitted {
-                rule: Refuses::Names,
-                ..
-            } => "rendered names: no name Cozystack renders is taken by another kind",
+            Broken::RenderedName { .. } => Refuses::Names.invariant(),
             Broken::Stranded { .. } => "protection: no consumer loses the provider it had",
-            Broken::RootTenant
-            | Broken::Admitted {
-                rule: Refuses::RootTenant,
-                ..
-            } => "root tenant: tenant-root/tenant-root is never deleted",
-            Broken::Admitted { rule, .. } => match rule {
-                Refuses::Releases => "releases: only the platform writes app HelmReleases",
-                Refuses::Visibility => {
-                    "visibility: module kinds by tenant administrators, hidden ones by the platform"
-                }
-                Refuses::Edit => "edit: only the platform writes an adminOnly kind",
-                Refuses::Adoption => {
-                    "adoption: no switch renders its module over another kind's release"
-                }
-                Refuses::Rendered => {
-                    "rendered: a module its Tenant's switch renders is not deleted by a user"
-                }
-                _ => "groups: no Tenant binds a group of its ancestors",
-            },
+            Broken::RootTenant => Refuses::RootTenant.invariant(),
+            Broken::Admitted { rule, .. } => rule.invariant(),
             Broken::TooStrict { .. } => "never too strict: a request the rules admit is admitted",
         }
     }
@@ -273,6 +278,11 @@ impl Facts {
             || (namespace.starts_with("tenant-") && self.namespaces.contains_key(namespace))
     }
 
+    /// The value of label `key` of Namespace `namespace`, if it has it.
+    fn label(&self, namespace: &str, key: &str) -> Option<&str> {
+        self.namespaces.get(namespace)?.get(key)?.as_str()
+    }
+
     /// Every guarantee of the state that does not hold.
     pub fn broken(&self) -> BTreeSet<Broken> {
         let mut out = BTreeSet::new();
@@ -434,6 +444,12 @@ impl Facts {
                 what: what.clone(),
             })
         };
+        if let Op::Label { key, value } = ask.op {
+            let changes = self.label(ask.namespace, key) != value;
+            return (changes && statement::platform_label(key))
+                .then(|| refused(Refuses::Labels))
+                .flatten();
+        }
         if ask.direct {
             return refused(Refuses::Releases);
         }
@@ -509,6 +525,10 @@ impl Facts {
         if self.refuses(ask).is_some() || !self.is_tenant(ask.namespace) {
             return false;
         }
+        // A label the platform does not write, or one left as it is, is anyone's to set.
+        if let Op::Label { .. } = ask.op {
+            return true;
+        }
         let Some(kind) = statement::kind(ask.kind) else {
             return false;
         };
@@ -536,6 +556,7 @@ impl Facts {
                 self.app(ask.namespace, &release).is_none() && on_slot && room && tenant
             }
             Op::Edit => kind.kind != "Tenant",
+            Op::Label { .. } => false,
             Op::Delete if kind.kind == "Tenant" => true,
             Op::Delete => match kind.slot {
                 Some((slot, _)) if kind.protected => {
@@ -926,5 +947,45 @@ mod tests {
         assert!(state.admits(&ask(&user, Op::Delete, "Kubernetes", "tenant-a-b", "dev")));
         assert!(state.admits(&ask(&admin, Op::Delete, "Tenant", "tenant-a", "b")));
         assert!(!state.admits(&ask(&admin, Op::Delete, "Tenant", "tenant-root", "root")));
+    }
+
+    #[test]
+    fn a_namespace_label_the_platform_writes_is_the_platform_s() {
+        let labels = json!({"namespace.cozystack.io/monitoring": "tenant-a",
+            "tenant.cozystack.io/tenant-root": ""});
+        let state = facts(vec![namespace("tenant-a-b", labels)]);
+        let admin = actor(Role::Admin, "tenant-a-b");
+        let label = |key, value| {
+            ask(
+                &admin,
+                Op::Label { key, value },
+                "Namespace",
+                "tenant-a-b",
+                "tenant-a-b",
+            )
+        };
+        let refused = |ask: &Ask| state.refuses(ask).map(|b| b.invariant());
+        let labels_are =
+            Some("namespace: a Namespace's ancestor and provider labels are the platform's");
+        // A provider label moved or removed, an ancestor label, a capability label set.
+        for (key, value) in [
+            ("namespace.cozystack.io/monitoring", Some("tenant-a-b")),
+            ("namespace.cozystack.io/monitoring", None),
+            ("tenant.cozystack.io/tenant-root", None),
+            ("namespace.cozystack.io/capability.backup", Some("tenant-a")),
+        ] {
+            assert_eq!(refused(&label(key, value)), labels_are, "{key}={value:?}");
+            assert!(!state.admits(&label(key, value)), "{key}={value:?}");
+        }
+        // Left as it is, or a label the platform does not write: anyone's.
+        for (key, value) in [
+            ("namespace.cozystack.io/monitoring", Some("tenant-a")),
+            ("namespace.cozystack.io/capability.backup", None),
+            ("namespace.cozystack.io/host", Some("b.example.org")),
+            ("team", Some("db")),
+        ] {
+            assert_eq!(refused(&label(key, value)), None, "{key}={value:?}");
+            assert!(state.admits(&label(key, value)), "{key}={value:?}");
+        }
     }
 }

@@ -290,6 +290,25 @@ pub fn groups_collide(parent: &str, name: &str) -> bool {
         .any(|g| own.contains(&g))
 }
 
+/// The provider labels the Tenant chart writes on a child namespace, one per class, naming the
+/// tenant that serves it (`packages/apps/tenant/templates/namespace.yaml`: etcd, ingress,
+/// gateway, monitoring, seaweedfs; `host` beside them names no provider).
+const CHART_PROVIDERS: [&str; 5] = ["etcd", "ingress", "gateway", "monitoring", "seaweedfs"];
+
+/// Whether label `key` of a Namespace is the platform's to write: the ancestor chain the Tenant
+/// chart writes (`tenant.cozystack.io/<ancestor>`, `tenant.ancestorTenantLabels`), its
+/// provider labels ([`CHART_PROVIDERS`]), and the design's capability labels
+/// (`namespace.cozystack.io/capability.<class>`, which its reconciler writes). Every rule that
+/// resolves a provider or places a namespace reads them.
+pub fn platform_label(key: &str) -> bool {
+    key.starts_with("tenant.cozystack.io/")
+        || key
+            .strip_prefix("namespace.cozystack.io/")
+            .is_some_and(|class| {
+                class.starts_with("capability.") || CHART_PROVIDERS.contains(&class)
+            })
+}
+
 /// A user who writes apps, by the role Cozystack's `cozystack-basics/templates/clusterroles.yaml`
 /// names. The promises hold whatever an operator aggregates into the roles, so the world does not
 /// stop a viewer's write before admission.

@@ -122,6 +122,13 @@ pub enum Action {
     /// helm-controller reconciles a Tenant's release on its interval, as Flux: its chart is
     /// rendered again, adopting what holds the names it renders.
     Reconcile { namespace: String, name: String },
+    /// Sets (or, with no value, removes) one label of a Namespace, as `kubectl label` does.
+    Label {
+        by: Actor,
+        namespace: String,
+        key: String,
+        value: Option<String>,
+    },
     /// A GitOps Kustomization applies Applications and prunes others, as Flux's
     /// kustomize-controller does (the model `check` applies: stages dry-run whole, the prune
     /// after), as the Flux ServiceAccount.
@@ -151,6 +158,7 @@ impl Action {
             Action::Leftover { kind, .. } => format!("leftover {kind}"),
             Action::Reconcile { .. } => "reconcile Tenant".to_owned(),
             Action::Flux { .. } => "Flux change set".to_owned(),
+            Action::Label { .. } => "label Namespace".to_owned(),
         }
     }
 
@@ -216,6 +224,15 @@ impl Action {
             Action::Reconcile { namespace, name } => {
                 format!("helm-controller reconciles Tenant {namespace}/{name}")
             }
+            Action::Label {
+                by,
+                namespace,
+                key,
+                value,
+            } => match value {
+                Some(value) => format!("{by} labels Namespace {namespace} {key}={value}"),
+                None => format!("{by} removes label {key} from Namespace {namespace}"),
+            },
             Action::Flux { applies, prunes } => {
                 let name = |o: &Value| {
                     format!(
@@ -247,6 +264,11 @@ pub enum Op<'a> {
     Switch {
         key: &'a str,
         on: bool,
+    },
+    /// A Namespace's label set to a value, or removed.
+    Label {
+        key: &'a str,
+        value: Option<&'a str>,
     },
 }
 
@@ -287,7 +309,15 @@ impl<'a> Ask<'a> {
             Op::Delete => "deletes".to_owned(),
             Op::Edit => "changes".to_owned(),
             Op::Switch { key, on } => format!("turns {key} {} on", if on { "on" } else { "off" }),
+            Op::Label {
+                key,
+                value: Some(value),
+            } => format!("sets label {key}={value} on"),
+            Op::Label { key, value: None } => format!("removes label {key} from"),
         };
+        if let Op::Label { .. } = self.op {
+            return format!("{} {what} Namespace {}", self.by, self.name);
+        }
         let direct = if self.direct {
             " as its HelmRelease"
         } else {
@@ -303,8 +333,14 @@ impl<'a> Ask<'a> {
     pub fn sent(&self, request: &Value) -> bool {
         let identity = self.by.identity();
         let kind = request["kind"]["kind"].as_str();
-        request["userInfo"]["username"].as_str() == Some(identity.username.as_str())
-            && request["namespace"].as_str() == Some(self.namespace)
+        let user = request["userInfo"]["username"].as_str() == Some(identity.username.as_str());
+        if let Op::Label { .. } = self.op {
+            // A Namespace is cluster-scoped: the request names it, in no namespace.
+            return user
+                && kind == Some("Namespace")
+                && request["name"].as_str() == Some(self.name);
+        }
+        user && request["namespace"].as_str() == Some(self.namespace)
             && match self.direct {
                 true => kind == Some("HelmRelease"),
                 false => kind == Some(self.kind) && request["name"].as_str() == Some(self.name),
@@ -369,6 +405,18 @@ impl Action {
                 let mut asks = first.asks();
                 asks.extend(second.asks());
                 asks
+            }
+            Action::Label {
+                by,
+                namespace,
+                key,
+                value,
+            } => {
+                let op = Op::Label {
+                    key,
+                    value: value.as_deref(),
+                };
+                vec![ask(by, op, "Namespace", namespace, namespace, false)]
             }
             Action::Leftover { .. } | Action::Reconcile { .. } | Action::Flux { .. } => Vec::new(),
         }
@@ -547,6 +595,12 @@ impl<'p> World<'p> {
                 namespace,
                 name,
             } => self.leftover(kind, namespace, name, &mut played),
+            Action::Label {
+                by,
+                namespace,
+                key,
+                value,
+            } => self.label(by, namespace, (key, value.as_deref()), &mut played)?,
             Action::Create { .. }
             | Action::Delete { .. }
             | Action::Edit { .. }
@@ -571,6 +625,44 @@ impl<'p> World<'p> {
                 Ok(())
             }
         }
+    }
+
+    /// A user's `kubectl label` of Namespace `namespace`: an UPDATE with the label set to
+    /// `value`, or removed; put when admitted. A Namespace that is not there answers 404.
+    fn label(
+        &mut self,
+        by: &Actor,
+        namespace: &str,
+        (key, value): (&str, Option<&str>),
+        played: &mut Played,
+    ) -> Result<(), Error> {
+        let Some(live) = self.state.get("v1", "Namespace", namespace, None) else {
+            played.rejected = true;
+            return Ok(());
+        };
+        let mut new = live.clone();
+        let labels = &mut new["metadata"]["labels"];
+        if !labels.is_object() {
+            *labels = json!({});
+        }
+        if let Some(labels) = labels.as_object_mut() {
+            match value {
+                Some(value) => labels.insert(key.to_owned(), json!(value)),
+                None => labels.remove(key),
+            };
+        }
+        let write = Admission {
+            operation: "UPDATE",
+            resource: NAMESPACES,
+            namespace: None,
+            name: namespace,
+            object: Some(&new),
+            old: Some(&live),
+        };
+        if self.user_write(write, &by.identity(), played)? {
+            self.state.put(new);
+        }
+        Ok(())
     }
 
     /// Whether NamespaceLifecycle lets an object into `namespace`: nothing is written into a
@@ -641,6 +733,7 @@ impl<'p> World<'p> {
             | Action::Reconcile { .. }
             | Action::Flux { .. }
             | Action::Race { .. }
+            | Action::Label { .. }
             | Action::Release { .. } => {
                 return Ok(());
             }
