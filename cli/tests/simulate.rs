@@ -100,8 +100,8 @@ fn a_deployment_without_the_ingress_protection_is_caught_with_a_scenario() {
         stdout,
         format!(
             "BROKEN protection: no consumer loses the provider it had\n  \
-             seed 2, step 10, shrunk to 1 steps: SuperAdmin(tenant-root) turns ingress off on Tenant tenant-root/root\n  \
-             SuperAdmin(tenant-root) turns ingress off on Tenant tenant-root/root: Bucket tenant-acme/bucket-media consumed ingress from Ingress tenant-root/ingress, which no longer provides it\n  \
+             seed 2, step 58, shrunk to 1 steps: Admin(tenant-root) turns ingress off on Tenant tenant-root/root\n  \
+             Admin(tenant-root) turns ingress off on Tenant tenant-root/root: Bucket tenant-acme/bucket-media consumed ingress from Ingress tenant-root/ingress, which no longer provides it\n  \
              counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)\n",
             counterexample.display()
         )
