@@ -4,8 +4,8 @@
 //! server-side apply leaves, [`flux::applied`]), applied as Flux's kustomize-controller applies
 //! it ([`flux`]: sorted into stages, each dry-run whole before any of it lands, the prune after a
 //! successful apply) or one after the other ([`Applier::InOrder`]). Each admitted write is
-//! applied to the in-memory cluster as the platform writes it ([`crate::platform::writes`]) before the
-//! next is judged on it; a refused write is not applied.
+//! applied to the in-memory cluster as the platform writes it ([`crate::platform::writes`])
+//! before the next is judged on it; a refused write is not applied.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::manifests::Manifest;
-use crate::platform::apiserver::{self, Admission, Identity, Resource};
+use crate::platform::apiserver::{self, Admission, HELM_RELEASES, Identity, NAMESPACES, Resource};
 use crate::platform::application::{Api, AppWrite};
 use crate::platform::flux::{self, Managed, Owner, Stage};
 use crate::platform::writes::{self, Kinds, RELEASE_API, Served};
@@ -374,24 +374,29 @@ impl Session<'_> {
                             None => Unjudged(Disposition::Absent, ABSENT.into(), None),
                         });
                     }
-                    ("namespaces".into(), live, None, Box::new(Effect::Put))
+                    (NAMESPACES.plural.into(), live, None, Box::new(Effect::Put))
                 }
                 Guarded::Release => {
                     let live = cluster.get(RELEASE_API, "HelmRelease", name, namespace);
                     let removed = live.clone().map(Effect::RemoveRelease);
-                    ("helmreleases".into(), live, removed, Box::new(Effect::Put))
+                    (
+                        HELM_RELEASES.plural.into(),
+                        live,
+                        removed,
+                        Box::new(Effect::Put),
+                    )
                 }
                 Guarded::Application => {
                     let served = self.served(manifest)?;
                     let spec = (!delete).then(|| &manifest.object["spec"]);
                     let ns = namespace.unwrap_or_default();
-                    let account = self
+                    let mut account = self
                         .api
                         .write(&served, cluster, (ns, name), spec, manifest.api_version())
                         .map_err(|refusal| Unjudged(Disposition::Rejected, refusal, None))?;
-                    let removed = account.release.clone().map(Effect::RemoveRelease);
-                    let (live, release) = (account.live.clone(), account.release.clone());
-                    conflict = account.taken.clone();
+                    let (live, release) = (account.live.take(), account.release.take());
+                    let removed = release.clone().map(Effect::RemoveRelease);
+                    conflict = account.taken.take();
                     app = Some(account);
                     let plural = served.plural.clone();
                     let put =

@@ -99,7 +99,8 @@ impl Api {
     }
 }
 
-/// cozystack-api's account of one Application write ([`Api::write`]).
+/// cozystack-api's account of one Application write ([`Api::write`]); a caller takes what it
+/// keeps of the objects.
 #[derive(Debug, Clone)]
 pub struct AppWrite {
     /// The app's release, when there is one: what an UPDATE or DELETE changes.

@@ -44,7 +44,6 @@ const KINDS: &[&str] = &[
 ];
 /// The catalog kinds, each released under its own prefix: what a GitOps repository applies.
 const CATALOG: &[&str] = &["Postgres", "Redis", "Bucket", "Kubernetes", "Harbor"];
-/// Names tried: slots, names the charts render, and others.
 /// One step in this many is preceded by a user's label of a Namespace.
 const LABEL_ODDS: u32 = 30;
 /// Mixed into a run's seed for the stream labels are drawn from.
@@ -62,6 +61,7 @@ const LABELS: &[&str] = &[
     "team",
 ];
 
+/// Names tried: slots, names the charts render, and others.
 const NAMES: &[&str] = &[
     "monitoring",
     "etcd",
@@ -666,7 +666,6 @@ fn pick<'a, T>(rng: &mut Pcg64, items: &'a [T]) -> Option<&'a T> {
     (!items.is_empty()).then(|| &items[rng.random_range(0..items.len())])
 }
 
-/// An action drawn for the state: who acts on what is there, or could be.
 /// Someone holding a role in `ns`, mostly its administrators; now and then one of an
 /// ancestor's, or of another tenant's (`namespaces`).
 fn actor(rng: &mut Pcg64, ns: &str, namespaces: &[String]) -> Actor {
@@ -719,20 +718,17 @@ fn draw_label(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     }
 }
 
+/// An action drawn for the state: who acts on what is there, or could be.
 fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     let mut tenants = Vec::new();
-    let mut apps = Vec::new();
-    let mut namespaces = Vec::new();
-    for (api, kind, namespace, name) in cluster.keys() {
-        match (api.as_str(), kind.as_str()) {
-            ("v1", "Namespace") if name.starts_with("tenant-") => namespaces.push(name.clone()),
-            (crate::platform::writes::RELEASE_API, "HelmRelease") => {
-                apps.push((namespace.clone(), name.clone()))
-            }
-            _ => {}
-        }
-    }
-    namespaces.sort();
+    let namespaces = tenant_namespaces(cluster);
+    let mut apps: Vec<(String, String)> = cluster
+        .keys()
+        .filter(|(api, kind, _, _)| {
+            api == crate::platform::writes::RELEASE_API && kind == "HelmRelease"
+        })
+        .map(|(_, _, namespace, name)| (namespace.clone(), name.clone()))
+        .collect();
     apps.sort();
     let apps: Vec<(String, String, String)> = apps
         .into_iter()

@@ -556,6 +556,7 @@ impl Facts {
                 self.app(ask.namespace, &release).is_none() && on_slot && room && tenant
             }
             Op::Edit => kind.kind != "Tenant",
+            // Answered above, before the kind: a Namespace is none.
             Op::Label { .. } => false,
             Op::Delete if kind.kind == "Tenant" => true,
             Op::Delete => match kind.slot {

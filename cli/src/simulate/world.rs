@@ -1,7 +1,7 @@
-//! The world the simulator plays: the cluster as the platform writes it ([`crate::platform::writes`], the
-//! model `check` applies), the actors who act on it with their identities, and each action
-//! turned into the admission requests the API server would send, one after the other, each
-//! judged by the module on the state the writes before it left.
+//! The world the simulator plays: the cluster as the platform writes it
+//! ([`crate::platform::writes`], the model `check` applies), the actors who act on it with their
+//! identities, and each action turned into the admission requests the API server would send,
+//! one after the other, each judged by the module on the state the writes before it left.
 
 use super::statement::Role;
 use crate::platform::application::Api;
@@ -749,7 +749,7 @@ impl<'p> World<'p> {
         };
         let api_version = APPS_API;
         // An edit or switch applies a spec too, but to an app that exists: no create to refuse.
-        let account =
+        let mut account =
             match self
                 .api
                 .write(&served, &self.state, (namespace, name), spec, api_version)
@@ -760,20 +760,20 @@ impl<'p> World<'p> {
                     return Ok(());
                 }
             };
-        let release = account.release.clone();
+        let release = account.release.take();
         let resource = Resource {
             group: "apps.cozystack.io",
             version: "v1alpha1",
             kind,
             plural: served.plural.as_str(),
         };
-        let (operation, app, old) = match (action, &account.live) {
+        let (operation, app, old) = match (action, account.live.take()) {
             (Action::Create { spec, .. }, None) => (
                 "CREATE",
                 Some(app_object(kind, namespace, name, spec)),
                 None,
             ),
-            (Action::Delete { .. }, Some(live)) => ("DELETE", None, Some(live.clone())),
+            (Action::Delete { .. }, Some(live)) => ("DELETE", None, Some(live)),
             (Action::Switch { .. } | Action::Edit { .. }, Some(live)) => {
                 let (key, value) = match action {
                     Action::Switch { key, on, .. } => (key, json!(on)),
@@ -782,7 +782,7 @@ impl<'p> World<'p> {
                 };
                 let mut new = live.clone();
                 new["spec"][key.as_str()] = value;
-                ("UPDATE", Some(new), Some(live.clone()))
+                ("UPDATE", Some(new), Some(live))
             }
             // Nothing to create over, delete or switch: the API server answers 409 or 404.
             _ => {
@@ -803,7 +803,7 @@ impl<'p> World<'p> {
         }
         // cozystack-api writes the release as itself.
         let api = Identity::impersonated(COZYSTACK_API, &[]);
-        let release_name = account.release_name.clone();
+        let release_name = &account.release_name;
         let new_release = app
             .as_ref()
             .map(|app| served.release_for(app, release.as_ref()));
@@ -811,7 +811,7 @@ impl<'p> World<'p> {
             operation,
             resource: HELM_RELEASES,
             namespace: Some(namespace),
-            name: &release_name,
+            name: release_name,
             object: new_release.as_ref(),
             old: release.as_ref(),
         };
@@ -840,7 +840,7 @@ impl<'p> World<'p> {
                     operation: "UPDATE",
                     resource: HELM_RELEASES,
                     namespace: Some(namespace),
-                    name: &release_name,
+                    name: release_name,
                     object: Some(&finalized),
                     old: Some(&stored),
                 };
