@@ -11,7 +11,7 @@ TOOLS := cargo test $(CARGO_FLAGS) --no-run -q -p cozystack-e2e -p cozystack-pol
 E2E := $(TOOLS) && target/debug/cozystack-e2e
 POLICY_CLI := $(TOOLS) && target/debug/cozystack-policy
 
-.PHONY: all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: docs-examples all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -153,6 +153,11 @@ demo: annotated-policy.wasm
 # Regenerates e2e/kwctl (kwctl request files, replay sessions, e2e.bats) from e2e/scenarios.
 export: annotated-policy.wasm
 	$(E2E) export
+
+# Rewrites the outputs of the `console` examples in README.md, docs/ and deploy/README.md from
+# what the tool prints (cli/tests/docs.rs runs them in `make test`).
+docs-examples: annotated-policy.wasm
+	TRYCMD=overwrite cargo test $(CARGO_FLAGS) -p cozystack-policy --test docs
 
 # Regenerates the committed settings schema (a unit test fails when it drifts).
 schema:

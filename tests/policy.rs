@@ -167,6 +167,12 @@ fn root_deletes_monitoring() -> Value {
     )
 }
 
+/// Settings that read the rules from the ApplicationDefinitions the fake host lists (the
+/// default is the built-in rule set, which lists none).
+fn listed() -> Value {
+    json!({"definitionSource": "applicationDefinitions"})
+}
+
 fn run(host: &FakeHost, request: Value, settings: Value) -> Value {
     let payload = serde_json::to_vec(&json!({"request": request, "settings": settings})).unwrap();
     serde_json::to_value(response(evaluate(&payload, host))).unwrap()
@@ -184,7 +190,7 @@ fn cardinality_through_the_wire_with_exact_host_calls() {
             "root",
             &["tenant-root-admin"],
         ),
-        json!({}),
+        listed(),
     );
     assert_eq!(out["accepted"], false);
     assert_eq!(out["code"], 403);
@@ -216,7 +222,7 @@ fn cardinality_through_the_wire_with_exact_host_calls() {
 #[test]
 fn protection_reads_only_the_consumers_namespaces() {
     let host = host();
-    let out = run(&host, root_deletes_monitoring(), json!({}));
+    let out = run(&host, root_deletes_monitoring(), listed());
     assert_eq!(
         out["message"],
         "Monitoring tenant-root/monitoring is protected while it provides monitoring to consumers: tenant-a/db (Postgres); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)"
@@ -259,7 +265,7 @@ fn an_unconsumed_provider_goes_without_listing_namespaces() {
     let mut host = host();
     host.releases
         .retain(|r| r["metadata"]["name"] != "postgres-db");
-    let out = run(&host, root_deletes_monitoring(), json!({}));
+    let out = run(&host, root_deletes_monitoring(), listed());
     assert_eq!(out["accepted"], true, "{out}");
     assert_eq!(out["message"], Value::Null);
     assert_eq!(
@@ -307,7 +313,7 @@ fn warnings_travel_on_accepted_responses() {
             "system:serviceaccount:cozy-fluxcd:flux",
             &[],
         ),
-        json!({}),
+        listed(),
     );
     assert_eq!(out["accepted"], true);
     assert_eq!(out["message"], Value::Null);
@@ -321,7 +327,7 @@ fn a_host_error_rejects_and_names_the_lookup() {
     let out = run(
         &host,
         app_request("CREATE", "tenant-root", "second", "root", &[]),
-        json!({}),
+        listed(),
     );
     assert_eq!(out["accepted"], false);
     assert_eq!(out["code"], 500);
@@ -339,7 +345,7 @@ fn a_missing_namespace_rejects() {
     request["kind"]["kind"] = "Postgres".into();
     request["resource"]["resource"] = "postgreses".into();
     request["object"]["kind"] = "Postgres".into();
-    let out = run(&host, request, json!({}));
+    let out = run(&host, request, listed());
     assert_eq!(out["code"], 500);
     assert_eq!(
         out["message"],
@@ -356,7 +362,7 @@ fn a_missing_tenant_release_is_an_answer() {
     host.releases.retain(|r| {
         !["tenant-root", "postgres-db"].contains(&r["metadata"]["name"].as_str().unwrap())
     });
-    let out = run(&host, root_deletes_monitoring(), json!({}));
+    let out = run(&host, root_deletes_monitoring(), listed());
     assert_eq!(out["accepted"], true, "{out}");
     let gets: Vec<Value> = host
         .calls
@@ -379,7 +385,7 @@ fn a_missing_tenant_release_is_an_answer() {
         fail: Some("get_resource"),
         ..host
     };
-    let out = run(&failing, root_deletes_monitoring(), json!({}));
+    let out = run(&failing, root_deletes_monitoring(), listed());
     assert_eq!(out["code"], 500, "{out}");
 }
 
@@ -425,7 +431,7 @@ fn delete_with_only_old_object_reads_name_and_namespace_from_it() {
     );
     request.as_object_mut().unwrap().remove("name");
     request.as_object_mut().unwrap().remove("namespace");
-    let out = run(&host, request, json!({}));
+    let out = run(&host, request, listed());
     assert_eq!(out["accepted"], false);
     assert!(
         out["message"]
@@ -442,6 +448,6 @@ fn snake_case_field_names_are_read_too() {
     let user = request.as_object_mut().unwrap().remove("userInfo").unwrap();
     request["user_info"] = user;
     request["sub_resource"] = json!("status");
-    let out = run(&host, request, json!({}));
+    let out = run(&host, request, listed());
     assert_eq!(out["accepted"], true, "status subresource: {out}");
 }

@@ -1037,7 +1037,9 @@ impl Report {
 
     /// JUnit XML: one test case per manifest (a denial a failure, a write that cannot be made
     /// an error, a manifest not judged skipped), as CI systems render test reports.
-    pub fn junit(&self) -> String {
+    /// `judged_by` (which settings, rules and release) is the suite's property of that name;
+    /// a change set that could not be read was judged by none.
+    pub fn junit(&self, judged_by: Option<&str>) -> String {
         fn escape(text: &str) -> String {
             text.chars()
                 .map(|c| match c {
@@ -1061,6 +1063,12 @@ impl Report {
                 + self.count(Disposition::Unchanged)
                 + self.count(Disposition::Blocked),
         );
+        if let Some(judged_by) = judged_by {
+            out.push_str(&format!(
+                "    <properties>\n      <property name=\"judgedBy\" value=\"{}\"/>\n    </properties>\n",
+                escape(judged_by)
+            ));
+        }
         for step in &self.steps {
             let name = if step.operation.is_empty() {
                 step.reference.clone()

@@ -13,9 +13,13 @@ mod commands;
     version,
     about = "The Cozystack capabilities policy, run the way Kubewarden runs it",
     long_about = "The Cozystack capabilities policy, run the way Kubewarden runs it: evaluate one \
-request or pre-flight a whole cluster (read from a dump or live through the current kubeconfig \
-context), and package the module (annotate, inspect, push, pull, Artifact Hub) and sign it \
-(keygen, sign, verify, sbom)."
+request (run), judge a change set as Flux applies it (check), pre-flight a whole cluster \
+(preflight), play random lifecycles against the rules' guarantees (simulate), all on a cluster \
+read from a dump or live through the current kubeconfig context; package the module (annotate, \
+inspect, push, pull, artifacthub) and sign it (keygen, sign, verify, sbom, \
+verification-config).\n\nWithout --settings, every verb judges with the stock deployment that \
+deploy/ runs (the built-in rule set, for any supported Cozystack release), and each report says \
+which settings judged it."
 )]
 struct Cli {
     #[command(subcommand)]

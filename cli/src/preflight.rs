@@ -129,6 +129,9 @@ pub struct ReleaseCheck {
     /// The settings name a release whose stamp is not the cluster's: the policy would judge the
     /// platform's writes as another release's charts render them.
     pub mismatch: bool,
+    /// The cluster runs a release the matrix does not know (newer than every supported one, or
+    /// between two): judged as the nearest supported one, to re-check with a newer policy.
+    pub warning: bool,
 }
 
 impl ReleaseCheck {
@@ -152,16 +155,17 @@ impl ReleaseCheck {
                     "Release: {judged_line}; the cluster's is unknown (no ConfigMap {namespace}/{name} was read)"
                 ),
                 mismatch: false,
+                warning: false,
             });
         };
         let runs: Vec<&str> = Release::stamped(stamp).map(|r| r.name()).collect();
-        let cluster_says = match runs.as_slice() {
-            [] => format!("migration stamp {stamp} ({namespace}/{name}), no supported release's"),
-            names => format!(
-                "migration stamp {stamp} ({namespace}/{name}): {}",
-                names.join(", ")
-            ),
-        };
+        if runs.is_empty() {
+            return Ok(Self::unknown(stamp, judged, &judged_line));
+        }
+        let cluster_says = format!(
+            "migration stamp {stamp} ({namespace}/{name}): {}",
+            runs.join(", ")
+        );
         let (line, mismatch) = match judged.0 {
             Some(release) if runs.contains(&release.name()) => (
                 format!("Release: {judged_line}; the cluster's {cluster_says}"),
@@ -180,7 +184,55 @@ impl ReleaseCheck {
                 false,
             ),
         };
-        Ok(ReleaseCheck { line, mismatch })
+        Ok(ReleaseCheck {
+            line,
+            mismatch,
+            warning: false,
+        })
+    }
+
+    /// A stamp no supported release writes: newer than all of them (a cluster that follows
+    /// Cozystack's `main` past the commit the rules pin), judged as the newest; or one between
+    /// two releases. Never advice to name a release the settings would refuse.
+    fn unknown(
+        stamp: u32,
+        judged: cozystack_resolver::release::Judged,
+        judged_line: &str,
+    ) -> ReleaseCheck {
+        let (namespace, name) = VERSION_CONFIGMAP;
+        let newest = Release::all().max_by_key(|r| r.row().version_stamp);
+        let newest_stamp = newest.map_or(0, |r| r.row().version_stamp);
+        let Some(newest) = newest.filter(|_| stamp > newest_stamp) else {
+            return ReleaseCheck {
+                line: format!(
+                    "Release: {judged_line}; the cluster's migration stamp {stamp} ({namespace}/{name}) is no supported release's: a build between releases; upgrade it to a supported release (docs/releases.md)"
+                ),
+                mismatch: judged.0.is_some(),
+                warning: true,
+            };
+        };
+        let newer = format!(
+            "the cluster's migration stamp {stamp} ({namespace}/{name}) is newer than the supported releases: judged as {newest} (pinned commit {}, stamp {newest_stamp})",
+            newest.row().commit
+        );
+        let (advice, mismatch) = match judged.0 {
+            Some(release) if release == newest => {
+                ("re-check with a policy release that supports it", false)
+            }
+            Some(_) => (
+                "set cozystackRelease: main, the newest supported, and re-check with a policy release that supports it",
+                true,
+            ),
+            None => (
+                "set cozystackRelease: main for the strictest judgement, and re-check with a policy release that supports it",
+                false,
+            ),
+        };
+        ReleaseCheck {
+            line: format!("Release: {judged_line}; {newer}; {advice}"),
+            mismatch,
+            warning: true,
+        }
     }
 }
 
@@ -468,9 +520,14 @@ impl Report {
     pub fn text(&self, list_clean: bool) -> String {
         let groups = self.by_namespace();
         let mut out = format!(
-            "Pre-flight: {} objects replayed as the audit scanner sends them, in {} namespaces\n{}\n",
+            "Pre-flight: {} objects replayed as the audit scanner sends them, in {} namespaces\n{}{}\n",
             self.judged.len(),
             groups.len(),
+            if self.release.warning {
+                "warning: "
+            } else {
+                ""
+            },
             self.release.line,
         );
         let mut clean = Vec::new();
@@ -518,7 +575,8 @@ impl Report {
 
     /// `wgpolicyk8s.io/v1alpha2` reports, as the audit scanner would file them: a PolicyReport
     /// per namespace for its HelmReleases, one ClusterPolicyReport for the Namespaces.
-    pub fn policy_reports(&self, policy: &str) -> Vec<Value> {
+    /// Each report carries `judged_by` (which settings, rules and release) as an annotation.
+    pub fn policy_reports(&self, policy: &str, judged_by: &str) -> Vec<Value> {
         let mut namespaced: BTreeMap<&str, Vec<&Judged>> = BTreeMap::new();
         let mut cluster_wide = Vec::new();
         for judged in &self.judged {
@@ -530,19 +588,27 @@ impl Report {
         let mut reports: Vec<Value> = namespaced
             .into_iter()
             .map(|(ns, judged)| {
-                let mut report = report("PolicyReport", policy, &judged);
+                let mut report = report("PolicyReport", policy, &judged, judged_by);
                 report["metadata"]["namespace"] = json!(ns);
                 report
             })
             .collect();
         if !cluster_wide.is_empty() {
-            reports.push(report("ClusterPolicyReport", policy, &cluster_wide));
+            reports.push(report(
+                "ClusterPolicyReport",
+                policy,
+                &cluster_wide,
+                judged_by,
+            ));
         }
         reports
     }
 }
 
-fn report(kind: &str, policy: &str, judged: &[&Judged]) -> Value {
+/// The annotation a pre-flight's PolicyReport carries its "judged by" line in.
+pub const JUDGED_BY_ANNOTATION: &str = "policies.cozystack.io/judged-by";
+
+fn report(kind: &str, policy: &str, judged: &[&Judged], judged_by: &str) -> Value {
     let count = |result: &str| {
         judged
             .iter()
@@ -584,6 +650,7 @@ fn report(kind: &str, policy: &str, judged: &[&Judged]) -> Value {
         "metadata": {
             "name": format!("{policy}-preflight"),
             "labels": {"app.kubernetes.io/managed-by": "cozystack-preflight"},
+            "annotations": {JUDGED_BY_ANNOTATION: judged_by},
         },
         "summary": {"pass": count("pass"), "fail": count("fail"), "warn": count("warn"), "error": count("error"), "skip": 0},
         "results": results,

@@ -1,24 +1,123 @@
-//! The policy's settings as an operator has them: the ClusterAdmissionPolicy they deployed, or
-//! a settings object.
+//! The policy's settings as an operator has them: the ClusterAdmissionPolicy they deployed, a
+//! settings object, or none (the stock deployment); and where they came from, which every report
+//! names, so a stock judgement is told from a custom one.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
+use cozystack_resolver::DefinitionSource;
+use cozystack_resolver::model::builtin;
 use serde_json::{Value, json};
 
-/// A settings object, or a ClusterAdmissionPolicy (its `spec.settings`); none given is `{}`.
-pub fn read(path: Option<&Path>) -> Result<Value, Error> {
+/// Where the settings a verb judges with came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// None given: `{}`, which is what `deploy/` runs.
+    Stock,
+    /// A settings file, or a ClusterAdmissionPolicy manifest (then its name).
+    File {
+        path: PathBuf,
+        policy: Option<String>,
+    },
+    /// The `spec.settings` of a ClusterAdmissionPolicy read from the cluster.
+    Deployed(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Stock => f.write_str("no --settings, the stock deployment"),
+            Origin::File { path, policy: None } => write!(f, "settings {}", path.display()),
+            Origin::File {
+                path,
+                policy: Some(name),
+            } => write!(f, "ClusterAdmissionPolicy {name} in {}", path.display()),
+            Origin::Deployed(name) => {
+                write!(f, "ClusterAdmissionPolicy {name}, read from the cluster")
+            }
+        }
+    }
+}
+
+/// The settings a verb judges with, as the policy-server is handed them, and their origin.
+#[derive(Debug, Clone)]
+pub struct Given {
+    pub value: Value,
+    pub origin: Origin,
+}
+
+/// A settings object, or a ClusterAdmissionPolicy (its `spec.settings`); none given is `{}`,
+/// the stock deployment.
+pub fn read(path: Option<&Path>) -> Result<Given, Error> {
     let Some(path) = path else {
-        return Ok(json!({}));
+        return Ok(Given {
+            value: json!({}),
+            origin: Origin::Stock,
+        });
     };
     let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
     let value: Value = serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
-    Ok(match value.pointer("/spec/settings") {
-        Some(settings) if value["kind"] == "ClusterAdmissionPolicy" => settings.clone(),
-        _ if value["kind"] == "ClusterAdmissionPolicy" => json!({}),
-        _ => value,
+    let policy = (value["kind"] == "ClusterAdmissionPolicy").then(|| {
+        value["metadata"]["name"]
+            .as_str()
+            .unwrap_or("(unnamed)")
+            .to_owned()
+    });
+    let value = match (&policy, value.pointer("/spec/settings")) {
+        (Some(_), Some(settings)) => settings.clone(),
+        (Some(_), None) => json!({}),
+        (None, _) => value,
+    };
+    Ok(Given {
+        value,
+        origin: Origin::File {
+            path: path.to_owned(),
+            policy,
+        },
     })
+}
+
+impl Given {
+    /// The settings of the ClusterAdmissionPolicy `name` deployed in the cluster.
+    pub fn deployed(name: &str, value: Value) -> Given {
+        Given {
+            value,
+            origin: Origin::Deployed(name.to_owned()),
+        }
+    }
+
+    /// One line for every report: which settings, which rules, which release judged it.
+    pub fn judged_by(&self) -> Result<String, Error> {
+        let settings = resolved(&self.value)?;
+        let kinds: Vec<&str> = settings.definitions.kinds().collect();
+        let listed = |what: &str| match kinds.as_slice() {
+            [] => String::new(),
+            kinds => format!(", {what} {}", kinds.join(", ")),
+        };
+        let rules = match settings.definition_source {
+            DefinitionSource::Builtin => format!(
+                "the built-in rule set ({}){}",
+                builtin::SOURCE,
+                listed("blocks overridden for")
+            ),
+            DefinitionSource::Settings => {
+                format!("the settings' definitions alone ({} kinds)", kinds.len())
+            }
+            DefinitionSource::ApplicationDefinitions => format!(
+                "the cluster's ApplicationDefinitions{}",
+                listed("the settings filling what they lack for")
+            ),
+        };
+        Ok(format!(
+            "judged by: {}; rules: {rules}; release: {}",
+            self.origin,
+            settings.judged().describe()
+        ))
+    }
 }
 
 /// The settings as the resolver reads them, for what the tool models of the cluster (the Tenant
@@ -40,4 +139,143 @@ pub fn check(policy: &Policy, settings: &Value) -> Result<(), Error> {
         valid["message"].as_str().unwrap_or("no reason given")
     )
     .into())
+}
+
+/// The rule blocks of the design that count, protect and share: a definition that states none
+/// of them leaves a kind with no count, no protection and no capability rule.
+const RULE_BLOCKS: [&str; 3] = ["cardinality", "protection", "capability"];
+
+/// Refuses settings that, on this cluster, state no count, protection or capability rule at
+/// all (the ApplicationDefinitions of every supported release state none of the design's
+/// blocks), and, under `applicationDefinitions`, a kind under `definitions` the cluster does not
+/// define: either would judge nothing and say nothing of it.
+pub fn check_rules_stated(settings: &Value, cluster: &ClusterObjects) -> Result<(), Error> {
+    let settings = resolved(settings)?;
+    match settings.definition_source {
+        DefinitionSource::Builtin => Ok(()),
+        DefinitionSource::Settings if settings.definitions.is_empty() => Err(
+            "the settings state no rule: definitionSource: settings with no definitions judges no count, protection or capability; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
+                .into(),
+        ),
+        DefinitionSource::Settings => Ok(()),
+        DefinitionSource::ApplicationDefinitions => {
+            let definitions: Vec<Value> = cluster
+                .values()
+                .filter(|o| o["kind"] == "ApplicationDefinition")
+                .collect();
+            let kinds: BTreeSet<&str> = definitions
+                .iter()
+                .filter_map(|d| d.pointer("/spec/application/kind").and_then(Value::as_str))
+                .collect();
+            // A stock kind the cluster's release does not serve (ComputePlane on v1.6) is no typo.
+            for kind in settings.definitions.kinds() {
+                let known = kinds.contains(kind)
+                    || builtin::examined(kind)
+                    || settings.release_prefixes.contains_key(kind);
+                if !known {
+                    return Err(format!(
+                        "the settings are invalid: definitions.{kind}: neither the cluster's ApplicationDefinitions nor the built-in rule set has kind {kind} (the cluster's kinds: {})",
+                        kinds.iter().copied().collect::<Vec<_>>().join(", ")
+                    )
+                    .into());
+                }
+            }
+            let states_rule = definitions.iter().any(|d| {
+                RULE_BLOCKS
+                    .iter()
+                    .any(|block| d["spec"].get(*block).is_some_and(|b| !b.is_null()))
+            });
+            if states_rule || !settings.definitions.is_empty() {
+                return Ok(());
+            }
+            Err(format!(
+                "the settings state no rule on this cluster: definitionSource: applicationDefinitions, and none of its {} ApplicationDefinitions states {} (no supported Cozystack release's do) nor do the settings' definitions; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty",
+                definitions.len(),
+                RULE_BLOCKS.join(", ")
+            )
+            .into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(yaml: &str) -> ClusterObjects {
+        ClusterObjects::from_yaml(yaml).unwrap()
+    }
+
+    const BARE: &str = "apiVersion: cozystack.io/v1alpha1\nkind: ApplicationDefinition\nmetadata: {name: monitoring}\nspec:\n  application: {kind: Monitoring}\n  dashboard: {module: true}\n";
+
+    #[test]
+    fn the_stock_deployment_is_named_with_its_rules_and_release() {
+        let given = read(None).unwrap();
+        assert_eq!(
+            given.judged_by().unwrap(),
+            format!(
+                "judged by: no --settings, the stock deployment; rules: the built-in rule set ({}); release: {}",
+                builtin::SOURCE,
+                cozystack_resolver::Settings::default().judged().describe()
+            )
+        );
+        let custom = Given {
+            value: json!({"definitionSource": "applicationDefinitions", "cozystackRelease": "v1.5.3",
+                "definitions": {"Monitoring": {}}}),
+            origin: Origin::Deployed("cozystack-capabilities".into()),
+        };
+        assert_eq!(
+            custom.judged_by().unwrap(),
+            "judged by: ClusterAdmissionPolicy cozystack-capabilities, read from the cluster; rules: the cluster's ApplicationDefinitions, the settings filling what they lack for Monitoring; release: Cozystack v1.5.3"
+        );
+    }
+
+    #[test]
+    fn settings_that_state_no_rule_are_refused() {
+        let bare = cluster(BARE);
+        let listed = json!({"definitionSource": "applicationDefinitions"});
+        assert_eq!(
+            check_rules_stated(&listed, &bare).unwrap_err().to_string(),
+            "the settings state no rule on this cluster: definitionSource: applicationDefinitions, and none of its 1 ApplicationDefinitions states cardinality, protection, capability (no supported Cozystack release's do) nor do the settings' definitions; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
+        );
+        assert_eq!(
+            check_rules_stated(&json!({"definitionSource": "settings"}), &bare)
+                .unwrap_err()
+                .to_string(),
+            "the settings state no rule: definitionSource: settings with no definitions judges no count, protection or capability; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
+        );
+        // The built-in set, a definition stating a block, or settings giving one, are rules.
+        check_rules_stated(&json!({}), &bare).unwrap();
+        let stated = cluster(&BARE.replace(
+            "dashboard: {module: true}",
+            "cardinality: {scope: tenant, max: 1}",
+        ));
+        check_rules_stated(&listed, &stated).unwrap();
+        let given = json!({"definitionSource": "applicationDefinitions",
+            "definitions": {"Monitoring": {"cardinality": {"scope": "tenant", "max": 1}}}});
+        check_rules_stated(&given, &bare).unwrap();
+    }
+
+    #[test]
+    fn a_kind_the_cluster_does_not_define_is_refused() {
+        let given = json!({"definitionSource": "applicationDefinitions",
+            "definitions": {"Monitorng": {"cardinality": {"scope": "tenant", "max": 1}}}});
+        assert_eq!(
+            check_rules_stated(&given, &cluster(BARE))
+                .unwrap_err()
+                .to_string(),
+            "the settings are invalid: definitions.Monitorng: neither the cluster's ApplicationDefinitions nor the built-in rule set has kind Monitorng (the cluster's kinds: Monitoring)"
+        );
+        // Gateway is rendered with no definition of its own; ComputePlane is a stock kind a
+        // v1.6 cluster does not serve; a kind of one's own is named by its release prefix.
+        for kind in ["Gateway", "ComputePlane"] {
+            let given = json!({"definitionSource": "applicationDefinitions",
+                "definitions": {kind: {"cardinality": {"scope": "tenant", "max": 1}}}});
+            check_rules_stated(&given, &cluster(BARE)).unwrap();
+        }
+        let own = json!({"definitionSource": "applicationDefinitions",
+            "definitions": {"MyApp": {"cardinality": {"scope": "tenant", "max": 1}}},
+            "releasePrefixes": {"MyApp": "myapp-"}});
+        check_rules_stated(&own, &cluster(BARE)).unwrap();
+    }
 }

@@ -24,6 +24,9 @@ fn write(name: &str, text: &str) -> PathBuf {
 
 struct Ran {
     code: Option<i32>,
+    /// The text report's first line: which settings, rules and release judged it.
+    judged_by: Option<String>,
+    /// The report after it.
     stdout: String,
     stderr: String,
 }
@@ -43,12 +46,24 @@ fn check(args: &[&str], kubeconfig: Option<&Path>) -> Ran {
         stdout,
         stderr,
     } = command.output().unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&stdout).into_owned();
+    let (judged_by, stdout) = match stdout.strip_prefix("judged by: ") {
+        Some(rest) => {
+            let (line, report) = rest.split_once('\n').unwrap_or((rest, ""));
+            (Some(format!("judged by: {line}")), report.to_owned())
+        }
+        None => (None, stdout),
+    };
     Ran {
         code: status.code(),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        judged_by,
+        stdout,
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
     }
 }
+
+/// What `DUMP`'s settings are named as in every report.
+const PROTECT_JUDGED_BY: &str = "judged by: ClusterAdmissionPolicy cozystack-capabilities in deploy/policy-protect.yaml; rules: the built-in rule set (cozystack/cozystack 3c780acd); release: any supported Cozystack release (v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main)";
 
 const DUMP: &[&str] = &[
     "--dump",
@@ -100,6 +115,7 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
     // UPDATE; the ConfigMap is counted, not dropped.
     let out = check(&args(&[&[commit], DUMP, ALICE, IN_ORDER]), None);
     assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(out.judged_by.as_deref(), Some(PROTECT_JUDGED_BY));
     let origin = |n: usize| format!("{commit}, document {n}");
     assert_eq!(
         out.stdout,
@@ -138,6 +154,7 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
     );
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let report: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["judgedBy"], PROTECT_JUDGED_BY);
     let steps = report["steps"].as_array().cloned().unwrap_or_default();
     assert_eq!(steps.len(), 4);
     let update = &steps[2]["request"];
@@ -171,7 +188,8 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
         .unwrap_or_else(|e| panic!("{e}"));
     let settings =
         cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .value;
     let judged: Vec<&Value> = steps.iter().filter(|s| !s["request"].is_null()).collect();
     assert_eq!(judged.len(), 3);
     for (i, step) in judged.iter().enumerate() {
@@ -237,6 +255,12 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
     assert_eq!(failure.attribute("message"), Some(SECOND_MONITORING));
     assert_eq!(failure.text(), Some(SECOND_MONITORING));
     assert!(cases[3].children().any(|n| n.has_tag_name("skipped")));
+    // The suite names the settings that judged it.
+    let judged_by = suite
+        .descendants()
+        .find(|n| n.has_tag_name("property") && n.attribute("name") == Some("judgedBy"))
+        .and_then(|n| n.attribute("value"));
+    assert_eq!(judged_by, Some(PROTECT_JUDGED_BY));
 
     // Live: the same verdicts, and who applies is asked of the API server.
     let objects = ClusterObjects::read_dump(&[workspace().join("e2e/cluster")])
@@ -362,7 +386,8 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
     // finds the ingress still there.
     let mut settings =
         cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .value;
     settings["platformWriters"] = json!("deny");
     let deny = write("deny.json", &settings.to_string());
     let deny = deny.to_str().unwrap_or_default();
@@ -656,6 +681,46 @@ fn a_deleted_release_stays_terminating_while_the_change_set_is_applied() {
     );
 }
 
+/// A change set with nothing in it is no pass: a wrong path, or a build that wrote nothing.
+#[test]
+fn an_empty_change_set_is_exit_2_saying_so() {
+    let empty = write("empty.yaml", "# nothing yet\n");
+    let empty = empty.to_str().unwrap_or_default();
+    let out = check(&args(&[&[empty], DUMP, ALICE]), None);
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: {empty}: the change set holds no manifest: nothing to judge; name the folder or files Flux applies, or pass --allow-empty\n"
+        )
+    );
+    assert!(out.stdout.is_empty() && out.judged_by.is_none());
+    let allowed = check(&args(&[&[empty, "--allow-empty"], DUMP, ALICE]), None);
+    assert_eq!(allowed.code, Some(0), "{}", allowed.stderr);
+    assert_eq!(allowed.judged_by.as_deref(), Some(PROTECT_JUDGED_BY));
+}
+
+/// No `--settings` is the stock deployment: the same verdicts as `deploy/policy-protect.yaml`,
+/// named as such.
+#[test]
+fn without_settings_the_verdicts_are_the_deployed_ones() {
+    let commit = write("stock-commit.yaml", TENANT_COMMIT);
+    let commit = commit.to_str().unwrap_or_default();
+    let deployed = check(&args(&[&[commit], DUMP, ALICE]), None);
+    let stock = check(&args(&[&[commit, "--dump", "e2e/cluster"], ALICE]), None);
+    assert_eq!(deployed.code, Some(1), "{}", deployed.stderr);
+    assert_eq!(
+        (stock.code, &stock.stdout),
+        (deployed.code, &deployed.stdout)
+    );
+    assert_eq!(
+        stock.judged_by.as_deref(),
+        Some(
+            "judged by: no --settings, the stock deployment; rules: the built-in rule set (cozystack/cozystack 3c780acd); release: any supported Cozystack release (v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main)"
+        )
+    );
+}
+
 #[test]
 fn an_unusable_input_is_exit_2_naming_it() {
     let bad = write(
@@ -852,7 +917,8 @@ fn cozystack_api_makes_an_application_s_dry_run_and_it_stays_when_the_stage_fail
     // stays, with the Postgres edit after it; nothing is pruned.
     let mut settings =
         cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .value;
     settings["definitions"]["Bucket"]["cardinality"] = json!({"scope": "tenant", "max": 1});
     let one_bucket = write("one-bucket.json", &settings.to_string());
     let one_bucket = one_bucket.to_str().unwrap_or_default();

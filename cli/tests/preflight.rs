@@ -15,7 +15,7 @@ use cozystack_policy::source::Source;
 use cozystack_policy::{preflight, settings};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 
-use common::workspace;
+use common::{scratch, workspace};
 
 fn dir() -> PathBuf {
     workspace().join("cli/tests/dumps")
@@ -44,23 +44,29 @@ fn utf8(bytes: &[u8]) -> String {
 
 const UNKNOWN_RELEASE: &str = "Release: judged for any supported Cozystack release (v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main); the cluster's is unknown (no ConfigMap cozy-system/cozystack-version was read)";
 
+/// The clean dump with the migration stamp `stamp` in ConfigMap cozy-system/cozystack-version.
+fn stamped(stamp: &str) -> Arc<ClusterObjects> {
+    let mut dump =
+        ClusterObjects::read_dump(&[dir().join("clean.yaml")]).unwrap_or_else(|e| panic!("{e}"));
+    dump.push(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cozystack-version", "namespace": "cozy-system"},
+        "data": {"version": stamp}
+    }));
+    Arc::new(dump)
+}
+
 #[test]
 fn preflight_says_which_release_it_judged_for_and_warns_when_the_cluster_runs_another() {
     let (policy, _) = Source::Embedded
         .load(None)
         .unwrap_or_else(|e| panic!("{e}"));
     // The clean dump, with the stamp v1.5.0–v1.5.3's migration hook leaves.
-    let mut dump =
-        ClusterObjects::read_dump(&[dir().join("clean.yaml")]).unwrap_or_else(|e| panic!("{e}"));
-    dump.push(serde_json::json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "cozystack-version", "namespace": "cozy-system"},
-        "data": {"version": "45"}
-    }));
-    let dump = Arc::new(dump);
+    let dump = stamped("45");
     // The deployed settings, naming a release or none.
     let deployed = settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{e}"))
+        .value;
     let report = |release: Option<&str>| {
         let mut settings = deployed.clone();
         if let Some(release) = release {
@@ -91,13 +97,147 @@ fn preflight_says_which_release_it_judged_for_and_warns_when_the_cluster_runs_an
     );
 }
 
+/// Input with nothing to judge is no clean bill of health: a failed `kubectl get … > dump.yaml`,
+/// a dump without the namespaces, settings that state no rule: each exit 2 with one line, unless
+/// `--allow-empty` says empty is intended.
+#[test]
+fn empty_input_is_exit_2_naming_what_was_empty() {
+    let write = |name: &str, text: &str| {
+        let path = scratch(name);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path
+    };
+    let last_line = |out: &Output| {
+        utf8(&out.stderr)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let empty = write("empty.yaml", "");
+    let out = cli(&["preflight", "--dump"], &[&empty], None);
+    assert_eq!(out.status.code(), Some(2), "{}", utf8(&out.stderr));
+    assert_eq!(
+        last_line(&out),
+        format!(
+            "error: the dump {} holds no object: an empty file is what a failed `kubectl get … > dump.yaml` leaves; make it again as docs/rollout.md says, or pass --allow-empty",
+            empty.display()
+        )
+    );
+    assert!(out.stdout.is_empty());
+    let allowed = cli(&["preflight", "--allow-empty", "--dump"], &[&empty], None);
+    assert_eq!(allowed.status.code(), Some(0), "{}", utf8(&allowed.stderr));
+
+    let no_tenant = write(
+        "no-tenant.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: cozy-system}\n",
+    );
+    let out = cli(&["preflight", "--dump"], &[&no_tenant], None);
+    assert_eq!(out.status.code(), Some(2), "{}", utf8(&out.stderr));
+    assert_eq!(
+        last_line(&out),
+        format!(
+            "error: the dump {} holds 1 objects but no tenant Namespace (tenant-root and those below it): the namespaces are missing from it, or it is not a Cozystack cluster's; add them (`kubectl get namespaces -o yaml`), or pass --allow-empty",
+            no_tenant.display()
+        )
+    );
+
+    // The settings are checked before any cluster is read; rule-less ones after.
+    let rule_less = write("rule-less.yaml", "definitionSource: settings\n");
+    let clean = dir().join("clean.yaml");
+    let out = cli(
+        &["preflight", "--settings"],
+        &[&rule_less, Path::new("--dump"), &clean],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", utf8(&out.stderr));
+    assert_eq!(
+        last_line(&out),
+        "error: the settings state no rule: definitionSource: settings with no definitions judges no count, protection or capability; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
+    );
+    let typo = write(
+        "typo.yaml",
+        "definitions: {Monitorng: {cardinality: {scope: tenant, max: 1}}}\n",
+    );
+    let out = cli(
+        &["preflight", "--settings"],
+        &[&typo, Path::new("--dump"), &clean],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", utf8(&out.stderr));
+    assert!(
+        last_line(&out).starts_with("error: the settings are invalid: definitions.Monitorng: no such kind in the built-in rule set (BootBox, "),
+        "{}",
+        utf8(&out.stderr)
+    );
+    assert!(
+        !utf8(&out.stderr).contains("read "),
+        "settings are refused before the cluster is read: {}",
+        utf8(&out.stderr)
+    );
+}
+
+/// A cluster that follows Cozystack's `main` past the pinned commit writes a stamp no release of
+/// the matrix has: a warning that it is judged as `main`, with advice the settings accept.
+#[test]
+fn a_cluster_newer_than_the_matrix_is_judged_as_main_with_a_warning() {
+    let (policy, _) = Source::Embedded
+        .load(None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dump = stamped("57");
+    let report = |release: Option<&str>| {
+        let settings = match release {
+            Some(release) => serde_json::json!({"cozystackRelease": release}),
+            None => serde_json::json!({}),
+        };
+        preflight::run(&policy, dump.clone(), &settings, &|_, _| {})
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let newer = "the cluster's migration stamp 57 (cozy-system/cozystack-version) is newer than the supported releases: judged as main (pinned commit 3c780acd, stamp 56)";
+    // Unset and `main`: a warning; an older release named on it judges the wrong charts: a
+    // finding. The advice is always a name the settings take.
+    let any = "any supported Cozystack release (v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main)";
+    let recheck = "re-check with a policy release that supports it";
+    let cases = [
+        (
+            None,
+            0,
+            format!(
+                "{any}; {newer}; set cozystackRelease: main for the strictest judgement, and {recheck}"
+            ),
+        ),
+        (
+            Some("main"),
+            0,
+            format!("Cozystack main; {newer}; {recheck}"),
+        ),
+        (
+            Some("v1.6.2"),
+            1,
+            format!(
+                "Cozystack v1.6.2; {newer}; set cozystackRelease: main, the newest supported, and {recheck}"
+            ),
+        ),
+    ];
+    for (release, findings, judged) in cases {
+        let report = report(release);
+        assert_eq!(report.findings(), findings, "{release:?}");
+        assert_eq!(
+            report.text(false).lines().nth(1).map(str::to_owned),
+            Some(format!("warning: Release: judged for {judged}")),
+        );
+    }
+}
+
 #[test]
 fn preflight_reports_exactly_the_known_problems() {
     let (policy, _) = Source::Embedded
         .load(None)
         .unwrap_or_else(|e| panic!("{e}"));
     let settings_path = workspace().join("deploy/policy-protect.yaml");
-    let settings = settings::read(Some(&settings_path)).unwrap_or_else(|e| panic!("{e}"));
+    let settings = settings::read(Some(&settings_path))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .value;
     let replay = |dump: &str| {
         let cluster =
             ClusterObjects::read_dump(&[dir().join(dump)]).unwrap_or_else(|e| panic!("{e}"));
@@ -132,8 +272,19 @@ fn preflight_reports_exactly_the_known_problems() {
         text.contains("HelmRelease tenant-side/metrics [warn] Monitoring tenant-side/metrics is off its slot: Monitoring is held to at most 1 per tenant by its name (tenant-side/monitoring); its chart renders no release of another name, so it never ran and nothing is lost: delete tenant-side/metrics, then turn monitoring on in Tenant tenant-root/side"),
         "{text}"
     );
-    let reports = preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    // As `preflight --settings deploy/policy-protect.yaml` names them, from the workspace.
+    let judged_by = settings::Given {
+        value: settings.clone(),
+        origin: settings::Origin::File {
+            path: "deploy/policy-protect.yaml".into(),
+            policy: Some("cozystack-capabilities".into()),
+        },
+    }
+    .judged_by()
+    .unwrap_or_else(|e| panic!("{e}"));
+    let reports =
+        preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities", &judged_by))
+            .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(reports, committed("problems.policyreport.yaml"));
 
     let clean = replay("clean.yaml");
@@ -146,7 +297,7 @@ fn preflight_reports_exactly_the_known_problems() {
     );
     assert!(
         clean
-            .policy_reports("cozystack-capabilities")
+            .policy_reports("cozystack-capabilities", &judged_by)
             .iter()
             .all(|r| r["summary"]["fail"] == 0 && r["summary"]["error"] == 0)
     );
@@ -204,7 +355,8 @@ fn preflight_reports_exactly_the_known_problems() {
 
     // Rules in the settings alone (the bundled settings spell the stock set out).
     let mut settings_only = settings::read(Some(&workspace().join("e2e/cluster/settings.yaml")))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{e}"))
+        .value;
     settings_only["definitionSource"] = "settings".into();
     settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "", "Etcd": ""});
     let report = preflight::run(&policy, dump.clone(), &settings_only, &|_, _| {})
@@ -244,7 +396,15 @@ fn preflight_reports_exactly_the_known_problems() {
         "{}",
         utf8(&from_dump.stderr)
     );
-    assert_eq!(utf8(&from_dump.stdout), committed("problems.txt"));
+    // The report opens with the settings that judged it (named by the absolute path given).
+    assert_eq!(
+        utf8(&from_dump.stdout),
+        format!(
+            "judged by: ClusterAdmissionPolicy cozystack-capabilities in {}; rules: the built-in rule set (cozystack/cozystack 3c780acd); release: any supported Cozystack release (v1.5.0, v1.5.1, v1.5.2, v1.5.3, v1.5.4, v1.6.0, v1.6.1, v1.6.2, main)\n{}",
+            settings_path.display(),
+            committed("problems.txt")
+        )
+    );
     let stderr = utf8(&from_dump.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert!(

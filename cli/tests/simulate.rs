@@ -21,10 +21,14 @@ fn simulate(settings: &str, args: &[&str]) -> (Option<i32>, String) {
         .unwrap_or_else(|e| panic!("{e}"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("policy: the embedded policy"), "{stderr}");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    // The summary opens with the settings that judged it; the rest is the run's.
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (judged_by, rest) = stdout.split_once('\n').unwrap_or((&stdout, ""));
+    assert!(
+        judged_by.starts_with(&format!("judged by: settings {settings}; rules: ")),
+        "{stdout}"
+    );
+    (out.status.code(), rest.to_owned())
 }
 
 #[test]

@@ -241,10 +241,25 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         ])
         .arg(&denied));
     assert_eq!(deployed.code, Some(1), "{}", deployed.stderr);
-    assert_eq!(deployed.stdout, manifest.stdout);
+    // The same verdict, each naming where its settings came from on its last line.
+    let (verdict, named) = deployed
+        .stdout
+        .trim_end()
+        .rsplit_once('\n')
+        .unwrap_or_default();
     assert_eq!(
-        deployed.stderr.lines().next(),
-        Some("settings: ClusterAdmissionPolicy cozystack-capabilities")
+        manifest.stdout,
+        format!(
+            "{verdict}\n{}\n",
+            named.replace(
+                "ClusterAdmissionPolicy cozystack-capabilities, read from the cluster",
+                "ClusterAdmissionPolicy cozystack-capabilities in deploy/policy-protect.yaml"
+            )
+        )
+    );
+    assert!(
+        named.starts_with("judged by: ClusterAdmissionPolicy cozystack-capabilities, read from the cluster; rules: the built-in rule set"),
+        "{named}"
     );
     let missing = ran(cli()
         .args(["run", "--from-policy", "capabilities"])

@@ -172,7 +172,6 @@ fn manifests_match_the_metadata() {
             metadata["backgroundAudit"].as_bool(),
             "{path}"
         );
-        assert_eq!(spec.failure_policy, FailurePolicy::Fail, "{path}");
         assert!(
             spec.module.starts_with("registry://"),
             "{path}: module scheme"
@@ -218,6 +217,74 @@ fn manifests_match_the_metadata() {
             "{path}: its settings give other rules than e2e/cluster/settings.yaml"
         );
     }
+}
+
+/// What each manifest's header promises is what its spec does: monitor refuses nothing, not even
+/// when the policy-server cannot answer (`Ignore`); protect fails closed. Both carry one name, so
+/// applying protect over monitor switches that one policy in place (monitor to protect is the
+/// direction Kubewarden allows) and two policies never judge the same write.
+#[test]
+fn each_manifest_s_mode_failure_policy_and_header_agree() {
+    let header = |path: &str| -> String {
+        read(path)
+            .lines()
+            .take_while(|line| line.starts_with('#'))
+            .map(|line| line.trim_start_matches('#').trim())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut names = BTreeSet::new();
+    let mut specs = Vec::new();
+    for (path, policy) in policies() {
+        let header = header(&path);
+        let spec = &policy.spec;
+        let (mode, failure, promise) = match spec.mode {
+            Mode::Monitor => (
+                "Monitor mode",
+                "failurePolicy: Ignore",
+                "nothing is refused, not even while the policy-server is down or slow",
+            ),
+            Mode::Protect => (
+                "Protect mode",
+                "failurePolicy: Fail",
+                "denials reject the request, and so does a policy-server that cannot answer",
+            ),
+        };
+        assert!(header.starts_with(mode), "{path}: {header}");
+        assert!(header.contains(failure), "{path}: {header}");
+        assert!(header.contains(promise), "{path}: {header}");
+        let expected = match spec.mode {
+            Mode::Monitor => FailurePolicy::Ignore,
+            Mode::Protect => FailurePolicy::Fail,
+        };
+        assert_eq!(spec.failure_policy, expected, "{path}");
+        names.insert(policy.metadata.name.clone());
+        let mut value: Value = serde_yaml::from_str(&read(&path)).unwrap();
+        let spec = value["spec"].as_object_mut().unwrap();
+        spec.remove("mode");
+        spec.remove("failurePolicy");
+        specs.push(value);
+    }
+    assert_eq!(
+        names,
+        BTreeSet::from(["cozystack-capabilities".to_owned()]),
+        "one policy, switched from monitor to protect in place"
+    );
+    assert_eq!(
+        specs[0], specs[1],
+        "the manifests differ only in mode and failurePolicy"
+    );
+}
+
+/// No settings at all judge as the deployed ones: `{}` is the stock deployment.
+#[test]
+fn empty_settings_are_the_deployed_ones() {
+    let deployed = serde_json::to_string(&policies()[0].1.spec.settings).unwrap();
+    assert_eq!(
+        cozystack_resolver::Settings::from_json("{}").unwrap(),
+        cozystack_resolver::Settings::from_json(&deployed).unwrap()
+    );
+    assert_eq!(stock_rules("{}"), stock_rules(&deployed));
 }
 
 fn bundled_settings() -> String {
@@ -426,6 +493,7 @@ fn the_documentation_links_resolve() {
     let mut pages: Vec<String> = std::fs::read_dir(root().join("docs"))
         .expect("docs/")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
         .collect();
     pages.sort();
     assert!(pages.len() >= 8, "{pages:?}");

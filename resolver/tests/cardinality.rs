@@ -36,7 +36,7 @@ const COUNT: &[Case] = &[
 
 #[test]
 fn count() {
-    run_table(COUNT, &cluster(), &Settings::default());
+    run_table(COUNT, &cluster(), &common::listed());
 }
 
 #[test]
@@ -350,7 +350,7 @@ fn the_slot_check_reads_nothing_the_count_has_not() {
         let recording = Recording::new(&c);
         cozystack_resolver::evaluate(
             &app(Create, "Monitoring", "tenant-c", name, carol()),
-            &cozystack_resolver::Settings::default(),
+            &common::listed(),
             &recording,
         );
         recording.calls.borrow().clone()
@@ -377,7 +377,7 @@ fn an_audit_keeps_the_slot_holder_and_reports_the_surplus() {
     };
     let judged = |app: &str, c: &cozystack_resolver::Snapshot| {
         let recording = Recording::new(c);
-        let verdict = cozystack_resolver::evaluate(&replay(app), &Settings::default(), &recording);
+        let verdict = cozystack_resolver::evaluate(&replay(app), &common::listed(), &recording);
         let listed = recording
             .calls
             .borrow()
@@ -579,7 +579,7 @@ fn an_instance_off_its_slot_is_told_how_to_move_onto_it() {
     // costs is the kind's chart's (docs/stock-rules.md, off its slot).
     let settings = Settings {
         definition_source: cozystack_resolver::DefinitionSource::Builtin,
-        ..Settings::default()
+        ..common::listed()
     };
     let mut c = cluster();
     c.instances.retain(|i| i.namespace != "tenant-c");

@@ -25,7 +25,7 @@ fn entries(name: &str, groups: &[&str], access: Option<&Access>) -> Vec<Entry> {
         &user(name, groups),
         &namespace,
         &c.instances,
-        &Default::default(),
+        &listed(),
         access,
     )
 }
@@ -93,7 +93,7 @@ fn a_slotted_kind_is_offered_under_its_free_slot() {
             &user(who, groups),
             &c.namespaces[namespace],
             &c.instances,
-            &Default::default(),
+            &listed(),
             None,
         )
         .into_iter()
@@ -121,7 +121,7 @@ fn a_slotted_kind_is_offered_under_its_free_slot() {
         &user("carol", &["tenant-c-admin"]),
         &c.namespaces[3],
         &c.instances,
-        &Default::default(),
+        &listed(),
         None,
     )
     .into_iter()

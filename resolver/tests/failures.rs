@@ -10,18 +10,14 @@ fn kinds_without_rules_need_no_lookups_beyond_definitions() {
     let c = cluster();
     let recording = Recording::new(&c);
     let request = app(Create, "Redis", "tenant-a", "cache", user("bob", &[]));
-    let verdict = cozystack_resolver::evaluate(
-        &request,
-        &cozystack_resolver::Settings::default(),
-        &recording,
-    );
+    let verdict = cozystack_resolver::evaluate(&request, &common::listed(), &recording);
     assert_allowed(&verdict, &[]);
     let mut c2 = c.clone();
     c2.definitions.retain(|d| d.kind != "Redis");
     let recording2 = Recording::new(&c2);
     let verdict = cozystack_resolver::evaluate(
         &app(Create, "Unknown", "tenant-a", "x", user("bob", &[])),
-        &cozystack_resolver::Settings::default(),
+        &common::listed(),
         &recording2,
     );
     assert_allowed(&verdict, &[]);
@@ -60,11 +56,7 @@ fn a_failed_lookup_rejects_and_names_the_lookup() {
             "m",
             user("c", &["tenant-c-admin"]),
         );
-        let verdict = cozystack_resolver::evaluate(
-            &request,
-            &cozystack_resolver::Settings::default(),
-            &recording,
-        );
+        let verdict = cozystack_resolver::evaluate(&request, &common::listed(), &recording);
         assert_denied(
             &verdict,
             500,
@@ -84,7 +76,7 @@ fn a_failed_lookup_rejects_and_names_the_lookup() {
             "monitoring",
             user(FLUX, &[]),
         ),
-        &cozystack_resolver::Settings::default(),
+        &common::listed(),
         &recording,
     );
     assert_eq!(verdict.code, Some(500));
@@ -181,7 +173,7 @@ fn settings_fill_what_definitions_lack_and_definitions_win() {
         "Bucket",
         json!({"dashboard": {"category": "Storage"}}),
     ));
-    let settings: cozystack_resolver::Settings = serde_json::from_value(json!({"definitions": {
+    let settings: cozystack_resolver::Settings = serde_json::from_value(json!({"definitionSource": "applicationDefinitions", "definitions": {
         "Bucket": {"cardinality": {"scope": "namespace", "max": 1}, "dashboard": {"visibility": "hidden"}},
         "Monitoring": {"cardinality": {"scope": "cluster", "max": 5}, "dashboard": {"visibility": "hidden"}}
     }})).unwrap();

@@ -228,11 +228,7 @@ fn deleting_a_tenant_namespace_hosting_a_referenced_provider_is_admitted() {
     );
     request.operation = Operation::Delete;
     request.object = None;
-    let verdict = cozystack_resolver::evaluate(
-        &request,
-        &cozystack_resolver::Settings::default(),
-        &recording,
-    );
+    let verdict = cozystack_resolver::evaluate(&request, &common::listed(), &recording);
     assert_allowed(&verdict, &[]);
     assert!(recording.calls.borrow().is_empty());
 }

@@ -67,7 +67,7 @@ proptest! {
         let namespace = NAMESPACES[ns];
         let name = format!("app{app_index}");
         // A platform writer in deny mode: visibility passes, cardinality decides.
-        let settings = Settings { platform_writers: cozystack_resolver::PlatformWriters::Deny, ..Settings::default() };
+        let settings = Settings { platform_writers: cozystack_resolver::PlatformWriters::Deny, ..common::listed() };
         let verdict = cozystack_resolver::evaluate(&app(Operation::Create, "Monitoring", namespace, &name, user(FLUX, &[])), &settings, &c);
         let in_scope = instances.iter().filter(|i| {
             i.kind == "Monitoring"

@@ -288,7 +288,7 @@ fn an_ancestor_with_its_switch_on_serves_without_listing_instances() {
     let snapshot = cluster();
     let recording = Recording::new(&snapshot);
     let request = app(Create, "Kubernetes", "tenant-a-b", "k8s", user("b", &[]));
-    let verdict = cozystack_resolver::evaluate(&request, &Default::default(), &recording);
+    let verdict = cozystack_resolver::evaluate(&request, &listed(), &recording);
     assert_allowed(&verdict, &[]);
     assert_eq!(
         *recording.calls.borrow(),
@@ -304,7 +304,7 @@ fn an_ancestor_with_its_switch_on_serves_without_listing_instances() {
     let mut snapshot = cluster();
     *root_values(&mut snapshot) = json!({"monitoring": true});
     let recording = Recording::new(&snapshot);
-    let verdict = cozystack_resolver::evaluate(&request, &Default::default(), &recording);
+    let verdict = cozystack_resolver::evaluate(&request, &listed(), &recording);
     assert_allowed(&verdict, &[]);
     assert!(
         recording
@@ -345,7 +345,7 @@ fn a_class_consumer_kinds_share_one_list_when_their_prefixes_allow() {
     );
     let settings = cozystack_resolver::Settings {
         platform_writers: cozystack_resolver::PlatformWriters::Deny,
-        ..Default::default()
+        ..listed()
     };
     let denied = |recording: &Recording| {
         let verdict = cozystack_resolver::evaluate(&request, &settings, recording);

@@ -97,7 +97,7 @@ fn a_switch_on_counts_what_is_there_without_reading_the_new_namespace() {
     });
     let recording = Recording::new(&snapshot);
     let request = tenant("tenant-root", "d", None, json!({"monitoring": true}));
-    let verdict = cozystack_resolver::evaluate(&request, &Default::default(), &recording);
+    let verdict = cozystack_resolver::evaluate(&request, &listed(), &recording);
     assert_denied(
         &verdict,
         403,
@@ -311,7 +311,7 @@ fn a_tenant_being_deleted_renders_its_modules_no_more() {
         Some("tenant-root/tenant-c"),
     ));
     let recording = Recording::new(&snapshot);
-    let verdict = cozystack_resolver::evaluate(&delete(), &Default::default(), &recording);
+    let verdict = cozystack_resolver::evaluate(&delete(), &listed(), &recording);
     assert_allowed(&verdict, &[]);
     assert!(
         recording
@@ -700,7 +700,7 @@ fn switches_turned_off_together_are_judged_together() {
     snapshot
         .instances
         .push(instance("Metrics", "tenant-a", "metrics"));
-    let mut settings = Settings::default();
+    let mut settings = common::listed();
     settings
         .tenant_modules
         .insert("metrics".to_owned(), "Metrics".to_owned());
@@ -772,7 +772,7 @@ fn a_switch_on_adopts_its_twin_and_refuses_another_kind() {
         .instances
         .push(module("Monitoring", "tenant-c", "monitoring", None));
     let recording = Recording::new(&snapshot);
-    let verdict = cozystack_resolver::evaluate(&on(), &Default::default(), &recording);
+    let verdict = cozystack_resolver::evaluate(&on(), &listed(), &recording);
     assert_allowed(&verdict, &[adopted]);
     // The count and the slot read the kind's list; each name the switch renders costs one GET
     // after them: the module's, then the one its chart renders beside it.

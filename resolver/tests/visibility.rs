@@ -80,7 +80,7 @@ const VISIBILITY: &[Case] = &[
 
 #[test]
 fn visibility() {
-    run_table(VISIBILITY, &cluster(), &Settings::default());
+    run_table(VISIBILITY, &cluster(), &common::listed());
 }
 
 #[test]
@@ -88,7 +88,7 @@ fn oidc_group_prefix_and_custom_suffixes() {
     let settings = Settings {
         tenant_group_prefix: "oidc:".into(),
         tenant_admin_group_suffixes: vec!["-owners".into()].into(),
-        ..Settings::default()
+        ..common::listed()
     };
     let c = cluster();
     let ok = cozystack_resolver::evaluate(

@@ -16,6 +16,23 @@ pub type ObjectKey = (String, String, String, String);
 /// Object positions by [`ObjectKey`] (a dump may hold an object twice).
 pub type ObjectIndex = std::collections::HashMap<ObjectKey, Vec<usize>>;
 
+/// Hears how many bytes of a dump were read since it last heard.
+pub type Seen<'a> = &'a dyn Fn(u64);
+
+/// A reader that tells [`Seen`] what it read.
+struct Counted<'a, R> {
+    inner: R,
+    seen: Seen<'a>,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        (self.seen)(n as u64);
+        Ok(n)
+    }
+}
+
 /// An object's key in an [`ObjectIndex`].
 pub fn index_key(object: &Value) -> ObjectKey {
     (
@@ -422,7 +439,7 @@ impl ClusterObjects {
     }
 
     /// Reads one dump file: a kubectl List streamed line by line, anything else read whole.
-    fn read_file(path: &Path, keep: Keep<'_>) -> Result<ClusterObjects, Error> {
+    fn read_file(path: &Path, keep: Keep<'_>, seen: Seen<'_>) -> Result<ClusterObjects, Error> {
         let unread = |source| Error::Read {
             path: path.to_owned(),
             source,
@@ -432,6 +449,7 @@ impl ClusterObjects {
             reason,
         };
         let file = std::fs::File::open(path).map_err(unread)?;
+        let file = Counted { inner: file, seen };
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
         let json = is_json(reader.fill_buf().map_err(unread)?);
         let listed = match json {
@@ -442,6 +460,7 @@ impl ClusterObjects {
             Some(read) => read,
             None => {
                 let text = std::fs::read_to_string(path).map_err(unread)?;
+                seen(text.len() as u64);
                 whole(&text, keep).map_err(unparsed)?
             }
         };
@@ -450,10 +469,14 @@ impl ClusterObjects {
 
     /// Loads every `*.yaml` of a directory, in name order.
     pub fn load_dir(dir: &Path) -> Result<ClusterObjects, Error> {
-        Self::load_dir_keeping(dir, None)
+        Self::load_dir_keeping(dir, None, &|_| {})
     }
 
-    fn load_dir_keeping(dir: &Path, keep: Keep<'_>) -> Result<ClusterObjects, Error> {
+    fn load_dir_keeping(
+        dir: &Path,
+        keep: Keep<'_>,
+        seen: Seen<'_>,
+    ) -> Result<ClusterObjects, Error> {
         let mut cluster = ClusterObjects::default();
         let paths = crate::yaml_files(dir)?;
         // settings.yaml beside the manifests is the bundle's settings, not a manifest.
@@ -461,7 +484,7 @@ impl ClusterObjects {
             .iter()
             .filter(|p| p.file_name().is_some_and(|n| n != "settings.yaml"))
         {
-            cluster.append(Self::read_file(path, keep)?);
+            cluster.append(Self::read_file(path, keep, seen)?);
         }
         Ok(cluster)
     }
@@ -477,11 +500,21 @@ impl ClusterObjects {
         paths: &[std::path::PathBuf],
         keep: Keep<'_>,
     ) -> Result<ClusterObjects, Error> {
+        Self::read_dump_seen(paths, keep, &|_| {})
+    }
+
+    /// The same, telling `seen` how many bytes of the files each read took (for a progress
+    /// bar over a dump of hundreds of megabytes).
+    pub fn read_dump_seen(
+        paths: &[std::path::PathBuf],
+        keep: Keep<'_>,
+        seen: Seen<'_>,
+    ) -> Result<ClusterObjects, Error> {
         let mut cluster = ClusterObjects::default();
         for path in paths {
             let part = match path.is_dir() {
-                true => Self::load_dir_keeping(path, keep)?,
-                false => Self::read_file(path, keep)?,
+                true => Self::load_dir_keeping(path, keep, seen)?,
+                false => Self::read_file(path, keep, seen)?,
             };
             cluster.append(part);
         }

@@ -1,5 +1,6 @@
 //! `check`: a change set judged as Flux applies it, built from a repository as Flux builds it.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -210,6 +211,7 @@ fn finish(
     args: &CheckArgs,
     report: &check::Report,
     identity: &Identity,
+    judged_by: &str,
     started: Instant,
 ) -> Result<ExitCode, Error> {
     eprintln!(
@@ -219,9 +221,13 @@ fn finish(
         output::peak_memory()
     );
     match args.output {
-        CheckOutput::Text => emit(&report.text())?,
-        CheckOutput::Json => emit(&json(&report.json(identity))?)?,
-        CheckOutput::Junit => emit(&report.junit())?,
+        CheckOutput::Text => emit(&format!("{judged_by}\n{}", report.text()))?,
+        CheckOutput::Json => {
+            let mut report = report.json(identity);
+            report["judgedBy"] = judged_by.into();
+            emit(&json(&report)?)?
+        }
+        CheckOutput::Junit => emit(&report.junit(Some(judged_by)))?,
     }
     Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
 }
@@ -278,9 +284,9 @@ fn check_kustomizations(
         units.len(),
         identity.describe()
     );
-    report_release(&settings, &cluster)?;
-    let report = kustomizations::run(&policy, &settings, cluster, &units, &identity)?;
-    finish(args, &report, &identity, started)
+    report_release(&settings.value, &cluster)?;
+    let report = kustomizations::run(&policy, &settings.value, cluster, &units, &identity)?;
+    finish(args, &report, &identity, &settings.judged_by()?, started)
 }
 
 pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
@@ -333,10 +339,21 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         Some(error) if !args.in_order && substitutes => Err(Error::Invalid(error)),
         _ => Ok((applies, deletes)),
     });
+    // Nothing to judge is no clean bill of health: a wrong path or a build that wrote nothing.
+    let read = read.and_then(|(applies, deletes)| {
+        if applies.is_empty() && deletes.is_empty() && !args.evaluation.allow_empty {
+            let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+            return Err(Error::Invalid(format!(
+                "{}: the change set holds no manifest: nothing to judge; name the folder or files Flux applies, or pass --allow-empty",
+                shown.join(", ")
+            )));
+        }
+        Ok((applies, deletes))
+    });
     let (mut applies, mut deletes) = match read {
         Ok(read) => read,
         Err(error) if matches!(args.output, CheckOutput::Junit) => {
-            emit(&check::Report::unreadable(&error.to_string()).junit())?;
+            emit(&check::Report::unreadable(&error.to_string()).junit(None))?;
             eprintln!("error: {error}");
             return Ok(ExitCode::from(2));
         }
@@ -382,13 +399,23 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         deletes.len(),
         identity.describe()
     );
-    report_release(&settings, &cluster)?;
+    report_release(&settings.value, &cluster)?;
+    let judged_by = settings.judged_by()?;
     let changes = check::ChangeSet { applies, deletes };
     let save = args.save_requests.clone();
     if let Some(dir) = &save {
         std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
     }
+    // On a terminal, a count of the requests judged: a large change set takes seconds.
+    let bar = match std::io::stderr().is_terminal() {
+        true => indicatif::ProgressBar::new_spinner().with_style(
+            indicatif::ProgressStyle::with_template("{spinner} judged {pos} requests ({elapsed})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        ),
+        false => indicatif::ProgressBar::hidden(),
+    };
     let mut observe = |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), Error> {
+        bar.inc(1);
         let Some(dir) = &save else {
             return Ok(());
         };
@@ -408,12 +435,13 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
     };
     let (report, _) = check::run(
         &policy,
-        &settings,
+        &settings.value,
         cluster,
         &changes,
         &identity,
         applier,
         &mut observe,
     )?;
-    finish(&args, &report, &identity, started)
+    bar.finish_and_clear();
+    finish(&args, &report, &identity, &judged_by, started)
 }

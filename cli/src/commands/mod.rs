@@ -16,14 +16,15 @@ pub mod simulate;
 pub mod verification_config;
 pub mod verify;
 
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
 use cozystack_packaging::signing::{self, Trust};
 use cozystack_policy::error::Error;
 use cozystack_policy::live::{self, Target};
-use cozystack_policy::settings;
+use cozystack_policy::settings::{self, Given};
 use cozystack_policy::source::Source;
 use cozystack_policy::trust::{self, parse_annotation};
 use cozystack_policy_runtime::cluster::{ClusterObjects, Keep};
@@ -63,7 +64,8 @@ pub struct ClusterArgs {
 #[derive(Args)]
 pub struct EvaluationArgs {
     /// The policy's settings, or a ClusterAdmissionPolicy (`kubectl get clusteradmissionpolicy
-    /// NAME -o yaml`: its spec.settings). Default: none (`{}`).
+    /// NAME -o yaml`: its spec.settings). Default: none (`{}`), the stock deployment that
+    /// `deploy/` runs: the built-in rule set, for any supported release.
     #[arg(long, value_name = "FILE")]
     pub settings: Option<PathBuf>,
     /// Read the settings of this deployed ClusterAdmissionPolicy from the cluster instead
@@ -74,31 +76,37 @@ pub struct EvaluationArgs {
     pub cluster: ClusterArgs,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Go on with input that holds nothing to judge (a dump with no object or no tenant
+    /// Namespace, an empty change set, settings that state no rule), which is otherwise exit 2.
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 /// The settings, the module and the objects its host calls read: the dump, or the kinds the
 /// policy may read (its `contextAwareResources`) listed live. Says on stderr what it read.
-pub fn prepare(args: &EvaluationArgs) -> Result<(Value, Policy, ClusterObjects), Error> {
+pub fn prepare(args: &EvaluationArgs) -> Result<(Given, Policy, ClusterObjects), Error> {
     prepare_keeping(args, None)
 }
 
-/// The same, keeping the managed fields of the objects `keep` names.
+/// The same, keeping the managed fields of the objects `keep` names. The settings are judged
+/// by the module first, as the policy-server does before it serves, and before any cluster is
+/// read; then what the cluster holds must give the rules something to judge.
 pub fn prepare_keeping(
     args: &EvaluationArgs,
     keep: Keep<'_>,
-) -> Result<(Value, Policy, ClusterObjects), Error> {
+) -> Result<(Given, Policy, ClusterObjects), Error> {
     let settings = match &args.from_policy {
-        Some(name) => {
-            let settings = live::policy_settings(&target(&args.cluster), name)?;
-            eprintln!("settings: ClusterAdmissionPolicy {name}");
-            settings
-        }
+        Some(name) => Given::deployed(name, live::policy_settings(&target(&args.cluster), name)?),
         None => settings::read(args.settings.as_deref())?,
     };
     let source = Source::parse(args.policy.policy.as_deref(), args.policy.insecure);
     let (policy, origin) = source.load(args.policy.verify.trust()?.as_ref())?;
     eprintln!("policy: {origin}");
-    let cluster = cluster(&args.cluster, &policy, keep)?;
+    settings::check(&policy, &settings.value)?;
+    let cluster = cluster(&args.cluster, &policy, keep, args.allow_empty)?;
+    if !args.allow_empty {
+        settings::check_rules_stated(&settings.value, &cluster)?;
+    }
     Ok((settings, policy, cluster))
 }
 
@@ -109,45 +117,112 @@ pub fn target(args: &ClusterArgs) -> Target {
     }
 }
 
+/// The cluster: the dump (a bar over its bytes on a terminal) or the live cluster. Without
+/// `allow_empty`, one that holds no object, or no tenant Namespace, is refused: a failed `kubectl
+/// get … > dump.yaml` would otherwise read as a clean cluster.
 pub fn cluster(
     args: &ClusterArgs,
     policy: &Policy,
     keep: Keep<'_>,
+    allow_empty: bool,
 ) -> Result<ClusterObjects, Error> {
     let started = Instant::now();
-    if !args.dump.is_empty() {
-        let cluster = ClusterObjects::read_dump_keeping(&args.dump, keep)?;
+    let (cluster, read_from) = if !args.dump.is_empty() {
+        let bar = bytes_bar(&args.dump);
+        let seen = |n: u64| bar.inc(n);
+        let cluster = ClusterObjects::read_dump_seen(&args.dump, keep, &seen)?;
+        bar.finish_and_clear();
         eprintln!(
             "read {} objects from the dump in {:.1} s",
             cluster.len(),
             started.elapsed().as_secs_f64()
         );
-        return Ok(cluster);
+        let shown: Vec<String> = args.dump.iter().map(|p| p.display().to_string()).collect();
+        (cluster, format!("the dump {}", shown.join(", ")))
+    } else {
+        let mut snapshot = live::read(
+            &target(args),
+            &policy.metadata.context_aware_resources,
+            keep,
+        )?;
+        // The release the cluster runs, for the report to hold against the settings'.
+        let (namespace, name) = cozystack_policy::preflight::VERSION_CONFIGMAP;
+        if let Some(map) = live::config_map(&target(args), namespace, name)? {
+            snapshot.cluster.push(map);
+        }
+        eprintln!(
+            "read from context {}: {} in {:.1} s",
+            snapshot.context,
+            snapshot.listed.join(", "),
+            started.elapsed().as_secs_f64()
+        );
+        let context = format!("the cluster of context {}", snapshot.context);
+        (snapshot.cluster, context)
+    };
+    if !allow_empty {
+        check_not_empty(&cluster, &read_from)?;
     }
-    let mut snapshot = live::read(
-        &target(args),
-        &policy.metadata.context_aware_resources,
-        keep,
-    )?;
-    // The release the cluster runs, for the report to hold against the settings'.
-    let (namespace, name) = cozystack_policy::preflight::VERSION_CONFIGMAP;
-    if let Some(map) = live::config_map(&target(args), namespace, name)? {
-        snapshot.cluster.push(map);
+    Ok(cluster)
+}
+
+/// A cluster with no object, or no tenant Namespace, is no Cozystack cluster to judge.
+fn check_not_empty(cluster: &ClusterObjects, read_from: &str) -> Result<(), Error> {
+    if cluster.is_empty() {
+        return Err(format!(
+            "{read_from} holds no object: an empty file is what a failed `kubectl get … > dump.yaml` leaves; make it again as docs/rollout.md says, or pass --allow-empty"
+        )
+        .into());
     }
-    eprintln!(
-        "read from context {}: {} in {:.1} s",
-        snapshot.context,
-        snapshot.listed.join(", "),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(snapshot.cluster)
+    let tenant = cluster.keys().any(|(api_version, kind, _, name)| {
+        api_version == "v1"
+            && kind == "Namespace"
+            && cozystack_resolver::tenant::is_tenant_name(name)
+    });
+    if !tenant {
+        return Err(format!(
+            "{read_from} holds {} objects but no tenant Namespace (tenant-root and those below it): the namespaces are missing from it, or it is not a Cozystack cluster's; add them (`kubectl get namespaces -o yaml`), or pass --allow-empty",
+            cluster.len()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// A bar over the bytes of the dump's files, drawn on a terminal only.
+fn bytes_bar(paths: &[PathBuf]) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let total: u64 = paths.iter().map(|p| dump_bytes(p)).sum();
+    indicatif::ProgressBar::new(total).with_style(
+        indicatif::ProgressStyle::with_template(
+            "reading the dump {bar:40} {bytes}/{total_bytes} ({eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    )
+}
+
+/// The bytes of a dump file, or of the files in a dump folder.
+fn dump_bytes(path: &Path) -> u64 {
+    match std::fs::read_dir(path) {
+        Ok(entries) => entries
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum(),
+        Err(_) => std::fs::metadata(path).map_or(0, |m| m.len()),
+    }
 }
 
 /// Which release the verb judges for, against the one the cluster says it runs (a warning
 /// when they differ).
 pub fn report_release(settings: &Value, cluster: &ClusterObjects) -> Result<(), Error> {
     let release = cozystack_policy::preflight::ReleaseCheck::of(settings, cluster)?;
-    let warning = if release.mismatch { "warning: " } else { "" };
+    let warning = if release.mismatch || release.warning {
+        "warning: "
+    } else {
+        ""
+    };
     eprintln!("{warning}{}", release.line);
     Ok(())
 }

@@ -47,7 +47,8 @@ pub fn exec(args: PreflightArgs) -> Result<ExitCode, Error> {
         }
     };
     let footprint = cozystack_policy::footprint::Footprint::of(&cluster);
-    let report = preflight::run(&policy, Arc::new(cluster), &settings, &progress)?;
+    let judged_by = settings.judged_by()?;
+    let report = preflight::run(&policy, Arc::new(cluster), &settings.value, &progress)?;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -60,9 +61,9 @@ pub fn exec(args: PreflightArgs) -> Result<ExitCode, Error> {
     );
     match args.output {
         ReportOutput::Policyreport => emit(&preflight::to_yaml_stream(
-            &report.policy_reports("cozystack-capabilities"),
+            &report.policy_reports("cozystack-capabilities", &judged_by),
         )?)?,
-        ReportOutput::Text => emit(&report.text(args.list_clean))?,
+        ReportOutput::Text => emit(&format!("{judged_by}\n{}", report.text(args.list_clean)))?,
     }
     Ok(if report.findings() == 0 {
         ExitCode::SUCCESS

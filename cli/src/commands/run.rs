@@ -30,9 +30,13 @@ pub enum RunOutput {
 pub fn exec(args: RunArgs) -> Result<ExitCode, Error> {
     let request = evaluate::read_request(&args.request)?;
     let (settings, policy, cluster) = prepare(&args.evaluation)?;
-    let evaluation = evaluate::evaluate(&policy, &request, &settings, cluster)?;
+    let judged_by = settings.judged_by()?;
+    let evaluation = evaluate::evaluate(&policy, &request, &settings.value, cluster)?;
     match args.output {
-        RunOutput::Text => emit(&evaluate::text(&request, &evaluation))?,
+        RunOutput::Text => emit(&format!(
+            "{}{judged_by}\n",
+            evaluate::text(&request, &evaluation)
+        ))?,
         RunOutput::Json => {
             let calls: Vec<String> = evaluation
                 .exchanges
@@ -40,7 +44,8 @@ pub fn exec(args: RunArgs) -> Result<ExitCode, Error> {
                 .map(ToString::to_string)
                 .collect();
             emit(&json(
-                &serde_json::json!({"response": evaluation.response, "hostCalls": calls}),
+                &serde_json::json!({"response": evaluation.response, "hostCalls": calls,
+                    "judgedBy": judged_by}),
             )?)?;
         }
     }

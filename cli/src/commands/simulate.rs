@@ -9,8 +9,8 @@ use clap::Args;
 use cozystack_policy::error::Error;
 use cozystack_policy::platform::application::Api;
 use cozystack_policy::platform::writes::TenantChart;
+use cozystack_policy::simulate;
 use cozystack_policy::source::Source;
-use cozystack_policy::{settings, simulate};
 
 use super::*;
 
@@ -39,16 +39,21 @@ pub struct SimulateArgs {
 pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let evaluation = &args.evaluation;
-    let settings = settings::read(evaluation.settings.as_deref())?;
+    let given = settings::read(evaluation.settings.as_deref())?;
     let source = Source::parse(
         evaluation.policy.policy.as_deref(),
         evaluation.policy.insecure,
     );
     let (policy, origin) = source.load_plain_too(evaluation.policy.verify.trust()?.as_ref())?;
     eprintln!("policy: {origin}");
-    let cluster = cluster(&evaluation.cluster, &policy, None)?;
-    cozystack_policy::settings::check(&policy, &settings)?;
-    let resolved = cozystack_policy::settings::resolved(&settings)?;
+    settings::check(&policy, &given.value)?;
+    let cluster = cluster(&evaluation.cluster, &policy, None, evaluation.allow_empty)?;
+    if !evaluation.allow_empty {
+        settings::check_rules_stated(&given.value, &cluster)?;
+    }
+    let judged_by = given.judged_by()?;
+    let settings = given.value;
+    let resolved = settings::resolved(&settings)?;
     let run = simulate::Run {
         policy: &policy,
         settings: &settings,
@@ -85,6 +90,7 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
             let path = args.out.join("counterexample.yaml");
             let text = simulate::scenario(&run, &actions, &violation, seed)?;
             std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
+            println!("{judged_by}");
             println!(
                 "BROKEN {}\n  seed {seed}, step {found}, shrunk to {} steps: {}\n  {}\n  counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)",
                 violation.invariant,
@@ -113,6 +119,7 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    println!("{judged_by}");
     println!(
         "{} runs (seeds {}..={}), {} steps, {:.0} steps/s: no guarantee broken",
         runs,

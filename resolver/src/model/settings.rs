@@ -1,7 +1,8 @@
 //! Policy settings: identities, the platform-writer mode and per-kind rule fallbacks.
 //!
-//! Every field has a default that fits a stock Cozystack install, so `{}` is a valid setting.
-//! A listed field replaces its default rather than extending it.
+//! Every field has a default that fits a stock Cozystack install, so `{}` is the stock deployment
+//! (`deploy/`): the built-in rule set for any supported release. A listed field replaces its
+//! default rather than extending it.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -30,15 +31,16 @@ pub enum PlatformWriters {
 #[serde(rename_all = "camelCase")]
 pub enum DefinitionSource {
     /// The ApplicationDefinitions, listed on every request that needs a kind's rules; a block
-    /// a definition states wins over the settings' one.
-    #[default]
+    /// a definition states wins over the settings' one. A choice the settings make: the
+    /// definitions of every supported release state none of the design's rule blocks yet.
     ApplicationDefinitions,
     /// The settings alone, for an ApplicationDefinition CRD that prunes the policy's fields
     /// (Cozystack before the design's fields land): no request lists the definitions.
     Settings,
     /// The stock rule set compiled into the module (`resolver/stock-rules.yaml`), a kind's block in
     /// `definitions` overriding that block of that kind: a stock install's settings carry
-    /// nothing else, and no request lists the definitions.
+    /// nothing else, and no request lists the definitions. The default: what `deploy/` runs.
+    #[default]
     Builtin,
 }
 
@@ -92,8 +94,8 @@ pub struct Settings {
     /// Rule fields per kind, used where the kind's ApplicationDefinition lacks them.
     #[schemars(with = "BTreeMap<String, RuleFields>")]
     pub definitions: KindBlocks,
-    /// Whether the rules are read from the ApplicationDefinitions (and `definitions` fills the
-    /// gaps) or from `definitions` alone.
+    /// Where the rules come from: the built-in rule set (the default), the ApplicationDefinitions
+    /// (and `definitions` fills the gaps) or `definitions` alone.
     pub definition_source: DefinitionSource,
     /// With `definitionSource: settings`, each kind's `spec.release.prefix` (the release of app
     /// `a` is `<prefix>a`): release names then identify instances, and release lists leave out
@@ -212,7 +214,7 @@ impl Default for Settings {
                 B("seaweedfs"),
             ]),
             definitions: KindBlocks::default(),
-            definition_source: DefinitionSource::ApplicationDefinitions,
+            definition_source: DefinitionSource::Builtin,
             release_prefixes: BTreeMap::new(),
             audit_scanner_username: String::new(),
             cozystack_release: String::new(),
@@ -246,9 +248,30 @@ impl Settings {
         let settings = Self::for_request(json)?;
         for (kind, block) in settings.definitions.iter() {
             check_kind(|| format!("definitions.{kind:?}"), kind, "the key")?;
+            settings.check_known(kind)?;
             block.fields()?;
         }
         Ok(settings)
+    }
+
+    /// A kind under `definitions` that neither the built-in rule set examined nor
+    /// `releasePrefixes` names is a typo that would silently judge nothing: refused, with the
+    /// kinds known. Under `applicationDefinitions` the cluster's definitions say which kinds
+    /// exist, which the module cannot list here; the operator's tool checks those.
+    fn check_known(&self, kind: &str) -> Result<(), RuleError> {
+        if self.definition_source == DefinitionSource::ApplicationDefinitions
+            || crate::model::builtin::examined(kind)
+            || self.release_prefixes.contains_key(kind)
+        {
+            return Ok(());
+        }
+        Err(RuleError::Invalid {
+            path: format!("definitions.{kind}"),
+            reason: format!(
+                "no such kind in the built-in rule set ({}); a kind of your own also needs its releasePrefixes entry",
+                crate::model::builtin::EXAMINED.join(", ")
+            ),
+        })
     }
 
     /// Decodes settings JSON for one request: every field but the `definitions` blocks, which
@@ -413,6 +436,41 @@ mod tests {
             Settings::from_json(&broken).unwrap_err().to_string(),
             "attachableClasses[0]: class name \"Gateway\" must be lower-case letters, digits and inner dashes"
         );
+    }
+
+    /// `{}` is the stock deployment: the built-in rule set, which `deploy/` names too.
+    #[test]
+    fn the_default_rule_source_is_the_built_in_set() {
+        assert_eq!(
+            Settings::from_json("{}").unwrap().definition_source,
+            DefinitionSource::Builtin
+        );
+    }
+
+    /// A mistyped kind under `definitions` would judge nothing; the kinds of the built-in set,
+    /// and one `releasePrefixes` declares, are taken; the cluster's are checked by the tool.
+    #[test]
+    fn a_kind_under_definitions_is_one_the_rules_know() {
+        let known = crate::model::builtin::EXAMINED.join(", ");
+        assert_eq!(
+            err(r#"{"definitions":{"Monitorng":{"cardinality":{"scope":"tenant","max":1}}}}"#),
+            format!(
+                "definitions.Monitorng: no such kind in the built-in rule set ({known}); a kind of your own also needs its releasePrefixes entry"
+            )
+        );
+        assert_eq!(
+            err(r#"{"definitionSource":"settings","definitions":{"Monitorng":{}}}"#),
+            format!(
+                "definitions.Monitorng: no such kind in the built-in rule set ({known}); a kind of your own also needs its releasePrefixes entry"
+            )
+        );
+        for taken in [
+            r#"{"definitions":{"Monitoring":{}}}"#,
+            r#"{"definitions":{"MyApp":{}},"releasePrefixes":{"MyApp":"myapp-"}}"#,
+            r#"{"definitionSource":"applicationDefinitions","definitions":{"MyApp":{}}}"#,
+        ] {
+            assert!(Settings::from_json(taken).is_ok(), "{taken}");
+        }
     }
 
     #[test]

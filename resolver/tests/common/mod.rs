@@ -251,7 +251,7 @@ pub fn delete_a_monitoring() -> Request {
 pub const A_MONITORING_HELD: &str = "Monitoring tenant-a/monitoring is protected while it provides monitoring to consumers: tenant-a-b/db (Postgres), tenant-a-b/dev (Kubernetes); delete or move those consumers first, or give their tenants another monitoring provider (protection.deletion: protect)";
 
 pub fn decide(request: &Request, cluster: &Snapshot) -> Verdict {
-    cozystack_resolver::evaluate(request, &Settings::default(), cluster)
+    cozystack_resolver::evaluate(request, &listed(), cluster)
 }
 
 #[track_caller]
@@ -396,10 +396,19 @@ impl Cluster for Recording<'_> {
     }
 }
 
+/// The default settings reading the rules from the ApplicationDefinitions the fixture clusters
+/// list (the default rule source is the built-in set).
+pub fn listed() -> Settings {
+    Settings {
+        definition_source: cozystack_resolver::DefinitionSource::ApplicationDefinitions,
+        ..Settings::default()
+    }
+}
+
 /// Settings with `platformWriters: deny`: platform identities are refused like anyone else.
 pub fn deny_writers() -> Settings {
     Settings {
         platform_writers: cozystack_resolver::PlatformWriters::Deny,
-        ..Settings::default()
+        ..listed()
     }
 }
