@@ -81,19 +81,35 @@ pub struct Response {
     pub code: Option<u16>,
     /// Always `null`: this policy does not mutate.
     mutated_object: Option<()>,
-    /// Always `null`.
-    audit_annotations: Option<()>,
+    pub audit_annotations: Option<Rows>,
     pub warnings: Option<Vec<String>>,
+}
+
+/// The rows of the rule table that spoke, as audit annotations (the API server files them as
+/// `<webhook>/rule` and `<webhook>/warned-by`): a tool reads which rule refused from these, never
+/// from the wording of a message.
+#[derive(Debug, Serialize)]
+pub struct Rows {
+    /// The row that refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
+    /// The row of each warning, in their order, separated by commas.
+    #[serde(rename = "warned-by", skip_serializing_if = "String::is_empty")]
+    pub warned_by: String,
 }
 
 /// The Kubewarden wire form of a verdict. Warnings travel on accepted responses too.
 pub fn response(verdict: Verdict) -> Response {
+    let rows = Rows {
+        rule: verdict.rule,
+        warned_by: verdict.warned_by.join(","),
+    };
     Response {
         accepted: verdict.allowed,
         message: verdict.message,
         code: verdict.code,
         mutated_object: None,
-        audit_annotations: None,
+        audit_annotations: (rows.rule.is_some() || !rows.warned_by.is_empty()).then_some(rows),
         warnings: (!verdict.warnings.is_empty()).then_some(verdict.warnings),
     }
 }
@@ -103,38 +119,54 @@ mod tests {
     use super::*;
     use kubewarden_policy_sdk::response::ValidationResponse;
 
-    /// What the SDK's own type writes for the same verdict.
-    fn sdk(verdict: &Verdict) -> Vec<u8> {
-        serde_json::to_vec(&ValidationResponse {
+    /// What the SDK's own type writes for the same verdict, as JSON (its annotations are a hash
+    /// map: compared as values, the order of their keys is not the wire's).
+    fn sdk(verdict: &Verdict) -> serde_json::Value {
+        let mut annotations = std::collections::HashMap::new();
+        if let Some(rule) = verdict.rule {
+            annotations.insert("rule".to_owned(), rule.to_owned());
+        }
+        if !verdict.warned_by.is_empty() {
+            annotations.insert("warned-by".to_owned(), verdict.warned_by.join(","));
+        }
+        serde_json::to_value(ValidationResponse {
             accepted: verdict.allowed,
             message: verdict.message.clone(),
             code: verdict.code,
             mutated_object: None,
-            audit_annotations: None,
+            audit_annotations: (!annotations.is_empty()).then_some(annotations),
             warnings: (!verdict.warnings.is_empty()).then(|| verdict.warnings.clone()),
         })
         .unwrap()
     }
 
     #[test]
-    fn the_response_is_the_sdks_byte_for_byte() {
+    fn the_response_is_the_sdks() {
         let mut warned = Verdict::allow();
         warned.warnings = vec!["a \"quoted\" warning".to_owned(), "é".to_owned()];
+        warned.warned_by = vec!["protection", "capability"];
+        let mut refused = Verdict::deny(403, "Redis tenant-a/cache is refused: one line");
+        refused.rule = Some("cardinality");
+        refused.warnings = vec!["w".to_owned()];
+        refused.warned_by = vec!["slots"];
         for verdict in [
             Verdict::allow(),
             warned,
-            Verdict::deny(403, "Redis tenant-a/cache is refused: one line".to_owned()),
+            refused,
             Verdict::deny(400, String::new()),
         ] {
-            let ours = serde_json::to_vec(&response(verdict.clone())).unwrap();
-            assert_eq!(
-                String::from_utf8(ours).unwrap(),
-                String::from_utf8(sdk(&verdict)).unwrap()
-            );
+            let ours = serde_json::to_value(response(verdict.clone())).unwrap();
+            assert_eq!(ours, sdk(&verdict));
         }
         assert_eq!(
             serde_json::to_string(&response(Verdict::deny(403, "no".to_owned()))).unwrap(),
             r#"{"accepted":false,"message":"no","code":403,"mutated_object":null,"audit_annotations":null,"warnings":null}"#
+        );
+        let mut cardinality = Verdict::deny(403, "no".to_owned());
+        cardinality.rule = Some("cardinality");
+        assert_eq!(
+            serde_json::to_string(&response(cardinality)).unwrap(),
+            r#"{"accepted":false,"message":"no","code":403,"mutated_object":null,"audit_annotations":{"rule":"cardinality"},"warnings":null}"#
         );
     }
 }

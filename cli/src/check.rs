@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use crate::platform::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
-use cozystack_policy_runtime::policy::{Policy, payload, warnings_of};
+use cozystack_policy_runtime::policy::{Policy, payload, rule_of, warned_by, warnings_of};
 use cozystack_resolver::request::APPS_GROUP;
 use serde_json::{Value, json};
 
@@ -159,6 +159,11 @@ pub struct Step {
 }
 
 impl Step {
+    /// The row of the rule table that refused this write, as the module named it.
+    pub fn rule(&self) -> Option<&str> {
+        self.response.as_ref().and_then(rule_of)
+    }
+
     fn unjudged(manifest: &Manifest, outcome: Disposition, message: String) -> Step {
         Step {
             origin: manifest.origin.clone(),
@@ -1019,8 +1024,10 @@ impl Report {
             .iter()
             .map(|s| {
                 json!({"origin": s.origin, "object": s.reference, "operation": s.operation,
-                    "stage": s.stage, "outcome": s.outcome, "message": s.message,
-                    "warnings": s.warnings, "note": s.note,
+                    "stage": s.stage, "outcome": s.outcome, "message": s.message, "rule": s.rule(),
+                    "warnings": s.warnings,
+                    "warnedBy": s.response.as_ref().map(warned_by).unwrap_or_default(),
+                    "note": s.note,
                     "applied": matches!(s.outcome, Disposition::Allowed | Disposition::Warn | Disposition::NotJudged),
                     "request": s.request, "response": s.response})
             })
@@ -1082,8 +1089,10 @@ impl Report {
             ));
             let message = escape(step.message.as_deref().unwrap_or_default());
             match step.outcome {
+                // The type is the row of the rule table that refused.
                 Disposition::Denied => out.push_str(&format!(
-                    "      <failure type=\"denied\" message=\"{message}\">{message}</failure>\n"
+                    "      <failure type=\"{}\" message=\"{message}\">{message}</failure>\n",
+                    escape(step.rule().unwrap_or("denied"))
                 )),
                 Disposition::Error => out.push_str(&format!(
                     "      <error type=\"unusable\" message=\"{message}\">{message}</error>\n"

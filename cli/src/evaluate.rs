@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use cozystack_policy_runtime::cluster::ClusterObjects;
-use cozystack_policy_runtime::policy::{Evaluation, Policy, verdict_of, warnings_of};
+use cozystack_policy_runtime::policy::{
+    Evaluation, Policy, rule_of, verdict_of, warned_by, warnings_of,
+};
 use serde_json::Value;
 
 /// The AdmissionRequest in a file (`-`: standard input) holding an AdmissionReview (what the
@@ -70,11 +72,18 @@ pub fn text(request: &Value, evaluation: &Evaluation) -> String {
             .unwrap_or_default(),
         verdict_of(response)
     );
+    if let Some(rule) = rule_of(response) {
+        out.push_str(&format!("rule      {rule}\n"));
+    }
     if let Some(message) = response["message"].as_str() {
         out.push_str(&format!("message   {message}\n"));
     }
     for warning in warnings_of(response) {
         out.push_str(&format!("warning   {warning}\n"));
+    }
+    let rows = warned_by(response);
+    if !rows.is_empty() {
+        out.push_str(&format!("warned by {}\n", rows.join(", ")));
     }
     let calls = &evaluation.exchanges;
     out.push_str(&format!(

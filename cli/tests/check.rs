@@ -157,6 +157,12 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
     assert_eq!(report["judgedBy"], PROTECT_JUDGED_BY);
     let steps = report["steps"].as_array().cloned().unwrap_or_default();
     assert_eq!(steps.len(), 4);
+    // The refusal names the row of the rule table that made it.
+    assert_eq!(
+        (&steps[1]["outcome"], &steps[1]["rule"]),
+        (&json!("denied"), &json!("cardinality"))
+    );
+    assert_eq!(steps[0]["rule"], Value::Null);
     let update = &steps[2]["request"];
     assert_eq!(update["operation"], "UPDATE");
     assert_eq!(
@@ -253,6 +259,7 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
         .find(|n| n.has_tag_name("failure"))
         .unwrap_or_else(|| panic!("no failure: {}", out.stdout));
     assert_eq!(failure.attribute("message"), Some(SECOND_MONITORING));
+    assert_eq!(failure.attribute("type"), Some("cardinality"));
     assert_eq!(failure.text(), Some(SECOND_MONITORING));
     assert!(cases[3].children().any(|n| n.has_tag_name("skipped")));
     // The suite names the settings that judged it.

@@ -118,10 +118,16 @@ fn a_deployment_without_the_ingress_protection_is_caught_with_a_scenario() {
     assert_eq!(case.name, "simulate-seed-2");
     assert_eq!(case.expect.allowed, Some(false));
     // Refused by protection, or by a row before it that the writer must clear first.
-    let matches = case.expect.message_matches.clone().unwrap_or_default();
-    assert!(
-        matches.ends_with(r"|is protected while it provides"),
-        "{matches}"
+    let rows = case.expect.rule_in.clone().unwrap_or_default();
+    assert_eq!(
+        rows.last().map(String::as_str),
+        Some("protection"),
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows.first().map(String::as_str),
+        Some("releases"),
+        "{rows:?}"
     );
     let (policy, _) = Source::Embedded
         .load(None)

@@ -114,25 +114,26 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
-        lines[..3],
+        lines[..4],
         [
             "request   CREATE Monitoring tenant-root/second as rita",
             "verdict   DENIED (403)",
+            "rule      cardinality",
             "message   Monitoring: at most 1 per tenant tenant-root; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)",
         ],
         "{}",
         out.stdout
     );
-    assert!(lines[3].starts_with("host calls 2 ("), "{}", out.stdout);
+    assert!(lines[4].starts_with("host calls 2 ("), "{}", out.stdout);
     assert!(
-        lines[4].starts_with("  1. list cozystack.io/v1alpha1 ApplicationDefinition in all namespaces [masks metadata.name,")
-            && lines[4].ends_with(" -> 14 items, 8557 bytes"),
+        lines[5].starts_with("  1. list cozystack.io/v1alpha1 ApplicationDefinition in all namespaces [masks metadata.name,")
+            && lines[5].ends_with(" -> 14 items, 8557 bytes"),
         "{}",
         out.stdout
     );
     assert!(
-        lines[5].starts_with("  2. list helm.toolkit.fluxcd.io/v2 HelmRelease in all namespaces [labels apps.cozystack.io/application.kind=Monitoring,apps.cozystack.io/application.group=apps.cozystack.io;")
-            && lines[5].ends_with(" -> 2 items, 1780 bytes"),
+        lines[6].starts_with("  2. list helm.toolkit.fluxcd.io/v2 HelmRelease in all namespaces [labels apps.cozystack.io/application.kind=Monitoring,apps.cozystack.io/application.group=apps.cozystack.io;")
+            && lines[6].ends_with(" -> 2 items, 1780 bytes"),
         "{}",
         out.stdout
     );
@@ -165,6 +166,11 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
     assert_eq!(json["response"]["accepted"], false);
     assert_eq!(json["response"]["code"], 403);
+    // The row of the rule table that refused, as the module names it for the audit log.
+    assert_eq!(
+        json["response"]["audit_annotations"],
+        serde_json::json!({"rule": "cardinality"})
+    );
     assert_eq!(json["hostCalls"].as_array().map(Vec::len), Some(2));
 
     // Allowed, read live from a loopback API serving the bundled cluster: exit 0, same calls.

@@ -131,6 +131,8 @@ pub fn case(
             "code": response["code"],
             "message": response["message"],
             "warnings": response["warnings"].as_array().cloned().unwrap_or_default(),
+            "rule": cozystack_policy_runtime::policy::rule_of(response),
+            "warnedBy": cozystack_policy_runtime::policy::warned_by(response),
         },
     })))
 }

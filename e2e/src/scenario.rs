@@ -106,6 +106,13 @@ pub struct Expect {
     /// A regular expression the message must match.
     #[serde(default)]
     pub message_matches: Option<String>,
+    /// The row of the rule table that refused, by its stable name.
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// Rows any one of which may refuse (a counterexample: the rule it broke, or a row before it
+    /// that the writer must clear first).
+    #[serde(default)]
+    pub rule_in: Option<Vec<String>>,
     /// The exact warnings (an empty list: none).
     #[serde(default)]
     pub warnings: Option<Vec<String>>,
@@ -529,6 +536,32 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
     if let Some(pattern) = &expect.message_matches {
         check_regex(pattern, message, "message", &mut problems);
     }
+    let rule = cozystack_policy_runtime::policy::rule_of(response);
+    if let Some(expected) = &expect.rule
+        && Some(expected.as_str()) != rule
+    {
+        problems.push(format!("expected rule {expected}, got {rule:?}"));
+    }
+    if let Some(rows) = &expect.rule_in
+        && !rule.is_some_and(|rule| rows.iter().any(|row| row == rule))
+    {
+        problems.push(format!("expected a rule of {rows:?}, got {rule:?}"));
+    }
+    // Every refusal by a rule names its row of the table, and each warning its own.
+    let named = |row: &str| {
+        cozystack_resolver::rules::RULES
+            .iter()
+            .any(|r| r.name == row)
+    };
+    if response["code"] == 403 && !rule.is_some_and(named) {
+        problems.push(format!("a 403 names no row of the rule table: {rule:?}"));
+    }
+    let warned_by = cozystack_policy_runtime::policy::warned_by(response);
+    if warned_by.len() != warnings.len() || !warned_by.iter().all(|row| named(row)) {
+        problems.push(format!(
+            "the warnings' rows {warned_by:?} are not one row of the table per warning"
+        ));
+    }
     if let Some(expected) = &expect.warnings
         && expected != &warnings
     {
@@ -560,9 +593,15 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
                 .collect::<Vec<_>>()
         ));
     }
-    if !accepted && expect.message.is_none() && expect.message_matches.is_none() {
-        problems
-            .push("a denial must state its expected message (message or messageMatches)".into());
+    if !accepted
+        && expect.message.is_none()
+        && expect.message_matches.is_none()
+        && expect.rule_in.is_none()
+    {
+        problems.push(
+            "a denial must state its expected message (message or messageMatches) or rules (ruleIn)"
+                .into(),
+        );
     }
     Ok(Outcome {
         prepared,

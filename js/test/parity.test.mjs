@@ -17,6 +17,9 @@ for (const c of cases) {
     assert.equal(got.code ?? null, c.expected.code ?? null);
     assert.equal(got.message ?? null, c.expected.message ?? null);
     assert.deepEqual(got.warnings ?? [], c.expected.warnings);
+    // The row of the rule table that refused, and each warning's, as the module names them.
+    assert.equal(got.rule ?? null, c.expected.rule ?? null);
+    assert.deepEqual(got.warnedBy ?? [], c.expected.warnedBy);
   });
 }
 

@@ -13,37 +13,58 @@ use crate::rules::{Judge, Outcome, RULES};
 /// what `cluster` answers.
 pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -> Verdict {
     let eval = Evaluation::new(request, settings, cluster);
-    let mut warnings = Vec::new();
-    let outcome = Change::of(&eval).and_then(|change| judge(&eval, &change, &mut warnings));
-    match outcome {
-        Ok(()) => Verdict::allow_with(warnings),
-        Err(violation) => Verdict {
-            warnings,
+    let mut said = Said::default();
+    let outcome = match Change::of(&eval) {
+        Ok(change) => judge(&eval, &change, &mut said),
+        Err(violation) => Err((None, violation)),
+    };
+    let mut verdict = match outcome {
+        Ok(()) => Verdict::allow(),
+        Err((row, violation)) => Verdict {
+            rule: row,
             ..Verdict::deny(violation.code, violation.message)
         },
-    }
+    };
+    verdict.warnings = said.warnings;
+    verdict.warned_by = said.rows;
+    verdict
 }
 
+/// The warnings the rows gave so far, each with the name of its row.
+#[derive(Default)]
+struct Said {
+    warnings: Vec<String>,
+    rows: Vec<&'static str>,
+}
+
+/// A refusal, with the row of the table that made it (none before the table runs).
+type Refusal = (Option<&'static str>, Violation);
+
 /// Runs [`RULES`] over `change` in order, up to the first refusal.
-fn judge(eval: &Evaluation, change: &Change, warnings: &mut Vec<String>) -> Result<(), Violation> {
+fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refusal> {
     for rule in RULES {
-        let (entries, whose, check) = match &rule.judge {
-            Judge::Entering(whose, check) => (&change.entering, whose, check),
-            Judge::Leaving(whose, check) => (&change.leaving, whose, check),
-            part => {
-                if let Some(outcome) = judge_part(eval, change, part) {
-                    heed(eval, None, outcome, warnings)?;
-                }
-                continue;
+        let row = |violation| (Some(rule.name), violation);
+        let before = said.warnings.len();
+        let heard = match &rule.judge {
+            Judge::Entering(whose, check) | Judge::Leaving(whose, check) => {
+                let entries = match &rule.judge {
+                    Judge::Entering(..) => &change.entering,
+                    _ => &change.leaving,
+                };
+                entries
+                    .iter()
+                    .filter(|e| whose.takes(e))
+                    .try_for_each(|entry| heed(eval, Some(entry), check(eval, change, entry), said))
             }
+            part => judge_part(eval, change, part)
+                .map_or(Ok(()), |outcome| heed(eval, None, outcome, said)),
         };
-        for entry in entries.iter().filter(|e| whose.takes(e)) {
-            heed(eval, Some(entry), check(eval, change, entry), warnings)?;
-        }
+        said.rows
+            .extend((before..said.warnings.len()).map(|_| rule.name));
+        heard.map_err(row)?;
     }
     Ok(())
 }
-
 /// What a row that judges one part of `change` says; `None` when the change has no such part.
 fn judge_part(eval: &Evaluation, change: &Change, judge: &Judge) -> Option<Outcome> {
     match judge {
@@ -66,7 +87,7 @@ fn heed(
     eval: &Evaluation,
     entry: Option<&Entry>,
     outcome: Outcome,
-    warnings: &mut Vec<String>,
+    said: &mut Said,
 ) -> Result<(), Violation> {
     let told = |message: String| match entry {
         Some(entry) => entry.told(message),
@@ -80,7 +101,7 @@ fn heed(
             (admitted, outcome)
         }
     };
-    warnings.extend(found.into_iter().map(told));
+    said.warnings.extend(found.into_iter().map(told));
     outcome.map_err(|v| Violation {
         message: told(v.message),
         ..v

@@ -167,6 +167,19 @@ impl Evaluation {
 }
 
 /// The warnings of a ValidationResponse (none when absent).
+/// The row of the rule table that refused, as the module names it in its audit annotations.
+pub fn rule_of(response: &Value) -> Option<&str> {
+    response["audit_annotations"]["rule"].as_str()
+}
+
+/// The row of the rule table each warning came from, in the order of the warnings.
+pub fn warned_by(response: &Value) -> Vec<&str> {
+    response["audit_annotations"]["warned-by"]
+        .as_str()
+        .map(|rows| rows.split(',').collect())
+        .unwrap_or_default()
+}
+
 pub fn warnings_of(response: &Value) -> Vec<String> {
     response["warnings"]
         .as_array()

@@ -161,60 +161,33 @@ impl Tally {
                 (true, true) => "warned",
             };
             *self.verdicts.entry(verdict).or_default() += 1;
-            let message = judged.response["message"].as_str().map(str::to_owned);
-            let warnings = cozystack_policy_runtime::policy::warnings_of(&judged.response);
-            for text in message.iter().chain(&warnings) {
-                if let Some(rule) = rule_of(text) {
-                    *self.rules.entry(rule).or_default() += 1;
+            let response = &judged.response;
+            let refused = cozystack_policy_runtime::policy::rule_of(response);
+            for name in refused.into_iter().chain(warned_by(response)) {
+                if let Some(row) = row(name) {
+                    *self.rules.entry(row).or_default() += 1;
                 }
             }
         }
     }
 }
 
-/// What each row of `RULES` says in its messages, by the row's name: the rule a refusal or a
-/// warning came from. A message that tells a module's switch ends with the rule that refused it.
-const CITED: &[(&str, &str)] = &[
-    (
-        "releases",
-        "app HelmReleases are written only by the Cozystack platform",
-    ),
-    ("root_tenant", "is the root tenant"),
-    ("groups", "members given one would hold the other"),
-    (
-        "visibility",
-        "is a tenant module: only tenant administrators",
-    ),
-    ("visibility", "is a hidden kind"),
-    ("edit", "(protection.edit: adminOnly)"),
-    ("slots", "(cardinality.slots)"),
-    ("cardinality", "(cardinality "),
-    ("names", "takes the name under which"),
-    ("adoption", "is taken by"),
-    ("adoption", "helm-controller will adopt it"),
-    ("protection", "is protected while it provides"),
-    ("rendered", "which would create it again"),
-    ("capability", "the app will wait (awaiting-"),
-    ("capability", "runs no live"),
-    ("namespace", "are managed by the Cozystack platform"),
-    ("namespace", "a provider label may only point up"),
-    ("namespace", "outside the tenant tree"),
-    ("namespace", "does not resolve"),
-    ("namespace", "tenant ancestor labels disagree"),
-];
-
-/// The row of `RULES` a message comes from, by its name.
-fn rule_of(message: &str) -> Option<&'static str> {
-    CITED
+/// The row of `RULES` named `name`, as the module names it in its audit annotations.
+fn row(name: &str) -> Option<&'static str> {
+    cozystack_resolver::rules::RULES
         .iter()
-        .filter_map(|(rule, says)| message.rfind(says).map(|at| (at, *rule)))
-        .max_by_key(|(at, _)| *at)
-        .map(|(_, rule)| rule)
+        .find(|row| row.name == name)
+        .map(|row| row.name)
 }
 
 /// The row of `RULES` a response's refusal came from.
 fn cited_by(response: &Value) -> Option<&'static str> {
-    response["message"].as_str().and_then(rule_of)
+    cozystack_policy_runtime::policy::rule_of(response).and_then(row)
+}
+
+/// The rows of `RULES` a response's warnings came from, in their order.
+fn warned_by(response: &Value) -> Vec<&str> {
+    cozystack_policy_runtime::policy::warned_by(response)
 }
 
 /// The rows of `RULES` no message of `tally` came from.
@@ -571,7 +544,7 @@ impl Player<'_> {
                 ),
                 request: warned.request.clone(),
                 expect_allowed: true,
-                rule: warnings.iter().find_map(|w| rule_of(w)),
+                rule: warned_by(&warned.response).into_iter().find_map(row),
                 cluster: played
                     .before
                     .clone()
@@ -981,9 +954,9 @@ pub fn scenario(
                 json!({"allowed": true, "warnings": []})
             }
             true => json!({"allowed": true}),
-            // The rule the denial must cite, as its messages do.
+            // The rule the denial must come from, or a row before it.
             false => {
-                json!({"allowed": false, "code": 403, "messageMatches": cited(violation.rule)})
+                json!({"allowed": false, "code": 403, "ruleIn": rows_through(violation.rule)})
             }
         },
     };
@@ -993,29 +966,14 @@ pub fn scenario(
     })
 }
 
-/// What a denial of a request `rule` should have refused says, as a pattern: that rule's
-/// message, or one of a row before it in `RULES` (a blocker the writer must clear first); with
-/// no rule named, any row's.
-fn cited(rule: Option<&str>) -> String {
+/// The rows whose refusal a request `rule` should have refused may cite: that rule, or a row
+/// before it in `RULES` (a blocker the writer must clear first); with no rule named, any row.
+fn rows_through(rule: Option<&str>) -> Vec<&'static str> {
     let rows = cozystack_resolver::rules::RULES;
     let last = rule
         .and_then(|rule| rows.iter().position(|row| row.name == rule))
         .unwrap_or(rows.len() - 1);
-    let escape = |text: &str| {
-        text.chars().fold(String::new(), |mut out, c| {
-            if r"\.+*?()|[]{}^$".contains(c) {
-                out.push('\\');
-            }
-            out.push(c);
-            out
-        })
-    };
-    CITED
-        .iter()
-        .filter(|(name, _)| rows[..=last].iter().any(|row| row.name == *name))
-        .map(|(_, says)| escape(says))
-        .collect::<Vec<_>>()
-        .join("|")
+    rows[..=last].iter().map(|row| row.name).collect()
 }
 
 /// How long a budget of seconds is.
@@ -1045,40 +1003,24 @@ mod tests {
     }
 
     #[test]
-    fn every_row_of_the_table_is_told_by_its_messages() {
-        let rows: Vec<&str> = cozystack_resolver::rules::RULES
-            .iter()
-            .map(|row| row.name)
-            .collect();
-        for (rule, _) in CITED {
-            assert!(rows.contains(rule), "{rule} is no row of RULES");
-        }
-        for row in &rows {
-            assert!(
-                CITED.iter().any(|(rule, _)| rule == row),
-                "{row} is never told"
-            );
-        }
-        // A switch's message ends with the rule that refused the module it renders.
+    fn a_refusal_names_its_row_from_the_annotations_and_a_counterexample_the_rows_before() {
+        let refused = json!({"accepted": false, "message": "any wording",
+            "audit_annotations": {"rule": "slots", "warned-by": "protection,capability"}});
+        assert_eq!(cited_by(&refused), Some("slots"));
+        assert_eq!(warned_by(&refused), ["protection", "capability"]);
         assert_eq!(
-            rule_of(
-                "Tenant tenant-root/ktj: turning monitoring off removes Monitoring tenant-ktj/monitoring: Monitoring tenant-ktj/monitoring is protected while it provides monitoring to consumers: tenant-ktj/db (Postgres); delete or move those consumers first (protection.deletion: protect)"
-            ),
-            Some("protection")
+            cited_by(&json!({"audit_annotations": {"rule": "nothing"}})),
+            None
+        );
+        assert_eq!(cited_by(&json!({"accepted": true})), None);
+        assert_eq!(
+            rows_through(Some("groups")),
+            ["releases", "root_tenant", "groups"]
         );
         assert_eq!(
-            rule_of(
-                "ExternalDNS tenant-a/monitoring: its release tenant-a/monitoring takes the name under which Tenant tenant-root/a renders its Monitoring module (tenantModules.monitoring), and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into the Monitoring module; choose another name"
-            ),
-            Some("names")
+            rows_through(None).len(),
+            cozystack_resolver::rules::RULES.len()
         );
-        assert_eq!(
-            rule_of(
-                "Monitoring tenant-acme/metrics: Monitoring is held to at most 1 per tenant by its name: create it as tenant-acme/monitoring (cardinality.slots)"
-            ),
-            Some("slots")
-        );
-        assert_eq!(rule_of("nothing a rule says"), None);
     }
 
     #[test]

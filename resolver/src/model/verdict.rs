@@ -1,18 +1,25 @@
 //! The answer: allow (with warnings) or deny with an HTTP code and a one-line message.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Verdict {
     pub allowed: bool,
     /// Set when denied: 400 malformed input, 403 a rule, 500 a failed lookup.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The row of the rule table (`rules::RULES`) that refused, by its stable name: what a tool
+    /// matches on, where the message is for people. None when no row refused (malformed input).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
+    /// The row each warning came from, in the order of `warnings`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warned_by: Vec<&'static str>,
 }
 
 pub const BAD_REQUEST: u16 = 400;
@@ -26,13 +33,8 @@ impl Verdict {
             code: None,
             message: None,
             warnings: Vec::new(),
-        }
-    }
-
-    pub fn allow_with(warnings: Vec<String>) -> Self {
-        Verdict {
-            warnings,
-            ..Verdict::allow()
+            rule: None,
+            warned_by: Vec::new(),
         }
     }
 
@@ -41,7 +43,7 @@ impl Verdict {
             allowed: false,
             code: Some(code),
             message: Some(message.into()),
-            warnings: Vec::new(),
+            ..Verdict::allow()
         }
     }
 }
