@@ -121,8 +121,12 @@ def simulate(module, out):
              "--runs", str(runs), "--steps", "200", "--out", str(out)]
         )
         if done.returncode == 1:
-            first = done.stdout.splitlines()[0]
-            return first.removeprefix("BROKEN "), time.monotonic() - started
+            # The summary opens with the settings that judged it; the break is the BROKEN line.
+            broken = next(
+                (line for line in done.stdout.splitlines() if line.startswith("BROKEN ")),
+                "BROKEN (no BROKEN line)",
+            )
+            return broken.removeprefix("BROKEN "), time.monotonic() - started
         if done.returncode != 0:
             # The simulator itself failed: a finding, not a kill.
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]

@@ -121,7 +121,7 @@ pub fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
     let objects = read.len();
     let started = Instant::now();
     let findings =
-        cozystack_policy::preflight::run(policy, Arc::new(read), &bundle.settings, &|_, _| {})
+        cozystack_policy::ops::preflight::run(policy, Arc::new(read), &bundle.settings, &|_, _| {})
             .map_or(usize::MAX, |report| report.findings());
     let replay = started.elapsed();
     PreflightRun {
@@ -364,7 +364,7 @@ pub fn live_preflight(policy: &Policy, bundle: &Bundle, items: Vec<Value>) -> Li
     };
     let objects = snapshot.cluster.len();
     let started = Instant::now();
-    let findings = cozystack_policy::preflight::run(
+    let findings = cozystack_policy::ops::preflight::run(
         policy,
         Arc::new(snapshot.cluster),
         &bundle.settings,

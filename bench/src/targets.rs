@@ -19,7 +19,7 @@ use crate::workloads::{
     DEFINITIONS_READ, NO_SLOTS, SETTINGS_ONLY, STOCK_DEPLOYMENT_CREATE, STOCK_DEPLOYMENT_ZERO_CALL,
     ZERO_CALL_EMPTY_SETTINGS,
 };
-use cozystack_policy::footprint::{DEPLOYED_TIMEOUT_EVAL_SECONDS, Footprint};
+use cozystack_policy::ops::footprint::{DEPLOYED_TIMEOUT_EVAL_SECONDS, Footprint};
 
 /// The module before #26 compiled the stock rule set in (the parent of commit 2de2a5a), and
 /// what the table and its code added to it (582,429 → 587,483 bytes): the issue's size budget.
@@ -41,7 +41,7 @@ const FLOOR_CAUSE: &str = "the floor hands each answer over and reads none of it
 
 /// Why the first evaluation after a start outlasts the budget at 40,000 tenants
 /// (docs/benchmarks.md#the-policy-servers-memory-and-first-evaluation).
-const FIRST_FILL_CAUSE: &str = "the first evaluation to open a list key waits for the policy-server's reflector to take its initial LIST, inside timeoutEvalSeconds; the estimate is fitted to the real policy-server on live-sized trees (cli/src/footprint.rs: 374 ms plus 63.4 ms a MiB listed; 7.0 s measured at 40,000 tenants, where the evaluation was interrupted), and no lookup of the policy avoids a LIST its decision needs (the protocol floor); at that scale raise timeoutEvalSeconds as deploy/README.md#sizing says";
+const FIRST_FILL_CAUSE: &str = "the first evaluation to open a list key waits for the policy-server's reflector to take its initial LIST, inside timeoutEvalSeconds; the estimate is fitted to the real policy-server on live-sized trees (cli/src/ops/footprint.rs: 374 ms plus 63.4 ms a MiB listed; 7.0 s measured at 40,000 tenants, where the evaluation was interrupted), and no lookup of the policy avoids a LIST its decision needs (the protocol floor); at that scale raise timeoutEvalSeconds as deploy/README.md#sizing says";
 
 /// One target: what it says with the measured numbers, whether it is met, and why not.
 pub struct Target {

@@ -3,21 +3,20 @@
 //! object of a cluster, read from a dump or live through kube-rs, kwctl's packaging verbs, and
 //! cosign's signing verbs.
 
-pub mod check;
+//!
+//! The folders show the layers: `flux/` is Flux as modelled (what source-controller packs,
+//! what kustomize-controller builds and substitutes, Kustomizations in dependsOn order),
+//! `platform/` the writers around the policy (the API servers, cozystack-api, helm-controller
+//! and the Tenant chart, Flux's applier), `ops/` what each verb computes (as cargo's `ops`),
+//! the verbs themselves in the binary's `commands/`; the rest is shared.
+
 pub mod error;
-pub mod evaluate;
-pub mod fluxbuild;
-pub mod footprint;
-pub mod kustomizations;
+pub mod flux;
 pub mod live;
-pub mod manifests;
+pub mod ops;
 pub mod output;
 pub mod platform;
-pub mod postbuild;
-pub mod preflight;
 pub mod settings;
-pub mod simulate;
 pub mod source;
-pub mod sourceignore;
 pub mod state;
 pub mod trust;

@@ -11,8 +11,9 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use cozystack_e2e::loopback;
+use cozystack_policy::ops::preflight;
+use cozystack_policy::settings;
 use cozystack_policy::source::Source;
-use cozystack_policy::{preflight, settings};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 
 use common::{scratch, workspace};

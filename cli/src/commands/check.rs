@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use cozystack_policy::error::Error;
+use cozystack_policy::flux::sourceignore::GitRepository;
+use cozystack_policy::flux::{self, kustomizations, manifests};
 use cozystack_policy::live;
+use cozystack_policy::ops::check;
 use cozystack_policy::output::{self, emit, json, read_text};
 use cozystack_policy::platform::apiserver::Identity;
-use cozystack_policy::sourceignore::GitRepository;
-use cozystack_policy::{check, fluxbuild, kustomizations, manifests};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
@@ -117,7 +118,7 @@ impl<'a> FluxSources<'a> {
 /// read from the dump, or live (ConfigMaps only: the check reads no Secret of a live cluster).
 fn substitution(
     kustomization: &Value,
-    spec: &fluxbuild::Spec,
+    spec: &flux::build::Spec,
     sources: &FluxSources,
 ) -> Result<std::collections::BTreeMap<String, String>, Error> {
     let Some(post) = &spec.post_build else {
@@ -255,7 +256,7 @@ fn check_identity(args: &CheckArgs) -> Result<Identity, Error> {
 /// and they are judged in spec.dependsOn order ([`kustomizations`]).
 fn check_kustomizations(
     args: &CheckArgs,
-    parsed: Vec<(Value, fluxbuild::Spec, String)>,
+    parsed: Vec<(Value, flux::build::Spec, String)>,
     repository: &GitRepository,
     sources: &FluxSources,
     started: Instant,
@@ -267,7 +268,7 @@ fn check_kustomizations(
     for (object, spec, origin) in parsed {
         let variables = substitution(&object, &spec, sources)?;
         let path = root.join(object["spec"]["path"].as_str().unwrap_or("./"));
-        let applies = fluxbuild::build(&path, &spec, &variables, repository)?;
+        let applies = flux::build::build(&path, &spec, &variables, repository)?;
         units.push(kustomizations::Unit {
             object,
             spec,
@@ -297,7 +298,7 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
     let mut kustomizations = Vec::new();
     for reference in &args.kustomization {
         let (object, origin) = flux_object(reference, KUSTOMIZATION, &sources)?;
-        let spec = fluxbuild::Spec::of(&object, &origin)?;
+        let spec = flux::build::Spec::of(&object, &origin)?;
         kustomizations.push((object, spec, origin));
     }
     let repository = match &args.git_repository {
@@ -319,7 +320,7 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
     };
     let built = |paths: &[PathBuf]| match (&kustomization, paths) {
         (Some((_, spec, _)), [folder]) if folder.is_dir() => {
-            fluxbuild::build(folder, spec, &variables, &repository)
+            flux::build::build(folder, spec, &variables, &repository)
         }
         _ => manifests::read(paths, &repository),
     };

@@ -146,7 +146,7 @@ pub fn cluster(
             keep,
         )?;
         // The release the cluster runs, for the report to hold against the settings'.
-        let (namespace, name) = cozystack_policy::preflight::VERSION_CONFIGMAP;
+        let (namespace, name) = cozystack_policy::ops::preflight::VERSION_CONFIGMAP;
         if let Some(map) = live::config_map(&target(args), namespace, name)? {
             snapshot.cluster.push(map);
         }
@@ -217,7 +217,7 @@ fn dump_bytes(path: &Path) -> u64 {
 /// Which release the verb judges for, against the one the cluster says it runs (a warning
 /// when they differ).
 pub fn report_release(settings: &Value, cluster: &ClusterObjects) -> Result<(), Error> {
-    let release = cozystack_policy::preflight::ReleaseCheck::of(settings, cluster)?;
+    let release = cozystack_policy::ops::preflight::ReleaseCheck::of(settings, cluster)?;
     let warning = if release.mismatch || release.warning {
         "warning: "
     } else {

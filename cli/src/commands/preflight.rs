@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use cozystack_policy::error::Error;
+use cozystack_policy::ops::preflight;
 use cozystack_policy::output::{self, emit};
-use cozystack_policy::preflight;
 
 use super::*;
 
@@ -46,7 +46,7 @@ pub fn exec(args: PreflightArgs) -> Result<ExitCode, Error> {
             bar.set_position(done as u64);
         }
     };
-    let footprint = cozystack_policy::footprint::Footprint::of(&cluster);
+    let footprint = cozystack_policy::ops::footprint::Footprint::of(&cluster);
     let judged_by = settings.judged_by()?;
     let report = preflight::run(&policy, Arc::new(cluster), &settings.value, &progress)?;
     if let Some(bar) = &bar {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use cozystack_policy::error::Error;
-use cozystack_policy::evaluate;
+use cozystack_policy::ops::evaluate;
 use cozystack_policy::output::{emit, json};
 
 use super::*;

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use clap::Args;
 use cozystack_policy::error::Error;
+use cozystack_policy::ops::simulate;
 use cozystack_policy::platform::application::Api;
 use cozystack_policy::platform::writes::TenantChart;
-use cozystack_policy::simulate;
 use cozystack_policy::source::Source;
 
 use super::*;

@@ -10,8 +10,8 @@ use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::{Policy, warnings_of};
 use serde_json::{Value, json};
 
-use crate::check::evaluate;
 use crate::error::Error;
+use crate::ops::check::evaluate;
 use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES, Resource};
 use crate::platform::writes::{self, Kinds, RELEASE_API};
 use crate::state::State;
@@ -1007,26 +1007,26 @@ impl<'p> World<'p> {
         prunes: &[Value],
         played: &mut Played,
     ) -> Result<(), Error> {
-        let changes = crate::check::ChangeSet {
+        let changes = crate::ops::check::ChangeSet {
             applies: applies.iter().map(manifest).collect(),
             deletes: prunes.iter().map(manifest).collect(),
         };
         let flux = Identity::impersonated(FLUX, &[]);
         let before = self.state.cluster().clone();
         let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
-        let (report, after) = crate::check::run(
+        let (report, after) = crate::ops::check::run(
             self.policy,
             self.settings,
             before.clone(),
             &changes,
             &flux,
-            crate::check::Applier::Flux,
+            crate::ops::check::Applier::Flux,
             &mut observe,
         )?;
         played.before = Some(before.clone());
         played.refused_on = Some(before);
         for step in report.steps {
-            use crate::check::Disposition;
+            use crate::ops::check::Disposition;
             let refused = matches!(
                 step.outcome,
                 Disposition::Denied | Disposition::Rejected | Disposition::Error
@@ -1127,8 +1127,8 @@ pub(crate) fn app_object(kind: &str, namespace: &str, name: &str, spec: &Value) 
 const APPS_API: &str = "apps.cozystack.io/v1alpha1";
 
 /// An object as a change set `check` applies holds it.
-pub(crate) fn manifest(object: &Value) -> crate::manifests::Manifest {
-    crate::manifests::Manifest {
+pub(crate) fn manifest(object: &Value) -> crate::flux::manifests::Manifest {
+    crate::flux::manifests::Manifest {
         origin: "simulate".to_owned(),
         object: object.clone(),
     }

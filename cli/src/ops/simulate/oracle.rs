@@ -634,8 +634,8 @@ pub fn newly_broken(before: &Facts, after: &Facts) -> Vec<Broken> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::statement::Role;
-    use crate::simulate::world::Actor;
+    use crate::ops::simulate::statement::Role;
+    use crate::ops::simulate::world::Actor;
     use serde_json::json;
 
     fn namespace(name: &str, labels: Value) -> Value {

@@ -12,10 +12,10 @@ use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
 
-use crate::check::{self, Applier, ChangeSet, Report};
 use crate::error::Error;
-use crate::fluxbuild::Spec;
-use crate::manifests::Manifest;
+use crate::flux::build::Spec;
+use crate::flux::manifests::Manifest;
+use crate::ops::check::{self, Applier, ChangeSet, Report};
 use crate::platform::apiserver::Identity;
 use crate::platform::writes;
 use crate::state::State;

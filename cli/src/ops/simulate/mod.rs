@@ -391,11 +391,11 @@ impl Player<'_> {
         };
         let request = &user.request;
         let changes = match request["operation"].as_str() {
-            Some("DELETE") => crate::check::ChangeSet {
+            Some("DELETE") => crate::ops::check::ChangeSet {
                 applies: Vec::new(),
                 deletes: vec![manifest(&request["oldObject"])],
             },
-            _ => crate::check::ChangeSet {
+            _ => crate::ops::check::ChangeSet {
                 applies: vec![manifest(&request["object"])],
                 deletes: Vec::new(),
             },
@@ -409,13 +409,13 @@ impl Player<'_> {
                 .unwrap_or_default(),
         };
         let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
-        let (report, _) = crate::check::run(
+        let (report, _) = crate::ops::check::run(
             self.world.policy,
             self.world.settings,
             before.clone(),
             &changes,
             &identity,
-            crate::check::Applier::InOrder,
+            crate::ops::check::Applier::InOrder,
             &mut observe,
         )?;
         let answer = |response: &Value| {

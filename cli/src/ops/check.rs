@@ -16,7 +16,7 @@ use cozystack_resolver::request::APPS_GROUP;
 use serde_json::{Value, json};
 
 use crate::error::Error;
-use crate::manifests::Manifest;
+use crate::flux::manifests::Manifest;
 use crate::platform::apiserver::{self, Admission, HELM_RELEASES, Identity, NAMESPACES, Resource};
 use crate::platform::application::{Api, AppWrite};
 use crate::platform::flux::{self, Managed, Owner, Stage};
