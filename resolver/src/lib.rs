@@ -39,7 +39,7 @@ pub use model::request::{ObjectState, Operation, Request, Surface};
 pub use model::settings::{DefinitionSource, PlatformWriters, Settings};
 pub use model::verdict::Verdict;
 pub use model::{
-    chart, collect, definition, definition_set, error, facts, identity, kinds, listing, release,
-    request, settings, tenant, verdict,
+    chart, collect, definition, definition_set, error, facts, identity, kinds, listing, providers,
+    release, request, settings, tenant, verdict,
 };
 pub use rules::{capability, cardinality, groups, namespace, protection, slots, visibility};

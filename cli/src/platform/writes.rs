@@ -21,10 +21,10 @@ use std::collections::HashMap;
 
 use crate::state::State;
 use cozystack_policy_runtime::cluster::ClusterObjects;
-use cozystack_resolver::capability::ROOT_VALUE_CLASSES;
 use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
 use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
 use cozystack_resolver::model::builtin;
+use cozystack_resolver::providers::ROOT_VALUE_CLASSES;
 use cozystack_resolver::request::{APPS_GROUP, GROUP_LABEL, KIND_LABEL, NAME_LABEL};
 use cozystack_resolver::tenant::{self, ANCESTOR_PREFIX, AncestorLabels, ROOT};
 use serde_json::{Map, Value, json};

@@ -6,10 +6,11 @@
 
 use crate::change::LabelChange;
 use crate::model::evaluation::Evaluation;
+use crate::model::providers::provider_class;
 use crate::model::tenant::{self, ANCESTOR_PREFIX, AncestorLabels};
 use crate::model::verdict::{Violation, list_some};
 use crate::rules::Outcome;
-use crate::rules::capability::{self, provider_class};
+use crate::rules::capability;
 
 /// Judges the protected labels a Namespace write changes.
 pub fn judge(eval: &Evaluation, labels: &LabelChange) -> Outcome {

@@ -19,11 +19,11 @@ use crate::model::definition_set::DefinitionSet;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
 use crate::model::kinds::{Class, Deletion, KindRules, Role, Share};
+use crate::model::providers::ProviderKeys;
 use crate::model::settings::DefinitionSource;
 use crate::model::tenant::{self, ANCESTOR_PREFIX};
 use crate::model::verdict::{Violation, list_head};
 use crate::rules::Outcome;
-use crate::rules::capability::ProviderKeys;
 
 const SHOWN: usize = 5;
 /// Namespaces a removal looks up one by one (a cached GET each) before it lists them all.
