@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::error::Error;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
-use cozystack_resolver::DefinitionSource;
 use cozystack_resolver::model::builtin;
+use cozystack_resolver::{DefinitionSource, RuleField};
 use serde_json::{Value, json};
 
 /// Where the settings a verb judges with came from.
@@ -141,9 +141,15 @@ pub fn check(policy: &Policy, settings: &Value) -> Result<(), Error> {
     .into())
 }
 
-/// The rule blocks of the design that count, protect and share: a definition that states none
-/// of them leaves a kind with no count, no protection and no capability rule.
-const RULE_BLOCKS: [&str; 3] = ["cardinality", "protection", "capability"];
+/// The rule blocks of the design that count, protect and share (every rule field but the
+/// dashboard's): a definition that states none of them leaves a kind with no such rule.
+fn rule_blocks() -> Vec<&'static str> {
+    RuleField::ALL
+        .iter()
+        .filter(|field| **field != RuleField::Dashboard)
+        .map(|field| field.key())
+        .collect()
+}
 
 /// Refuses settings that, on this cluster, state no count, protection or capability rule at
 /// all (the ApplicationDefinitions of every supported release state none of the design's
@@ -180,8 +186,9 @@ pub fn check_rules_stated(settings: &Value, cluster: &ClusterObjects) -> Result<
                     .into());
                 }
             }
+            let blocks = rule_blocks();
             let states_rule = definitions.iter().any(|d| {
-                RULE_BLOCKS
+                blocks
                     .iter()
                     .any(|block| d["spec"].get(*block).is_some_and(|b| !b.is_null()))
             });
@@ -191,7 +198,7 @@ pub fn check_rules_stated(settings: &Value, cluster: &ClusterObjects) -> Result<
             Err(format!(
                 "the settings state no rule on this cluster: definitionSource: applicationDefinitions, and none of its {} ApplicationDefinitions states {} (no supported Cozystack release's do) nor do the settings' definitions; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty",
                 definitions.len(),
-                RULE_BLOCKS.join(", ")
+                blocks.join(", ")
             )
             .into())
         }

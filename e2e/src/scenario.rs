@@ -548,11 +548,7 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
         problems.push(format!("expected a rule of {rows:?}, got {rule:?}"));
     }
     // Every refusal by a rule names its row of the table, and each warning its own.
-    let named = |row: &str| {
-        cozystack_resolver::rules::RULES
-            .iter()
-            .any(|r| r.name == row)
-    };
+    let named = |row: &str| cozystack_resolver::rules::row(row).is_some();
     if response["code"] == 403 && !rule.is_some_and(named) {
         problems.push(format!("a 403 names no row of the rule table: {rule:?}"));
     }

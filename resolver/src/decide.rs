@@ -7,7 +7,7 @@ use crate::model::facts::Cluster;
 use crate::model::request::Request;
 use crate::model::settings::Settings;
 use crate::model::verdict::{Verdict, Violation};
-use crate::rules::{Judge, Outcome, RULES};
+use crate::rules::{Judge, Outcome, RULES, Whose};
 
 /// Decides one admission request. Pure: the only inputs are the request, the settings and
 /// what `cluster` answers.
@@ -43,28 +43,40 @@ type Refusal = (Option<&'static str>, Violation);
 /// Runs [`RULES`] over `change` in order, up to the first refusal.
 fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refusal> {
     for rule in RULES {
-        let row = |violation| (Some(rule.name), violation);
         let before = said.warnings.len();
         let heard = match &rule.judge {
-            Judge::Entering(whose, check) | Judge::Leaving(whose, check) => {
-                let entries = match &rule.judge {
-                    Judge::Entering(..) => &change.entering,
-                    _ => &change.leaving,
-                };
-                entries
-                    .iter()
-                    .filter(|e| whose.takes(e))
-                    .try_for_each(|entry| heed(eval, Some(entry), check(eval, change, entry), said))
+            Judge::Entering(whose, check) => {
+                each(eval, change, &change.entering, *whose, *check, said)
+            }
+            Judge::Leaving(whose, check) => {
+                each(eval, change, &change.leaving, *whose, *check, said)
             }
             part => judge_part(eval, change, part)
                 .map_or(Ok(()), |outcome| heed(eval, None, outcome, said)),
         };
+        // Each warning this row gave, and its refusal, carry the row's name.
         said.rows
             .extend((before..said.warnings.len()).map(|_| rule.name));
-        heard.map_err(row)?;
+        heard.map_err(|violation| (Some(rule.name), violation))?;
     }
     Ok(())
 }
+
+/// A per-instance row over `entries`, those `whose` takes, up to the first refusal.
+fn each(
+    eval: &Evaluation,
+    change: &Change,
+    entries: &[Entry],
+    whose: Whose,
+    check: fn(&Evaluation, &Change, &Entry) -> Outcome,
+    said: &mut Said,
+) -> Result<(), Violation> {
+    entries
+        .iter()
+        .filter(|e| whose.takes(e))
+        .try_for_each(|entry| heed(eval, Some(entry), check(eval, change, entry), said))
+}
+
 /// What a row that judges one part of `change` says; `None` when the change has no such part.
 fn judge_part(eval: &Evaluation, change: &Change, judge: &Judge) -> Option<Outcome> {
     match judge {

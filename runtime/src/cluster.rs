@@ -452,6 +452,8 @@ impl ClusterObjects {
         let file = Counted { inner: file, seen };
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
         let json = is_json(reader.fill_buf().map_err(unread)?);
+        // What `seen` heard already: the first buffer, which a whole read reads again.
+        let buffered = reader.buffer().len();
         let listed = match json {
             true => None,
             false => list_items(reader, keep).map_err(unparsed)?,
@@ -460,7 +462,7 @@ impl ClusterObjects {
             Some(read) => read,
             None => {
                 let text = std::fs::read_to_string(path).map_err(unread)?;
-                seen(text.len() as u64);
+                seen(text.len().saturating_sub(buffered) as u64);
                 whole(&text, keep).map_err(unparsed)?
             }
         };

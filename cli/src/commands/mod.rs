@@ -95,12 +95,28 @@ pub fn prepare_keeping(
     args: &EvaluationArgs,
     keep: Keep<'_>,
 ) -> Result<(Given, Policy, ClusterObjects), Error> {
+    prepare_from(args, keep, Source::load)
+}
+
+/// The same for a module that may come without metadata (`simulate --policy plain.wasm`).
+pub fn prepare_plain_too(args: &EvaluationArgs) -> Result<(Given, Policy, ClusterObjects), Error> {
+    prepare_from(args, None, Source::load_plain_too)
+}
+
+/// How a verb's module is loaded from its source, with the signature it must carry.
+type Load = fn(&Source, Option<&Trust>) -> Result<(Policy, String), Error>;
+
+fn prepare_from(
+    args: &EvaluationArgs,
+    keep: Keep<'_>,
+    load: Load,
+) -> Result<(Given, Policy, ClusterObjects), Error> {
     let settings = match &args.from_policy {
         Some(name) => Given::deployed(name, live::policy_settings(&target(&args.cluster), name)?),
         None => settings::read(args.settings.as_deref())?,
     };
     let source = Source::parse(args.policy.policy.as_deref(), args.policy.insecure);
-    let (policy, origin) = source.load(args.policy.verify.trust()?.as_ref())?;
+    let (policy, origin) = load(&source, args.policy.verify.trust()?.as_ref())?;
     eprintln!("policy: {origin}");
     settings::check(&policy, &settings.value)?;
     let cluster = cluster(&args.cluster, &policy, keep, args.allow_empty)?;
@@ -120,7 +136,7 @@ pub fn target(args: &ClusterArgs) -> Target {
 /// The cluster: the dump (a bar over its bytes on a terminal) or the live cluster. Without
 /// `allow_empty`, one that holds no object, or no tenant Namespace, is refused: a failed `kubectl
 /// get … > dump.yaml` would otherwise read as a clean cluster.
-pub fn cluster(
+fn cluster(
     args: &ClusterArgs,
     policy: &Policy,
     keep: Keep<'_>,
@@ -202,15 +218,13 @@ fn bytes_bar(paths: &[PathBuf]) -> indicatif::ProgressBar {
     )
 }
 
-/// The bytes of a dump file, or of the files in a dump folder.
+/// The bytes of a dump file, or of the files of a dump folder the reader takes.
 fn dump_bytes(path: &Path) -> u64 {
-    match std::fs::read_dir(path) {
-        Ok(entries) => entries
-            .flatten()
-            .filter_map(|e| e.metadata().ok())
-            .map(|m| m.len())
-            .sum(),
-        Err(_) => std::fs::metadata(path).map_or(0, |m| m.len()),
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    match path.is_dir() {
+        true => cozystack_policy_runtime::yaml_files(path)
+            .map_or(0, |files| files.iter().map(|f| size(f)).sum()),
+        false => size(path),
     }
 }
 

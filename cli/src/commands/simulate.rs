@@ -10,7 +10,6 @@ use cozystack_policy::error::Error;
 use cozystack_policy::ops::simulate;
 use cozystack_policy::platform::application::Api;
 use cozystack_policy::platform::writes::TenantChart;
-use cozystack_policy::source::Source;
 
 use super::*;
 
@@ -38,19 +37,7 @@ pub struct SimulateArgs {
 
 pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
-    let evaluation = &args.evaluation;
-    let given = settings::read(evaluation.settings.as_deref())?;
-    let source = Source::parse(
-        evaluation.policy.policy.as_deref(),
-        evaluation.policy.insecure,
-    );
-    let (policy, origin) = source.load_plain_too(evaluation.policy.verify.trust()?.as_ref())?;
-    eprintln!("policy: {origin}");
-    settings::check(&policy, &given.value)?;
-    let cluster = cluster(&evaluation.cluster, &policy, None, evaluation.allow_empty)?;
-    if !evaluation.allow_empty {
-        settings::check_rules_stated(&given.value, &cluster)?;
-    }
+    let (given, policy, cluster) = prepare_plain_too(&args.evaluation)?;
     let judged_by = given.judged_by()?;
     let settings = given.value;
     let resolved = settings::resolved(&settings)?;

@@ -201,8 +201,7 @@ impl ReleaseCheck {
     ) -> ReleaseCheck {
         let (namespace, name) = VERSION_CONFIGMAP;
         let newest = Release::all().max_by_key(|r| r.row().version_stamp);
-        let newest_stamp = newest.map_or(0, |r| r.row().version_stamp);
-        let Some(newest) = newest.filter(|_| stamp > newest_stamp) else {
+        let Some(newest) = newest.filter(|r| stamp > r.row().version_stamp) else {
             return ReleaseCheck {
                 line: format!(
                     "Release: {judged_line}; the cluster's migration stamp {stamp} ({namespace}/{name}) is no supported release's: a build between releases; upgrade it to a supported release (docs/releases.md)"
@@ -212,8 +211,9 @@ impl ReleaseCheck {
             };
         };
         let newer = format!(
-            "the cluster's migration stamp {stamp} ({namespace}/{name}) is newer than the supported releases: judged as {newest} (pinned commit {}, stamp {newest_stamp})",
-            newest.row().commit
+            "the cluster's migration stamp {stamp} ({namespace}/{name}) is newer than the supported releases: judged as {newest} (pinned commit {}, stamp {})",
+            newest.row().commit,
+            newest.row().version_stamp
         );
         let (advice, mismatch) = match judged.0 {
             Some(release) if release == newest => {

@@ -68,6 +68,11 @@ pub struct Rule {
     pub judge: Judge,
 }
 
+/// The row of [`RULES`] of that name (as a verdict and the module's audit annotations name it).
+pub fn row(name: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|row| row.name == name)
+}
+
 /// The rules, in the order their refusals must be met.
 pub const RULES: &[Rule] = &[
     // Who may write: the platform alone writes app releases; the kind's visibility; adminOnly.

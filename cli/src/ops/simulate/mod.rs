@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::platform::application::Api;
 use crate::platform::writes::TenantChart;
 use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
-use cozystack_policy_runtime::policy::Policy;
+use cozystack_policy_runtime::policy::{Policy, rule_of, warned_by};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use serde_json::{Value, json};
@@ -162,11 +162,9 @@ impl Tally {
             };
             *self.verdicts.entry(verdict).or_default() += 1;
             let response = &judged.response;
-            let refused = cozystack_policy_runtime::policy::rule_of(response);
-            for name in refused.into_iter().chain(warned_by(response)) {
-                if let Some(row) = row(name) {
-                    *self.rules.entry(row).or_default() += 1;
-                }
+            let warned = warned_by(response).into_iter().filter_map(row);
+            for row in cited_by(response).into_iter().chain(warned) {
+                *self.rules.entry(row).or_default() += 1;
             }
         }
     }
@@ -174,23 +172,15 @@ impl Tally {
 
 /// The row of `RULES` named `name`, as the module names it in its audit annotations.
 fn row(name: &str) -> Option<&'static str> {
-    cozystack_resolver::rules::RULES
-        .iter()
-        .find(|row| row.name == name)
-        .map(|row| row.name)
+    cozystack_resolver::rules::row(name).map(|row| row.name)
 }
 
 /// The row of `RULES` a response's refusal came from.
 fn cited_by(response: &Value) -> Option<&'static str> {
-    cozystack_policy_runtime::policy::rule_of(response).and_then(row)
+    rule_of(response).and_then(row)
 }
 
-/// The rows of `RULES` a response's warnings came from, in their order.
-fn warned_by(response: &Value) -> Vec<&str> {
-    cozystack_policy_runtime::policy::warned_by(response)
-}
-
-/// The rows of `RULES` no message of `tally` came from.
+/// The rows of `RULES` no refusal or warning of `tally` came from.
 pub fn never_fired(tally: &Tally) -> Vec<&'static str> {
     cozystack_resolver::rules::RULES
         .iter()
