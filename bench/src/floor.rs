@@ -65,7 +65,8 @@ pub fn namespace(name: &str) -> Call {
     }
 }
 
-/// One Tenant's release: its values are its switches.
+/// One HelmRelease by name: a Tenant's values are its switches, a module's metadata says
+/// whether it is being uninstalled.
 pub fn tenant_release(namespace: &str, name: &str) -> Call {
     Call {
         operation: "get_resource",

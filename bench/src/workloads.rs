@@ -305,7 +305,11 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
         request,
         settings,
         0,
-        [vec![floor::definitions()], awaiting("tenant-new")].concat(),
+        [
+            vec![floor::definitions()],
+            awaiting("tenant-new", KUBERNETES_PROVIDERS),
+        ]
+        .concat(),
     ));
     let request = ShortRequest::new(
         "CREATE",
@@ -341,7 +345,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             "dev",
             "tenant-new-use",
             false,
-            awaiting("tenant-new"),
+            awaiting("tenant-new", KUBERNETES_PROVIDERS),
         ),
         (
             "CREATE second singleton, 100 tenants",
@@ -472,7 +476,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             ),
             &builtin_settings(),
             100,
-            awaiting("tenant-t0"),
+            awaiting("tenant-t0", KUBERNETES_PROVIDERS),
         )
         .kwctl(KWCTL_CONSUMER.0, KWCTL_CONSUMER.1),
     );
@@ -585,11 +589,11 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     };
     // Its floor: the kind's instances (is one already in tenant-new?), and, Monitoring consuming
     // ingress, whether tenant-new's ingress provider runs (its Namespace's label names
-    // tenant-root, whose Tenant's switches tell) for the awaiting warning.
+    // tenant-root, whose Ingress release tells) for the awaiting warning.
     let module_floor = || {
         [
             vec![floor::instances(&["Monitoring"])],
-            awaiting("tenant-new"),
+            awaiting("tenant-new", &["ingress"]),
         ]
         .concat()
     };
@@ -663,12 +667,21 @@ const MONITORING_CONSUMERS: &[&str] = &["ComputePlane", "Kubernetes"];
 /// The floor of a consumer's CREATE in `namespace`, whose labels resolve every class to
 /// tenant-root: its Namespace, and the root Tenant's switches (is each provider running, or
 /// must the user be warned that the app awaits one).
-fn awaiting(namespace: &str) -> Vec<Call> {
-    vec![
-        floor::namespace(namespace),
-        floor::tenant_release("tenant-root", "tenant-root"),
-    ]
+/// What decides the awaiting warning of a consumer created in `namespace`, a child of
+/// tenant-root whose labels resolve every class there: its Namespace, then one GET of each
+/// consumed module's release in tenant-root (is it there, and not being uninstalled?).
+fn awaiting(namespace: &str, modules: &[&str]) -> Vec<Call> {
+    let mut calls = vec![floor::namespace(namespace)];
+    calls.extend(
+        modules
+            .iter()
+            .map(|module| floor::tenant_release("tenant-root", module)),
+    );
+    calls
 }
+
+/// The module releases a Kubernetes cluster's classes resolve to (etcd, ingress, monitoring).
+const KUBERNETES_PROVIDERS: &[&str] = &["etcd", "ingress", "monitoring"];
 
 impl Row {
     /// The model's median over the protocol floor's.

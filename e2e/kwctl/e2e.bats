@@ -486,6 +486,10 @@ check_invalid_settings() {
   check capability-consumer-resolved-to-a-root-without-provider
 }
 
+@test "capability-consumer-while-the-root-provider-terminates" {
+  check capability-consumer-while-the-root-provider-terminates
+}
+
 @test "capability-consumer-in-root-without-provider" {
   check capability-consumer-in-root-without-provider
 }
@@ -1012,6 +1016,10 @@ check_invalid_settings() {
 
 @test "charts-create-another-kind-under-info" {
   check charts-create-another-kind-under-info
+}
+
+@test "charts-create-another-kind-under-info-with-settings-definitions" {
+  check charts-create-another-kind-under-info-with-settings-definitions
 }
 
 @test "charts-create-another-kind-under-a-name-a-module-renders" {

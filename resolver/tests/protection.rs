@@ -280,11 +280,11 @@ fn consumers_without_a_provider_are_admitted_with_a_warning() {
     }
 }
 
-/// A namespace whose own legacy label names itself has its switch on: the chart renders the
-/// provider, so an ancestor's label is trusted from that ancestor's Namespace alone, and the
-/// root's from the root Tenant's switches.
+/// A module provider is one release the Tenant chart names after its switch: one GET of it tells
+/// whether it is live, without listing instances. A label does not: it still names a provider
+/// helm-controller is uninstalling, and a consumer created then is told it waits.
 #[test]
-fn an_ancestor_with_its_switch_on_serves_without_listing_instances() {
+fn a_module_provider_is_read_by_one_get_and_a_terminating_one_serves_nobody() {
     let snapshot = cluster();
     let recording = Recording::new(&snapshot);
     let request = app(Create, "Kubernetes", "tenant-a-b", "k8s", user("b", &[]));
@@ -295,22 +295,32 @@ fn an_ancestor_with_its_switch_on_serves_without_listing_instances() {
         [
             "list ApplicationDefinitions",
             "get Namespace tenant-a-b",
-            "get HelmRelease tenant-root/tenant-root",
-            "get Namespace tenant-a",
+            "get HelmRelease tenant-root/etcd",
+            "get HelmRelease tenant-a/monitoring",
         ],
-        "etcd resolves to the root (its Tenant's switch), monitoring to tenant-a (its own label)"
+        "etcd resolves to the root's Etcd, monitoring to tenant-a's Monitoring: a GET each"
     );
-    // With the root's switch off the instances decide (an Etcd created through the API).
+    // The root's Etcd terminating: its labels and the root's switch still name it.
     let mut snapshot = cluster();
-    *root_values(&mut snapshot) = json!({"monitoring": true});
+    for i in &mut snapshot.instances {
+        if i.kind == "Etcd" && i.namespace == "tenant-root" {
+            i.terminating = true;
+        }
+    }
     let recording = Recording::new(&snapshot);
     let verdict = cozystack_resolver::evaluate(&request, &listed(), &recording);
-    assert_allowed(&verdict, &[]);
+    assert_allowed(
+        &verdict,
+        &[
+            "Kubernetes consumes etcd, and namespace tenant-a-b resolves it to tenant-root (namespace.cozystack.io/etcd), but tenant-root runs no live etcd provider that serves tenant-a-b: the app gets no etcd until tenant-root provides etcd or this tenant gets its own",
+        ],
+    );
     assert!(
         recording
             .calls
             .borrow()
-            .contains(&"list HelmReleases of kind Etcd".to_owned())
+            .contains(&"list HelmReleases of kind Etcd".to_owned()),
+        "a terminating module release leaves the listed instances to decide"
     );
 }
 

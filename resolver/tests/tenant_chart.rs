@@ -489,6 +489,17 @@ fn a_create_of_another_kind_under_a_module_name_is_refused() {
         403,
         "ExternalDNS tenant-c/monitoring: its release tenant-c/monitoring takes the name under which Tenant tenant-root/c renders its Monitoring module (tenantModules.monitoring), and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into the Monitoring module; choose another name",
     );
+    // Under `definitionSource: settings` no definition is read and no built-in rule applies,
+    // but the kind still names its releases as a stock install does: the same refusal.
+    let settings = Settings::from_json(
+        r#"{"definitionSource": "settings", "definitions": {"ExternalDNS": {"cardinality": {"scope": "tenant", "max": 3}}}}"#,
+    )
+    .unwrap();
+    assert_denied(
+        &cozystack_resolver::evaluate(&create("ExternalDNS", "monitoring"), &settings, &snapshot),
+        403,
+        "ExternalDNS tenant-c/monitoring: its release tenant-c/monitoring takes the name under which Tenant tenant-root/c renders its Monitoring module (tenantModules.monitoring), and helm-controller adopts an existing object of the name it renders, so turning monitoring on would rewrite this ExternalDNS into the Monitoring module; choose another name",
+    );
     // The module's own kind under its name is on its slot; the switch adopts it when it turns
     // on (a_switch_on_adopts_its_twin_and_refuses_another_kind).
     assert_allowed(&decide(&create("Monitoring", "monitoring"), &snapshot), &[]);

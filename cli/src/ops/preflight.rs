@@ -383,10 +383,7 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
             })
         };
         let (read, unread) = (rules(vec![definition.clone()]), rules(Vec::new()));
-        let finding = match source {
-            DefinitionSource::Builtin => builtin_prefix_finding(&settings, &definition),
-            _ => prefix_finding(&settings, &definition, matches!(unread, Ok(Some(_)))),
-        };
+        let finding = prefix_finding(&settings, &definition);
         if let Some(finding) = finding {
             judged.push(Judged {
                 subject: Subject::of(object),
@@ -425,52 +422,35 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
     Ok(judged)
 }
 
-/// With `definitionSource: builtin` a kind's release prefix is the built-in one unless
-/// `releasePrefixes` names another: one the cluster's definition contradicts misnames every
-/// instance of the kind.
-fn builtin_prefix_finding(
-    settings: &cozystack_resolver::Settings,
-    definition: &cozystack_resolver::Definition,
-) -> Option<Finding> {
-    let (name, kind) = (&definition.name, &definition.kind);
-    let stated = definition.release_prefix.as_deref()?;
-    let assumed = match settings.release_prefixes.get(kind) {
-        Some(prefix) => prefix.as_str(),
-        None => cozystack_resolver::model::builtin::release_prefix(kind)?,
-    };
-    (assumed != stated).then(|| Finding {
-        result: "fail",
-        message: format!(
-            "the policy assumes release prefix {assumed:?} for {kind}, but ApplicationDefinition {name} states spec.release.prefix {stated:?}: the policy would name every {kind} release wrongly; set releasePrefixes.{kind}: {stated:?}"
-        ),
-    })
-}
-
-/// With `definitionSource: settings` the release prefix of a kind comes from `releasePrefixes`:
-/// a wrong entry misnames every instance of the kind (the one being removed could pass for
-/// another provider), a missing one for a kind with rules makes its lists carry the labels.
+/// Without reading definitions (`builtin`, `settings`) a kind's release prefix is its
+/// `releasePrefixes` entry, else the built-in one: one the cluster's definition contradicts
+/// misnames every instance of the kind (the one being removed could pass for another provider).
 fn prefix_finding(
     settings: &cozystack_resolver::Settings,
     definition: &cozystack_resolver::Definition,
-    has_rules: bool,
 ) -> Option<Finding> {
     let (name, kind) = (&definition.name, &definition.kind);
     let stated = definition.release_prefix.as_deref()?;
-    match settings.release_prefixes.get(kind) {
-        Some(prefix) if prefix == stated => None,
-        Some(prefix) => Some(Finding {
+    let entry = settings.release_prefixes.get(kind).map(String::as_str);
+    let wrong = |assumed: &str, what: String| {
+        (assumed != stated).then(|| Finding {
             result: "fail",
             message: format!(
-                "releasePrefixes.{kind} is {prefix:?}, but ApplicationDefinition {name} states spec.release.prefix {stated:?}: the policy would name every {kind} release wrongly; set releasePrefixes.{kind}: {stated:?}"
+                "{what}, but ApplicationDefinition {name} states spec.release.prefix {stated:?}: the policy would name every {kind} release wrongly; set releasePrefixes.{kind}: {stated:?}"
             ),
-        }),
-        None if has_rules => Some(Finding {
-            result: "warn",
-            message: format!(
-                "ApplicationDefinition {name} states spec.release.prefix {stated:?} for {kind}, which has rules in the settings, and releasePrefixes has no entry for it: the policy reads {kind}'s release names from their labels, about 4x the bytes per list; set releasePrefixes.{kind}: {stated:?}"
-            ),
-        }),
-        None => None,
+        })
+    };
+    match (
+        entry,
+        cozystack_resolver::model::builtin::release_prefix(kind),
+    ) {
+        (Some(prefix), _) => wrong(prefix, format!("releasePrefixes.{kind} is {prefix:?}")),
+        (None, Some(assumed)) => wrong(
+            assumed,
+            format!("the policy assumes release prefix {assumed:?} for {kind}"),
+        ),
+        // Rules for a kind of neither are refused as settings; without rules, no name is read.
+        (None, None) => None,
     }
 }
 

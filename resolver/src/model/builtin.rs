@@ -147,10 +147,11 @@ pub fn definitions(
         .with_prefixes_only(UNRULED)
 }
 
-/// The ApplicationDefinitions a cluster lists, and no built-in rule: a kind the cluster has no
-/// definition for (Gateway, which only the Tenant chart renders) still names its releases as a
-/// stock install does, so its instances are judged by their release names under every
-/// definition source. A listed definition states its own prefix, or none.
+/// The ApplicationDefinitions a cluster lists (none under `definitionSource: settings`), and no
+/// built-in rule: a kind without a definition (Gateway, which only the Tenant chart renders; any
+/// kind under `settings`) still names its releases as a stock install does, so its instances
+/// and rendered names are judged by their release names under every definition source. A
+/// listed definition states its own prefix, or none.
 pub fn listed_definitions(
     read: Box<dyn DefinitionList>,
     settings: &KindBlocks,

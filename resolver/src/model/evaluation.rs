@@ -117,10 +117,10 @@ impl<'a> Evaluation<'a> {
                 &settings.definitions,
                 &settings.release_prefixes,
             ),
-            // No definition is read; the prefixes stand in for what theirs would state.
-            DefinitionSource::Settings => DefinitionSet::with_defaults(
+            // No definition is read and no built-in rule applies; a kind still names its
+            // releases as a stock install does unless `releasePrefixes` says otherwise.
+            DefinitionSource::Settings => builtin::listed_definitions(
                 Box::new(Unread),
-                [],
                 &settings.definitions,
                 &settings.release_prefixes,
             ),

@@ -7,7 +7,7 @@ use crate::model::evaluation::Evaluation;
 use crate::model::facts::Namespace;
 use crate::model::kinds::{Class, KindRules, Role, Share};
 use crate::model::providers::ProviderKeys;
-use crate::model::request::Operation;
+use crate::model::request::{KIND_LABEL, Operation};
 use crate::model::tenant::ROOT;
 use crate::model::verdict::{Violation, list_some};
 use crate::rules::Outcome;
@@ -143,14 +143,16 @@ fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<String>
 }
 
 /// Whether `provider`, the namespace `ns` resolves `class` to, runs a live provider of it that
-/// serves `ns`. What says so without listing instances comes first: a capability label names
-/// only a live provider (the reconciler writes it so, and this policy's Namespace rule checks it
-/// on every write); a tenant's own legacy label names itself only while its Tenant switch is on,
-/// and the chart then renders the provider; tenant-root's values name tenant-root whatever runs
-/// there, so for it the root Tenant's own switches tell (one cached GET of its release). Where
-/// none of these does, the live instances decide: one that serves `ns` (its own namespace
-/// always, a descendant only when it shares with children). A kind whose rules cannot be read
-/// but has an instance there may be one: no warning is better than a wrong one.
+/// serves `ns` (its own namespace always, a descendant only when the kind shares with
+/// children). A module the Tenant chart renders is one release named after its switch, so one
+/// GET tells first: live, or being uninstalled. Where none is there, what says so without
+/// listing instances: a capability label names only a live provider (the reconciler writes it
+/// so, and this policy's Namespace rule checks it); a tenant's own legacy label names itself only
+/// while its Tenant switch is on; tenant-root's values name tenant-root whatever runs there, so
+/// for it the root Tenant's switches tell. In both the chart renders the provider (a consumer it
+/// renders beside it comes first). No label outweighs a release being uninstalled: the listed
+/// instances decide then, and wherever nothing else does. A kind whose rules cannot be read but
+/// has a live instance there may be one: no warning is better than a wrong one.
 fn serves(
     eval: &Evaluation,
     class: &Class,
@@ -158,31 +160,38 @@ fn serves(
     ns: &Namespace,
     provider: &str,
 ) -> Result<bool, Violation> {
-    if keys.capability(ns).is_some() {
-        return Ok(true);
-    }
-    if provider != ROOT {
-        let own = if provider == ns.name {
-            keys.legacy(ns) == Some(provider)
-        } else {
-            keys.legacy(&*eval.namespace(provider)?) == Some(provider)
-        };
-        if own {
-            return Ok(true);
-        }
-    }
     let definitions = eval.definitions()?;
     let providers = definitions.kinds_where(Role::Provides, class);
-    if provider == ROOT && root_switch_on(eval, &providers.kinds)? {
+    let serving: Vec<&KindRules> = providers
+        .kinds
+        .iter()
+        .copied()
+        .filter(|kind| provider == ns.name || kind.capability.share == Share::Children)
+        .collect();
+    let mut uninstalling = false;
+    for kind in &serving {
+        let Some(key) = eval.settings.tenant_module_key(&kind.kind) else {
+            continue;
+        };
+        let release = eval.release(provider, key)?;
+        match release.as_ref() {
+            Some(meta) if meta.labels.get(KIND_LABEL) == Some(&kind.kind) => {
+                if !meta.terminating {
+                    return Ok(true);
+                }
+                uninstalling = true;
+            }
+            _ => {}
+        }
+    }
+    if !uninstalling && labels_say_served(eval, keys, ns, provider, &serving)? {
         return Ok(true);
     }
-    for kind in &providers.kinds {
-        let shares = provider == ns.name || kind.capability.share == Share::Children;
-        if shares
-            && eval
-                .instances(kind)?
-                .iter()
-                .any(|i| i.namespace == provider && !i.terminating)
+    for kind in &serving {
+        if eval
+            .instances(kind)?
+            .iter()
+            .any(|i| i.namespace == provider && !i.terminating)
         {
             return Ok(true);
         }
@@ -199,23 +208,37 @@ fn serves(
     Ok(false)
 }
 
-/// Whether the root Tenant switches on a module of one of `providers` (its release,
-/// `tenant-root/tenant-root`, carries the values `tenants/root` was given): the Tenant chart
-/// then renders that module in tenant-root.
-fn root_switch_on(eval: &Evaluation, providers: &[&KindRules]) -> Result<bool, Violation> {
-    let keys: Vec<&str> = providers
+/// Whether the labels say `provider` serves `ns` with none of its module releases there yet: a
+/// capability label, the provider's own legacy label naming itself, or (for tenant-root) a root
+/// Tenant switch of one of the `serving` kinds.
+fn labels_say_served(
+    eval: &Evaluation,
+    keys: &ProviderKeys,
+    ns: &Namespace,
+    provider: &str,
+    serving: &[&KindRules],
+) -> Result<bool, Violation> {
+    if keys.capability(ns).is_some() {
+        return Ok(true);
+    }
+    if provider != ROOT {
+        return Ok(if provider == ns.name {
+            keys.legacy(ns) == Some(provider)
+        } else {
+            keys.legacy(&*eval.namespace(provider)?) == Some(provider)
+        });
+    }
+    let switches: Vec<&str> = serving
         .iter()
         .filter_map(|kind| eval.settings.tenant_module_key(&kind.kind))
         .collect();
-    if keys.is_empty() {
-        return Ok(false);
-    }
-    let Some((namespace, name)) = chart::tenant_release(ROOT) else {
+    let Some((namespace, name)) = chart::tenant_release(ROOT).filter(|_| !switches.is_empty())
+    else {
         return Ok(false);
     };
     let release = eval.release(&namespace, &name)?;
     let values = release.as_ref().as_ref().map(|meta| &meta.values);
-    Ok(keys.iter().any(|key| chart::switched_on(values, key)))
+    Ok(switches.iter().any(|key| chart::switched_on(values, key)))
 }
 
 /// The tenant whose provider serves `chain` (root first, the namespace's own tenant last):
