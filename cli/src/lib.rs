@@ -4,14 +4,13 @@
 //! cosign's signing verbs.
 
 //!
-//! The folders show the layers: `flux/` is Flux as modelled (what source-controller packs,
-//! what kustomize-controller builds and substitutes, Kustomizations in dependsOn order),
-//! `platform/` the writers around the policy (the API servers, cozystack-api, helm-controller
-//! and the Tenant chart, Flux's applier), `ops/` what each verb computes (as cargo's `ops`),
-//! the verbs themselves in the binary's `commands/`; the rest is shared.
+//! The folders show the layers: `platform/` the writers around the policy (the API servers,
+//! cozystack-api, helm-controller and the Tenant chart, what one write sets off, and Flux in
+//! `platform/flux/`: what source-controller packs, what kustomize-controller builds,
+//! substitutes and applies, Kustomizations in dependsOn order), `ops/` what each verb computes
+//! (as cargo's `ops`), the verbs themselves in the binary's `commands/`; the rest is shared.
 
 pub mod error;
-pub mod flux;
 pub mod live;
 pub mod ops;
 pub mod output;

@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use cozystack_policy::error::Error;
-use cozystack_policy::flux::sourceignore::GitRepository;
-use cozystack_policy::flux::{self, kustomizations, manifests};
 use cozystack_policy::live;
 use cozystack_policy::ops::check;
 use cozystack_policy::output::{self, emit, json, read_text};
 use cozystack_policy::platform::apiserver::Identity;
+use cozystack_policy::platform::flux::sourceignore::GitRepository;
+use cozystack_policy::platform::flux::{self, kustomizations, manifests};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
@@ -286,8 +286,88 @@ fn check_kustomizations(
         identity.describe()
     );
     report_release(&settings.value, &cluster)?;
-    let report = kustomizations::run(&policy, &settings.value, cluster, &units, &identity)?;
+    let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
+    let report = check::run_kustomizations(
+        &policy,
+        &settings.value,
+        cluster,
+        &units,
+        &identity,
+        &mut observe,
+    )?;
     finish(args, &report, &identity, &settings.judged_by()?, started)
+}
+
+/// The change set: what Flux applies from the paths (a folder built as the Kustomization builds
+/// its spec.path; files and standard input, `flux build kustomization` piped in, as they are)
+/// and what `--delete` names. Empty, or holding a post-build variable Flux would substitute
+/// first, it is no change set to judge.
+fn read_change_set(
+    args: &CheckArgs,
+    kustomization: Option<&(Value, flux::build::Spec, String)>,
+    repository: &GitRepository,
+    sources: &FluxSources,
+) -> Result<(Vec<manifests::Manifest>, Vec<manifests::Manifest>), Error> {
+    let variables = match kustomization {
+        Some((object, spec, _)) => substitution(object, spec, sources)?,
+        None => Default::default(),
+    };
+    let built = |paths: &[PathBuf]| match (kustomization, paths) {
+        (Some((_, spec, _)), [folder]) if folder.is_dir() => {
+            flux::build::build(folder, spec, &variables, repository)
+        }
+        _ => manifests::read(paths, repository),
+    };
+    let (applies, deletes) = (
+        built(&args.paths)?,
+        manifests::read(&args.delete, repository)?,
+    );
+    // A Kustomization without spec.postBuild substitutes nothing: `${NAME}` lands as written; a
+    // folder built with one is substituted already.
+    let substitutes = match (kustomization, args.paths.as_slice()) {
+        (None, _) => true,
+        (Some(_), [folder]) if folder.is_dir() => false,
+        (Some((_, spec, _)), _) => spec.post_build.is_some(),
+    };
+    if let Some(error) = check::unsubstituted(&applies).filter(|_| !args.in_order && substitutes) {
+        return Err(Error::Invalid(error));
+    }
+    // Nothing to judge is no clean bill of health: a wrong path or a build that wrote nothing.
+    if applies.is_empty() && deletes.is_empty() && !args.evaluation.allow_empty {
+        let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(Error::Invalid(format!(
+            "{}: the change set holds no manifest: nothing to judge; name the folder or files Flux applies, or pass --allow-empty",
+            shown.join(", ")
+        )));
+    }
+    Ok((applies, deletes))
+}
+
+/// What `check` shows of each judged request: a count on a terminal, and with
+/// `--save-requests`, the AdmissionReview and the cluster it was judged on, numbered.
+fn observer(
+    save: Option<PathBuf>,
+    bar: &indicatif::ProgressBar,
+) -> impl FnMut(usize, &Value, &ClusterObjects) -> Result<(), Error> + '_ {
+    move |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), Error> {
+        bar.inc(1);
+        let Some(dir) = &save else {
+            return Ok(());
+        };
+        let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview", "request": request});
+        let write = |name: String, text: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))
+        };
+        write(format!("{n:04}.request.json"), json(&review)?)?;
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.values().collect::<Vec<_>>()});
+        let text = serde_yaml::to_string(&list).map_err(|e| Error::Encode {
+            what: "the cluster",
+            reason: e.to_string(),
+        })?;
+        write(format!("{n:04}.cluster.yaml"), text)
+    }
 }
 
 pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
@@ -312,45 +392,7 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         return check_kustomizations(&args, kustomizations, &repository, &sources, started);
     }
     let kustomization = kustomizations.pop();
-    // A folder is built as the Kustomization builds its spec.path; files and standard input
-    // (`flux build kustomization` piped in) are what it applies already.
-    let variables = match &kustomization {
-        Some((object, spec, _)) => substitution(object, spec, &sources)?,
-        None => Default::default(),
-    };
-    let built = |paths: &[PathBuf]| match (&kustomization, paths) {
-        (Some((_, spec, _)), [folder]) if folder.is_dir() => {
-            flux::build::build(folder, spec, &variables, &repository)
-        }
-        _ => manifests::read(paths, &repository),
-    };
-    let read = built(&args.paths).and_then(|applies| {
-        manifests::read(&args.delete, &repository).map(|deletes| (applies, deletes))
-    });
-    // Flux substitutes its post-build variables before it applies: a change set holding one is
-    // not yet what it applies.
-    // A Kustomization without spec.postBuild substitutes nothing: `${NAME}` lands as written; a
-    // folder built with one is substituted already.
-    let substitutes = match (&kustomization, args.paths.as_slice()) {
-        (None, _) => true,
-        (Some(_), [folder]) if folder.is_dir() => false,
-        (Some((_, spec, _)), _) => spec.post_build.is_some(),
-    };
-    let read = read.and_then(|(applies, deletes)| match check::unsubstituted(&applies) {
-        Some(error) if !args.in_order && substitutes => Err(Error::Invalid(error)),
-        _ => Ok((applies, deletes)),
-    });
-    // Nothing to judge is no clean bill of health: a wrong path or a build that wrote nothing.
-    let read = read.and_then(|(applies, deletes)| {
-        if applies.is_empty() && deletes.is_empty() && !args.evaluation.allow_empty {
-            let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
-            return Err(Error::Invalid(format!(
-                "{}: the change set holds no manifest: nothing to judge; name the folder or files Flux applies, or pass --allow-empty",
-                shown.join(", ")
-            )));
-        }
-        Ok((applies, deletes))
-    });
+    let read = read_change_set(&args, kustomization.as_ref(), &repository, &sources);
     let (mut applies, mut deletes) = match read {
         Ok(read) => read,
         Err(error) if matches!(args.output, CheckOutput::Junit) => {
@@ -378,7 +420,10 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         check::Applier::Flux
     };
     if let Some((object, spec, origin)) = &kustomization {
-        let (owner, pruned) = check::pruned(object, &applies, origin)?;
+        let check::Pruned {
+            owner,
+            deletes: pruned,
+        } = check::pruned(object, &applies, origin)?;
         if spec.prune {
             deletes.extend(pruned);
         } else if !deletes.is_empty() || !pruned.is_empty() {
@@ -415,26 +460,8 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         ),
         false => indicatif::ProgressBar::hidden(),
     };
-    let mut observe = |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), Error> {
-        bar.inc(1);
-        let Some(dir) = &save else {
-            return Ok(());
-        };
-        let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview", "request": request});
-        let write = |name: String, text: String| {
-            let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))
-        };
-        write(format!("{n:04}.request.json"), json(&review)?)?;
-        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.values().collect::<Vec<_>>()});
-        let text = serde_yaml::to_string(&list).map_err(|e| Error::Encode {
-            what: "the cluster",
-            reason: e.to_string(),
-        })?;
-        write(format!("{n:04}.cluster.yaml"), text)
-    };
-    let (report, _) = check::run(
+    let mut observe = observer(save, &bar);
+    let check::Applied { report, .. } = check::run(
         &policy,
         &settings.value,
         cluster,

@@ -100,51 +100,50 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
         }
     }
     bar.finish_and_clear();
-    let list = |map: &std::collections::BTreeMap<String, usize>| {
-        map.iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     println!("{judged_by}");
-    println!(
-        "{} runs (seeds {}..={}), {} steps, {:.0} steps/s: no guarantee broken",
-        runs,
-        args.seed,
-        seed - 1,
-        tally.steps,
-        simulate::rate(tally.steps, started)
-    );
-    println!("actions: {}", list(&tally.actions));
-    println!(
-        "writes judged: {}; refused by the API server before admission: {}",
-        tally
-            .verdicts
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        tally.rejected
-    );
-    println!(
-        "rules in messages: {}",
-        cozystack_resolver::rules::RULES
-            .iter()
-            .filter_map(|row| tally
-                .rules
-                .get(row.name)
-                .map(|n| format!("{} {n}", row.name)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    println!(
-        "user requests the rules admit: {}, every one admitted",
-        tally.admissible
-    );
-    let never = simulate::never_fired(&tally);
-    if !never.is_empty() {
-        println!("rules that never fired: {}", never.join(", "));
-    }
-    println!("largest state: {} objects", tally.largest);
+    print!("{}", summary(&tally, runs, (args.seed, seed - 1), started));
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the runs came to when no guarantee broke: the runs, the actions, the verdicts and the
+/// rows that refused or warned, each a line.
+fn summary(
+    tally: &simulate::Tally,
+    runs: u64,
+    (first, last): (u64, u64),
+    started: Instant,
+) -> String {
+    let list = |items: Vec<String>| items.join(", ");
+    let rows = cozystack_resolver::rules::RULES
+        .iter()
+        .filter_map(|row| (tally.rules.get(row.name)).map(|n| format!("{} {n}", row.name)));
+    let mut lines = vec![
+        format!(
+            "{runs} runs (seeds {first}..={last}), {} steps, {:.0} steps/s: no guarantee broken",
+            tally.steps,
+            simulate::rate(tally.steps, started)
+        ),
+        format!("actions: {}", list(counted(&tally.actions))),
+        format!(
+            "writes judged: {}; refused by the API server before admission: {}",
+            list(counted(&tally.verdicts)),
+            tally.rejected
+        ),
+        format!("rules in messages: {}", list(rows.collect())),
+        format!(
+            "user requests the rules admit: {}, every one admitted",
+            tally.admissible
+        ),
+    ];
+    let never = simulate::never_fired(tally);
+    if !never.is_empty() {
+        lines.push(format!("rules that never fired: {}", never.join(", ")));
+    }
+    lines.push(format!("largest state: {} objects", tally.largest));
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// `key n` for each entry of a count.
+fn counted<K: std::fmt::Display>(map: &std::collections::BTreeMap<K, usize>) -> Vec<String> {
+    map.iter().map(|(k, n)| format!("{k} {n}")).collect()
 }

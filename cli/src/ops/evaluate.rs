@@ -96,3 +96,19 @@ pub fn text(request: &Value, evaluation: &Evaluation) -> String {
     }
     out
 }
+
+/// The policy's response to `request` on `cluster`: the payload the policy-server sends, its GETs
+/// and lists served through the state's index and reflectors.
+pub fn on_state(
+    policy: &Policy,
+    settings: &Value,
+    cluster: &mut crate::state::State,
+    request: &Value,
+) -> Result<Value, Error> {
+    let payload = cozystack_policy_runtime::policy::payload(request, settings)?;
+    let (objects, cache) = cluster.lend();
+    let state = policy.host_state(objects, Vec::new(), Some(cache.clone()));
+    let evaluation = policy.validate_with(&payload, state);
+    cluster.restore(cache);
+    Ok(evaluation?.response)
+}

@@ -9,9 +9,24 @@ use cozystack_resolver::Settings;
 use cozystack_resolver::release::{ApiDryRun, Release};
 use serde_json::Value;
 
+use crate::platform::apiserver::{self, Resource};
+use crate::platform::quota;
 use crate::platform::writes::{RELEASE_API, Served};
-use crate::platform::{apiserver, quota};
 use crate::state::State;
+use cozystack_resolver::request::APPS_GROUP;
+
+/// An Application by namespace and name.
+#[derive(Debug, Clone, Copy)]
+pub struct AppRef<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+/// What cozystack-api (or the API server for it) refuses before the admission chain runs, in
+/// its own words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BeforeAdmission(pub String);
 
 /// cozystack-api as the release the settings name runs it.
 #[derive(Debug, Clone, Copy)]
@@ -45,10 +60,11 @@ impl Api {
         &self,
         served: &Served,
         cluster: &State,
-        (namespace, name): (&str, &str),
+        app: AppRef<'_>,
         spec: Option<&Value>,
         api_version: &str,
-    ) -> Result<AppWrite, String> {
+    ) -> Result<AppWrite, BeforeAdmission> {
+        let AppRef { namespace, name } = app;
         let release = served.release(cluster, namespace, name);
         let creates = release.is_none() && spec.is_some();
         let quotas = self.quotas && served.kind == "Tenant";
@@ -57,15 +73,15 @@ impl Api {
             if let Some(refusal) =
                 apiserver::application_refusal(&served.kind, &served.prefix, namespace, name, spec)
             {
-                return Err(refusal);
+                return Err(BeforeAdmission(refusal));
             }
             if let Some(refusal) = quotas
                 .then(|| quota::refusal(cluster.cluster(), namespace, name, spec))
                 .flatten()
             {
-                return Err(format!(
+                return Err(BeforeAdmission(format!(
                     "cozystack-api refuses it before admission: {refusal}"
-                ));
+                )));
             }
         }
         // It creates the release after its admission chain: a release of another kind (or of
@@ -95,6 +111,11 @@ impl Api {
             quotas,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
+            version: api_version
+                .rsplit_once('/')
+                .map_or(api_version, |(_, v)| v)
+                .to_owned(),
+            served: served.clone(),
         })
     }
 }
@@ -113,11 +134,25 @@ pub struct AppWrite {
     pub taken: Option<String>,
     /// It checks this Tenant's quota.
     quotas: bool,
-    namespace: String,
-    name: String,
+    pub namespace: String,
+    pub name: String,
+    /// The version the request names the Application in.
+    version: String,
+    /// How cozystack-api serves the kind.
+    pub served: Served,
 }
 
 impl AppWrite {
+    /// The Application's resource, as the request names it.
+    pub fn resource(&self) -> Resource<'_> {
+        Resource {
+            group: APPS_GROUP,
+            version: &self.version,
+            kind: &self.served.kind,
+            plural: &self.served.plural,
+        }
+    }
+
     /// Why an UPDATE to `new` fails after admission: `Update` checks the quota it leaves.
     pub fn update_refusal(&self, cluster: &State, new: &Value) -> Option<String> {
         self.quotas

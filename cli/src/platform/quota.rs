@@ -225,12 +225,21 @@ fn rendered_key(raw: &str) -> String {
     }
 }
 
-/// Every Tenant release of the cluster, with the namespace it makes.
-fn tenant_releases(cluster: &ClusterObjects) -> Vec<(String, Value)> {
+/// A Tenant release, with the namespace it makes.
+struct TenantRelease {
+    made: String,
+    release: Value,
+}
+
+/// Every Tenant release of the cluster.
+fn tenant_releases(cluster: &ClusterObjects) -> Vec<TenantRelease> {
     cluster
         .list(RELEASE_API, "HelmRelease", None, &Selector::default())
         .filter(is_tenant_release)
-        .filter_map(|release| Some((tenant_namespace_of(&release)?, release)))
+        .filter_map(|release| {
+            let made = tenant_namespace_of(&release)?;
+            Some(TenantRelease { made, release })
+        })
         .collect()
 }
 
@@ -280,8 +289,8 @@ pub fn refusal(
     // is an error cozystack-api reports as internal, which the check leaves to it.
     let parent = releases
         .iter()
-        .find(|(made, _)| made == namespace)
-        .and_then(|(_, release)| declared(values_of(release)).ok())
+        .find(|t| t.made == namespace)
+        .and_then(|t| declared(values_of(&t.release)).ok())
         .unwrap_or_default();
     if parent.is_empty() {
         return None;
@@ -289,11 +298,12 @@ pub fn refusal(
     // The child's own namespace: an update does not count the Tenant against itself.
     let excluded = tenant::tenant_namespace(namespace, name).unwrap_or_default();
     let mut siblings = BTreeMap::new();
-    for (_, release) in releases.iter().filter(|(made, release)| {
-        release["metadata"]["namespace"] == namespace && *made != excluded
-    }) {
+    for sibling in releases
+        .iter()
+        .filter(|t| t.release["metadata"]["namespace"] == namespace && t.made != excluded)
+    {
         // An undecodable sibling is skipped, as cozystack-api logs and skips it.
-        if let Ok(quotas) = declared(values_of(release)) {
+        if let Ok(quotas) = declared(values_of(&sibling.release)) {
             add_all(&mut siblings, quotas);
         }
     }
@@ -321,14 +331,14 @@ pub fn refusal(
 /// the child's.
 fn pool_usage(
     cluster: &ClusterObjects,
-    releases: &[(String, Value)],
+    releases: &[TenantRelease],
     parent: &str,
     excluded: &str,
 ) -> BTreeMap<String, Quantity> {
     let bounded: Vec<&str> = releases
         .iter()
-        .filter(|(_, r)| declared(values_of(r)).is_ok_and(|q| !q.is_empty()))
-        .map(|(made, _)| made.as_str())
+        .filter(|t| declared(values_of(&t.release)).is_ok_and(|q| !q.is_empty()))
+        .map(|t| t.made.as_str())
         .collect();
     let pool_root = |namespace: &str| {
         tenant::chain_from_name(namespace).and_then(|chain| {
@@ -339,7 +349,7 @@ fn pool_usage(
         })
     };
     let mut members = vec![parent.to_owned()];
-    for (made, _) in releases {
+    for made in releases.iter().map(|t| &t.made) {
         if made != excluded && made != parent && pool_root(made).as_deref() == Some(parent) {
             members.push(made.clone());
         }

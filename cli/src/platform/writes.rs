@@ -13,9 +13,8 @@
 //!   their parent's values change (their `cozystack-values` Secret is watched);
 //! - a deleted Tenant takes its namespace and everything below it.
 //!
-//! The platform's own follow-up writes are applied as written, not judged: the policy admits
-//! those writers on those paths (docs/identities.md), and judged the user's write with their
-//! effects already (a Tenant's switches, a provider's consumers).
+//! Which of these writes are sent, in which order and by whom, and how each is judged, is
+//! [`crate::platform::sequence`]'s.
 
 use std::collections::HashMap;
 
@@ -260,12 +259,19 @@ fn parent_value(cluster: &State, parent: &str, key: &str) -> String {
     label(cluster, parent, &format!("namespace.cozystack.io/{key}")).unwrap_or_default()
 }
 
+/// A module the Tenant chart renders: its switch key in the Tenant's values, and its kind.
+#[derive(Debug, Clone)]
+pub struct Module {
+    pub key: String,
+    pub kind: String,
+}
+
 /// What the cluster's Tenant chart renders that differs by settings and release: its module
 /// switches (values key → kind, `tenantModules`) and the ancestor labels it writes.
 #[derive(Clone)]
 pub struct TenantChart {
-    /// Switch key and kind of each module the release's chart renders.
-    pub modules: Vec<(String, String)>,
+    /// Each module the release's chart renders.
+    pub modules: Vec<Module>,
     pub ancestors: AncestorLabels,
 }
 
@@ -280,7 +286,10 @@ impl TenantChart {
                 .tenant_modules
                 .iter()
                 .filter(|(_, kind)| release.serves(kind))
-                .map(|(key, kind)| (key.to_owned(), kind.to_owned()))
+                .map(|(key, kind)| Module {
+                    key: key.to_owned(),
+                    kind: kind.to_owned(),
+                })
                 .collect(),
         }
     }
@@ -301,7 +310,7 @@ pub fn render_tenant(cluster: &mut State, release: &Value, chart: &TenantChart) 
     let switches = chart
         .modules
         .iter()
-        .map(|(key, kind)| (key.as_str(), kind.as_str(), switched_on(values, key)))
+        .map(|m| (m.key.as_str(), m.kind.as_str(), switched_on(values, &m.key)))
         .chain([("info", "Info", true)]);
     for (key, kind, on) in switches {
         let ours = |hr: &Value| {

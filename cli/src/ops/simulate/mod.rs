@@ -21,6 +21,8 @@ use rand_pcg::Pcg64;
 use serde_json::{Value, json};
 
 use crate::error::Error;
+use crate::platform::flux::apply::{self, Applier, ChangeSet};
+use crate::platform::sequence::Sender;
 use oracle::Facts;
 use statement::Role;
 use world::{Action, Actor, Judged, World, Writer, manifest};
@@ -381,11 +383,11 @@ impl Player<'_> {
         };
         let request = &user.request;
         let changes = match request["operation"].as_str() {
-            Some("DELETE") => crate::ops::check::ChangeSet {
+            Some("DELETE") => ChangeSet {
                 applies: Vec::new(),
                 deletes: vec![manifest(&request["oldObject"])],
             },
-            _ => crate::ops::check::ChangeSet {
+            _ => ChangeSet {
                 applies: vec![manifest(&request["object"])],
                 deletes: Vec::new(),
             },
@@ -398,15 +400,17 @@ impl Player<'_> {
             groups: serde_json::from_value(request["userInfo"]["groups"].clone())
                 .unwrap_or_default(),
         };
-        let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
-        let (report, _) = crate::ops::check::run(
-            self.world.policy,
-            self.world.settings,
+        let client = Sender::Client {
+            identity,
+            manager: Applier::InOrder.manager(),
+        };
+        let apply::Applied { report, .. } = apply::run(
+            &mut self.world.platform.fresh(),
             before.clone(),
             &changes,
-            &identity,
-            crate::ops::check::Applier::InOrder,
-            &mut observe,
+            client,
+            Applier::InOrder,
+            &mut self.world.module(),
         )?;
         let answer = |response: &Value| {
             (
@@ -486,61 +490,10 @@ impl Player<'_> {
         action: &Action,
         played: &world::Played,
     ) -> Result<Option<Violation>, Error> {
+        if let Some(violation) = self.platform_refused(action, played) {
+            return Ok(Some(violation));
+        }
         let writes = &played.writes;
-        // A stock component's write that follows an admitted request is never refused.
-        if let Some(refused) = writes
-            .iter()
-            .find(|j| j.writer == Writer::Platform && !j.allowed())
-        {
-            return Ok(Some(Violation {
-                invariant: "platform: no write a stock component makes after an admitted request is refused".into(),
-                what: format!(
-                    "{}: {} {} {} refused: {}",
-                    action.describe(),
-                    refused.request["operation"].as_str().unwrap_or_default(),
-                    refused.request["kind"]["kind"].as_str().unwrap_or_default(),
-                    reference(&refused.request),
-                    refused.response["message"].as_str().unwrap_or_default()
-                ),
-                request: refused.request.clone(),
-                expect_allowed: true,
-                rule: cited_by(&refused.response),
-                cluster: played
-                    .refused_on
-                    .clone()
-                    .unwrap_or_else(|| self.world.state.cluster().clone()),
-            }));
-        }
-        // Nor is one waived as a platform writer's: on a cluster with no release from before
-        // the policy, the rules have nothing to say to the platform's own writes.
-        if !self.leftovers
-            && let Some(warned) = writes.iter().find(|j| {
-                j.writer == Writer::Platform
-                    && cozystack_policy_runtime::policy::warnings_of(&j.response)
-                        .iter()
-                        .any(|w| w.contains(WAIVED))
-            })
-        {
-            let warnings = cozystack_policy_runtime::policy::warnings_of(&warned.response);
-            return Ok(Some(Violation {
-                invariant: WAIVED_INVARIANT.into(),
-                what: format!(
-                    "{}: {} {} {} admitted only as a platform writer's: {}",
-                    action.describe(),
-                    warned.request["operation"].as_str().unwrap_or_default(),
-                    warned.request["kind"]["kind"].as_str().unwrap_or_default(),
-                    reference(&warned.request),
-                    warnings.join("; ")
-                ),
-                request: warned.request.clone(),
-                expect_allowed: true,
-                rule: warned_by(&warned.response).into_iter().find_map(row),
-                cluster: played
-                    .before
-                    .clone()
-                    .unwrap_or_else(|| self.world.state.cluster().clone()),
-            }));
-        }
         self.leftovers |= matches!(action, Action::Leftover { .. });
         // Each user request against the rules' statement, on the state it was judged on: one
         // they refuse whatever the state, admitted; one they admit, refused.
@@ -569,8 +522,92 @@ impl Player<'_> {
         {
             return Ok(None);
         }
-        // One answer: the audit scanner's replay of the release admission let in, on the state
-        // it left, is accepted too.
+        if let Some(violation) = self.replay_refuses(action, played, user)? {
+            return Ok(Some(violation));
+        }
+        Ok(oracle::newly_broken(&before, &self.facts)
+            .into_iter()
+            .next()
+            .map(|broken| Violation {
+                invariant: broken.invariant().to_owned(),
+                what: format!("{}: {}", action.describe(), broken.describe()),
+                request: user.request.clone(),
+                expect_allowed: false,
+                rule: broken.rule(),
+                cluster: played.before.clone().unwrap_or_default(),
+            }))
+    }
+
+    /// A stock component's write that follows an admitted request is never refused, nor waived
+    /// as a platform writer's on a cluster with no release from before the policy (the rules
+    /// then have nothing to say to the platform's own writes).
+    fn platform_refused(&self, action: &Action, played: &world::Played) -> Option<Violation> {
+        let writes = &played.writes;
+        // A stock component's write that follows an admitted request is never refused.
+        if let Some(refused) = writes
+            .iter()
+            .find(|j| j.writer == Writer::Platform && !j.allowed())
+        {
+            return Some(Violation {
+                invariant: "platform: no write a stock component makes after an admitted request is refused".into(),
+                what: format!(
+                    "{}: {} {} {} refused: {}",
+                    action.describe(),
+                    refused.request["operation"].as_str().unwrap_or_default(),
+                    refused.request["kind"]["kind"].as_str().unwrap_or_default(),
+                    reference(&refused.request),
+                    refused.response["message"].as_str().unwrap_or_default()
+                ),
+                request: refused.request.clone(),
+                expect_allowed: true,
+                rule: cited_by(&refused.response),
+                cluster: played
+                    .refused_on
+                    .clone()
+                    .unwrap_or_else(|| self.world.state.cluster().clone()),
+            });
+        }
+        // Nor is one waived as a platform writer's: on a cluster with no release from before
+        // the policy, the rules have nothing to say to the platform's own writes.
+        if !self.leftovers
+            && let Some(warned) = writes.iter().find(|j| {
+                j.writer == Writer::Platform
+                    && cozystack_policy_runtime::policy::warnings_of(&j.response)
+                        .iter()
+                        .any(|w| w.contains(WAIVED))
+            })
+        {
+            let warnings = cozystack_policy_runtime::policy::warnings_of(&warned.response);
+            return Some(Violation {
+                invariant: WAIVED_INVARIANT.into(),
+                what: format!(
+                    "{}: {} {} {} admitted only as a platform writer's: {}",
+                    action.describe(),
+                    warned.request["operation"].as_str().unwrap_or_default(),
+                    warned.request["kind"]["kind"].as_str().unwrap_or_default(),
+                    reference(&warned.request),
+                    warnings.join("; ")
+                ),
+                request: warned.request.clone(),
+                expect_allowed: true,
+                rule: warned_by(&warned.response).into_iter().find_map(row),
+                cluster: played
+                    .before
+                    .clone()
+                    .unwrap_or_else(|| self.world.state.cluster().clone()),
+            });
+        }
+        None
+    }
+
+    /// One answer: the audit scanner's replay of the release admission let in, on the state it
+    /// left, is accepted too.
+    fn replay_refuses(
+        &mut self,
+        action: &Action,
+        played: &world::Played,
+        user: &Judged,
+    ) -> Result<Option<Violation>, Error> {
         if let Some(release) = &played.release {
             let replayed = self.world.replay(release)?;
             let before = played.before.as_ref();
@@ -593,17 +630,7 @@ impl Player<'_> {
                 }));
             }
         }
-        Ok(oracle::newly_broken(&before, &self.facts)
-            .into_iter()
-            .next()
-            .map(|broken| Violation {
-                invariant: broken.invariant().to_owned(),
-                what: format!("{}: {}", action.describe(), broken.describe()),
-                request: user.request.clone(),
-                expect_allowed: false,
-                rule: broken.rule(),
-                cluster: played.before.clone().unwrap_or_default(),
-            }))
+        Ok(None)
     }
 }
 
@@ -989,6 +1016,89 @@ mod tests {
             expect_allowed,
             rule: Some("cardinality"),
             cluster: ClusterObjects::default(),
+        }
+    }
+
+    /// What one request looks like to admission, and what it answered.
+    fn exchange(request: &Value, response: &Value) -> Value {
+        json!({"user": request["userInfo"]["username"], "operation": request["operation"],
+            "kind": request["kind"]["kind"], "namespace": request["namespace"],
+            "name": request["name"], "object": request["object"], "oldObject": request["oldObject"],
+            "accepted": response["accepted"], "message": response["message"],
+            "warnings": cozystack_policy_runtime::policy::warnings_of(response)})
+    }
+
+    /// `check` and the simulator reach the same account of what an Application write sets
+    /// off (`Platform::application`, `Platform::after_application`): the same requests, from
+    /// the same senders, with the same answers.
+    #[test]
+    fn one_application_write_sends_the_same_requests_through_check_and_the_simulator() {
+        let (policy, _) = crate::source::Source::Embedded
+            .load(None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let settings = json!({});
+        let resolved = crate::settings::resolved(&settings).unwrap_or_else(|e| panic!("{e}"));
+        let dump = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/cluster");
+        let cluster = ClusterObjects::read_dump(&[dump]).unwrap_or_else(|e| panic!("{e}"));
+        let writes = [
+            ("Kubernetes", "tenant-acme", "k8s", json!({})),
+            ("Tenant", "tenant-acme", "web", json!({"monitoring": true})),
+        ];
+        for (kind, namespace, name, spec) in writes {
+            let by = Actor::new(Role::Admin, namespace);
+            let action = Action::Create {
+                by: by.clone(),
+                kind: kind.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                spec: spec.clone(),
+            };
+            let platform = (TenantChart::of(&resolved), Api::of(&resolved));
+            let mut world = World::new(&policy, &settings, platform, cluster.clone());
+            let played = world.play(&action).unwrap_or_else(|e| panic!("{e}"));
+            let simulated: Vec<Value> = played
+                .writes
+                .iter()
+                .map(|j| exchange(&j.request, &j.response))
+                .collect();
+            let changes = ChangeSet {
+                applies: vec![manifest(&world::app_object(kind, namespace, name, &spec))],
+                deletes: Vec::new(),
+            };
+            let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
+            let crate::ops::check::Applied { report, .. } = crate::ops::check::run(
+                &policy,
+                &settings,
+                cluster.clone(),
+                &changes,
+                &by.identity(),
+                Applier::InOrder,
+                &mut observe,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let step = &report.steps[0];
+            let first = exchange(
+                step.request.as_ref().unwrap_or(&Value::Null),
+                step.response.as_ref().unwrap_or(&Value::Null),
+            );
+            let checked: Vec<Value> = std::iter::once(first)
+                .chain(step.then.iter().map(|s| exchange(&s.request, &s.response)))
+                .collect();
+            assert_eq!(checked, simulated, "{kind} {namespace}/{name}");
+            let users: Vec<&Value> = simulated.iter().map(|e| &e["user"]).collect();
+            assert_eq!(users[0], "admin@tenant-acme", "{kind}: the user's first");
+            assert_eq!(
+                users[1], "system:serviceaccount:cozy-system:cozystack-api",
+                "{kind}: then cozystack-api's release"
+            );
+            assert_eq!(
+                users[2], "system:serviceaccount:cozy-fluxcd:flux",
+                "{kind}: then helm-controller's finalizer"
+            );
+            assert!(
+                simulated.iter().all(|e| e["accepted"] == true),
+                "{simulated:#?}"
+            );
         }
     }
 

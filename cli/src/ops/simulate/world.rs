@@ -1,27 +1,26 @@
-//! The world the simulator plays: the cluster as the platform writes it
-//! ([`crate::platform::writes`], the model `check` applies), the actors who act on it with their
+//! The world the simulator plays: the cluster, the platform that writes to it
+//! ([`crate::platform::sequence`], as `check` plays it too), the actors who act on it with their
 //! identities, and each action turned into the admission requests the API server would send,
 //! one after the other, each judged by the module on the state the writes before it left.
 
 use super::statement::Role;
 use crate::platform::application::Api;
 use crate::platform::writes::TenantChart;
-use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
+use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{Policy, warnings_of};
 use serde_json::{Value, json};
 
 use crate::error::Error;
-use crate::ops::check::evaluate;
-use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES, Resource};
+use crate::ops::evaluate::on_state as evaluate;
+use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES};
+use crate::platform::application::AppRef;
+use crate::platform::flux::apply::{self, Applier, ChangeSet, Disposition};
+use crate::platform::sequence::{
+    Admit, AppRequest, FINALIZER, FLUX, Outcome, Platform, Refusal, Refuser, Sender, Sent,
+    Uninstall,
+};
 use crate::platform::writes::{self, Kinds, RELEASE_API};
 use crate::state::State;
-
-/// cozystack-api, which writes an Application's release (`pkg/registry/apps/application`).
-pub const COZYSTACK_API: &str = "system:serviceaccount:cozy-system:cozystack-api";
-/// Every Flux controller, helm-controller rendering a Tenant's chart among them.
-pub const FLUX: &str = "system:serviceaccount:cozy-fluxcd:flux";
-/// helm-controller's finalizer on every release it has reconciled.
-const FINALIZER: &str = "finalizers.fluxcd.io";
 
 /// Who acts: a holder of one of a tenant's roles, or its ServiceAccount.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,8 +129,8 @@ pub enum Action {
         value: Option<String>,
     },
     /// A GitOps Kustomization applies Applications and prunes others, as Flux's
-    /// kustomize-controller does (the model `check` applies: stages dry-run whole, the prune
-    /// after), as the Flux ServiceAccount.
+    /// kustomize-controller does ([`apply::run`]: stages dry-run whole, the prune after), as the
+    /// Flux ServiceAccount.
     Flux {
         applies: Vec<Value>,
         prunes: Vec<Value>,
@@ -139,6 +138,44 @@ pub enum Action {
 }
 
 impl Action {
+    /// Who writes which Application, for an action that writes one through cozystack-api.
+    fn application(&self) -> Option<(&Actor, &str, &str, &str)> {
+        match self {
+            Action::Create {
+                by,
+                kind,
+                namespace,
+                name,
+                ..
+            }
+            | Action::Delete {
+                by,
+                kind,
+                namespace,
+                name,
+            }
+            | Action::Edit {
+                by,
+                kind,
+                namespace,
+                name,
+                ..
+            } => Some((by, kind, namespace, name)),
+            Action::Switch {
+                by,
+                namespace,
+                name,
+                ..
+            } => Some((by, "Tenant", namespace, name)),
+            Action::Leftover { .. }
+            | Action::Reconcile { .. }
+            | Action::Flux { .. }
+            | Action::Race { .. }
+            | Action::Label { .. }
+            | Action::Release { .. } => None,
+        }
+    }
+
     /// What it is, for the summary.
     pub fn label(&self) -> String {
         match self {
@@ -467,15 +504,37 @@ pub struct Played {
     pub refused_on: Option<ClusterObjects>,
 }
 
-/// The cluster, and how cozystack-api and the Tenant chart write to it.
+/// The cluster, and the platform that writes to it ([`Platform`]).
 pub struct World<'p> {
     pub policy: &'p Policy,
     pub settings: &'p Value,
-    pub chart: TenantChart,
-    pub api: Api,
-    pub kinds: Kinds,
+    pub platform: Platform,
     pub state: State,
-    uid: usize,
+}
+
+/// The module as admission: each request judged on the state it is sent on.
+pub(super) struct Module<'p> {
+    policy: &'p Policy,
+    settings: &'p Value,
+}
+
+impl Admit for Module<'_> {
+    fn admit(&mut self, _: &Sender, request: &Value, state: &mut State) -> Result<Value, Error> {
+        evaluate(self.policy, self.settings, state, request)
+    }
+}
+
+impl From<Sent> for Judged {
+    fn from(sent: Sent) -> Judged {
+        Judged {
+            writer: match sent.sender {
+                Sender::Client { .. } => Writer::User,
+                _ => Writer::Platform,
+            },
+            request: sent.request,
+            response: sent.response,
+        }
+    }
 }
 
 impl<'p> World<'p> {
@@ -488,32 +547,36 @@ impl<'p> World<'p> {
         World {
             policy,
             settings,
-            chart,
-            api,
-            kinds: Kinds::read(&cluster),
+            platform: Platform::new(api, chart, Kinds::read(&cluster)),
             state: State::new(cluster),
-            uid: 0,
         }
     }
 
-    /// Judges `request` on the current state, keeps it in `played`, and says whether it was
-    /// admitted.
-    fn send(&mut self, writer: Writer, request: Value, played: &mut Played) -> Result<bool, Error> {
-        let response = evaluate(self.policy, self.settings, &mut self.state, &request)?;
-        let judged = Judged {
-            writer,
-            request,
-            response,
-        };
-        let admitted = judged.allowed();
-        played.writes.push(judged);
-        Ok(admitted)
+    pub(super) fn module(&self) -> Module<'p> {
+        Module {
+            policy: self.policy,
+            settings: self.settings,
+        }
     }
 
-    /// The request `identity` sends for `write`, with the field manager its client writes as.
-    fn request(&mut self, write: Admission<'_>, identity: &Identity, manager: &str) -> Value {
-        self.uid += 1;
-        write.request(identity, manager, self.uid, false)
+    /// Keeps what `outcome` sent in `played`: a write the API server or cozystack-api stopped
+    /// after admission changes nothing.
+    fn keep(outcome: Outcome, played: &mut Played) {
+        if matches!(
+            outcome.refused,
+            Some(Refusal {
+                by: Refuser::ApiServer | Refuser::CozystackApi,
+                ..
+            })
+        ) {
+            played.rejected = true;
+        }
+        if outcome.release.is_some() {
+            played.release = outcome.release;
+        }
+        played
+            .writes
+            .extend(outcome.sent.into_iter().map(Judged::from));
     }
 
     /// A user's own request, as kubectl sends it, judged on the state it leaves in `played` as
@@ -525,8 +588,18 @@ impl<'p> World<'p> {
         played: &mut Played,
     ) -> Result<bool, Error> {
         played.before = Some(self.state.cluster().clone());
-        let request = self.request(write, identity, "kubectl");
-        self.send(Writer::User, request, played)
+        let mut outcome = Outcome::default();
+        let mut module = self.module();
+        let admitted = self.platform.send(
+            &write,
+            kubectl(identity),
+            false,
+            &mut self.state,
+            &mut module,
+            &mut outcome,
+        )?;
+        Self::keep(outcome, played);
+        Ok(admitted)
     }
 
     /// The cluster once helm-controller has reconciled every Tenant (the root's render renders
@@ -539,15 +612,9 @@ impl<'p> World<'p> {
             "tenant-root",
             Some("tenant-root"),
         ) {
-            writes::render_tenant(&mut state, &root, &self.chart);
+            writes::render_tenant(&mut state, &root, &self.platform.chart);
         }
         state.cluster().clone()
-    }
-
-    /// A uid as the API server gives one, counted so that a seed plays the same run.
-    fn next_uid(&mut self) -> String {
-        self.uid += 1;
-        format!("00000000-0000-4000-8000-{:012}", self.uid)
     }
 
     /// The audit scanner's replay of `object` on the current state (no userInfo).
@@ -618,7 +685,12 @@ impl<'p> World<'p> {
             Some(namespace),
         ) {
             Some(release) if release["metadata"].get("deletionTimestamp").is_none() => {
-                self.render(release, played)
+                let mut outcome = Outcome::default();
+                let mut module = self.module();
+                self.platform
+                    .reconcile(&mut self.state, release, &mut module, &mut outcome)?;
+                Self::keep(outcome, played);
+                Ok(())
             }
             _ => {
                 played.rejected = true;
@@ -673,7 +745,12 @@ impl<'p> World<'p> {
 
     /// A release from before the policy, as cozystack-api wrote it then, put unjudged.
     fn leftover(&mut self, kind: &str, namespace: &str, name: &str, played: &mut Played) {
-        let Some(served) = self.kinds.get(kind).filter(|_| self.admits_into(namespace)) else {
+        let Some(served) = self
+            .platform
+            .kinds
+            .get(kind)
+            .filter(|_| self.admits_into(namespace))
+        else {
             played.rejected = true;
             return;
         };
@@ -688,101 +765,52 @@ impl<'p> World<'p> {
         }
         let app = app_object(kind, namespace, name, &json!({}));
         let mut release = served.release_for(&app, None);
-        release["metadata"]["uid"] = json!(self.next_uid());
+        release["metadata"]["uid"] = json!(self.platform.next_uid());
         release["metadata"]["finalizers"] = json!([FINALIZER]);
         self.state.put(release);
     }
 
-    /// An Application write through cozystack-api: the user's request, then the release
-    /// cozystack-api writes, helm-controller's finalizer and render, or a Tenant's teardown.
+    /// An Application write through cozystack-api, played by [`Platform::application`]: the
+    /// user's request, then what cozystack-api and helm-controller write after it.
     fn application(&mut self, action: &Action, played: &mut Played) -> Result<(), Error> {
-        if let Action::Create { namespace, .. } = action
-            && !self.admits_into(namespace)
-        {
-            played.rejected = true;
+        let Some((by, kind, namespace, name)) = action.application() else {
             return Ok(());
-        }
-        let (by, kind, namespace, name) = match action {
-            Action::Create {
-                by,
-                kind,
-                namespace,
-                name,
-                ..
-            }
-            | Action::Delete {
-                by,
-                kind,
-                namespace,
-                name,
-            }
-            | Action::Edit {
-                by,
-                kind,
-                namespace,
-                name,
-                ..
-            } => (by, kind.as_str(), namespace, name),
-            Action::Switch {
-                by,
-                namespace,
-                name,
-                ..
-            } => (by, "Tenant", namespace, name),
-            Action::Leftover { .. }
-            | Action::Reconcile { .. }
-            | Action::Flux { .. }
-            | Action::Race { .. }
-            | Action::Label { .. }
-            | Action::Release { .. } => {
-                return Ok(());
-            }
         };
-        let Some(served) = self.kinds.get(kind) else {
+        let Some(served) =
+            self.platform.kinds.get(kind).filter(|_| {
+                !matches!(action, Action::Create { .. }) || self.admits_into(namespace)
+            })
+        else {
             played.rejected = true;
             return Ok(());
         };
-        let identity = by.identity();
         let spec = match action {
             Action::Create { spec, .. } => Some(spec),
             _ => None,
         };
-        let api_version = APPS_API;
         // An edit or switch applies a spec too, but to an app that exists: no create to refuse.
-        let mut account =
-            match self
-                .api
-                .write(&served, &self.state, (namespace, name), spec, api_version)
-            {
-                Ok(account) => account,
-                Err(_) => {
-                    played.rejected = true;
-                    return Ok(());
-                }
-            };
-        let release = account.release.take();
-        let resource = Resource {
-            group: "apps.cozystack.io",
-            version: "v1alpha1",
-            kind,
-            plural: served.plural.as_str(),
+        let Ok(account) = self.platform.api.write(
+            &served,
+            &self.state,
+            AppRef { namespace, name },
+            spec,
+            APPS_API,
+        ) else {
+            played.rejected = true;
+            return Ok(());
         };
-        let (operation, app, old) = match (action, account.live.take()) {
+        let (operation, app, old) = match (action, account.live.clone()) {
             (Action::Create { spec, .. }, None) => (
                 "CREATE",
                 Some(app_object(kind, namespace, name, spec)),
                 None,
             ),
             (Action::Delete { .. }, Some(live)) => ("DELETE", None, Some(live)),
-            (Action::Switch { .. } | Action::Edit { .. }, Some(live)) => {
-                let (key, value) = match action {
-                    Action::Switch { key, on, .. } => (key, json!(on)),
-                    Action::Edit { key, value, .. } => (key, value.clone()),
-                    _ => return Ok(()),
-                };
-                let mut new = live.clone();
-                new["spec"][key.as_str()] = value;
-                ("UPDATE", Some(new), Some(live))
+            (Action::Switch { key, on, .. }, Some(live)) => {
+                ("UPDATE", Some(set(&live, key, json!(on))), Some(live))
+            }
+            (Action::Edit { key, value, .. }, Some(live)) => {
+                ("UPDATE", Some(set(&live, key, value.clone())), Some(live))
             }
             // Nothing to create over, delete or switch: the API server answers 409 or 404.
             _ => {
@@ -790,80 +818,24 @@ impl<'p> World<'p> {
                 return Ok(());
             }
         };
-        let user = Admission {
+        played.before = Some(self.state.cluster().clone());
+        let write = AppRequest {
             operation,
-            resource,
-            namespace: Some(namespace),
-            name,
             object: app.as_ref(),
             old: old.as_ref(),
+            dry_run: false,
         };
-        if !self.user_write(user, &identity, played)? {
-            return Ok(());
-        }
-        // cozystack-api writes the release as itself.
-        let api = Identity::impersonated(COZYSTACK_API, &[]);
-        let release_name = &account.release_name;
-        let new_release = app
-            .as_ref()
-            .map(|app| served.release_for(app, release.as_ref()));
-        let write = Admission {
-            operation,
-            resource: HELM_RELEASES,
-            namespace: Some(namespace),
-            name: release_name,
-            object: new_release.as_ref(),
-            old: release.as_ref(),
-        };
-        let write = self.request(write, &api, "cozystack-api");
-        if !self.send(Writer::Platform, write, played)? {
-            return Ok(());
-        }
-        // A release of another kind holds the name: admission ran first, and the API server's
-        // storage answers 409 (`failed to create HelmRelease: … already exists`).
-        if account.taken.is_some() {
-            played.rejected = true;
-            return Ok(());
-        }
-        played.release = new_release.clone();
-        let new = match (&new_release, &release) {
-            // The API server gives a new release its uid; helm-controller's first reconcile
-            // adds its finalizer (fluxcd/helm-controller v1.5.0, a metadata update as Flux).
-            (Some(new), None) => {
-                let mut stored = new.clone();
-                stored["metadata"]["uid"] = json!(self.next_uid());
-                self.state.put(stored.clone());
-                let mut finalized = stored.clone();
-                finalized["metadata"]["finalizers"] = json!([FINALIZER]);
-                let flux = Identity::impersonated(FLUX, &[]);
-                let write = Admission {
-                    operation: "UPDATE",
-                    resource: HELM_RELEASES,
-                    namespace: Some(namespace),
-                    name: release_name,
-                    object: Some(&finalized),
-                    old: Some(&stored),
-                };
-                let write = self.request(write, &flux, "helm-controller");
-                if !self.send(Writer::Platform, write, played)? {
-                    return Ok(());
-                }
-                finalized
-            }
-            (Some(new), _) => new.clone(),
-            // helm-controller uninstalls it once its finalizer's work is done; a Tenant's first
-            // runs the chart's pre-delete cleanup.
-            (None, Some(old)) if writes::is_tenant_release(old) => {
-                self.teardown(old, played)?;
-                return Ok(());
-            }
-            (None, Some(old)) => {
-                self.state.remove(old);
-                return Ok(());
-            }
-            (None, None) => return Ok(()),
-        };
-        self.render(new, played)
+        let mut module = self.module();
+        let outcome = self.platform.application(
+            &mut self.state,
+            kubectl(&by.identity()),
+            &account,
+            write,
+            &mut module,
+            Uninstall::Now,
+        )?;
+        Self::keep(outcome, played);
+        Ok(())
     }
 
     /// Two creates at once: each is judged, with what cozystack-api writes for it, on the state
@@ -912,7 +884,7 @@ impl<'p> World<'p> {
         delete: bool,
         played: &mut Played,
     ) -> Result<(), Error> {
-        let Some(served) = self.kinds.get(kind) else {
+        let Some(served) = self.platform.kinds.get(kind) else {
             played.rejected = true;
             return Ok(());
         };
@@ -950,55 +922,7 @@ impl<'p> World<'p> {
         Ok(())
     }
 
-    /// helm-controller reconciles `release` (a Tenant's renders its chart, and its sub-tenants
-    /// theirs): what changes is judged as it writes it, as Flux, and stops at a refusal.
-    fn render(&mut self, release: Value, played: &mut Played) -> Result<(), Error> {
-        let before = self.state.cluster().clone();
-        self.state.put(release.clone());
-        if writes::is_tenant_release(&release) {
-            writes::render_tenant(&mut self.state, &release, &self.chart);
-        }
-        let after = self.state.cluster().clone();
-        self.state = State::new(before.clone());
-        self.state.put(release.clone());
-        let flux = Identity::impersonated(FLUX, &[]);
-        for (old, new) in rendered(&before, &after, &release) {
-            let object = new.as_ref().or(old.as_ref()).cloned().unwrap_or_default();
-            let operation = match (&old, &new) {
-                (None, _) => "CREATE",
-                (Some(_), Some(_)) => "UPDATE",
-                (Some(_), None) => "DELETE",
-            };
-            let Some(resource) = resource_of(&object) else {
-                continue;
-            };
-            let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let write = Admission {
-                operation,
-                resource,
-                namespace: namespace.as_deref(),
-                name: &name,
-                object: new.as_ref(),
-                old: old.as_ref(),
-            };
-            let write = self.request(write, &flux, "helm-controller");
-            if !self.send(Writer::Platform, write, played)? {
-                return Ok(());
-            }
-            match (new, old) {
-                (Some(new), _) => self.state.put(new),
-                (None, Some(old)) => self.state.remove(&old),
-                (None, None) => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Flux applies a change set through `check`'s model of kustomize-controller; the cluster
+    /// Flux applies a change set as kustomize-controller does ([`apply::run`]); the cluster
     /// it leaves is the world's. A write it could not make (refused, before or at admission) is
     /// kept as refused; the world keeps what landed.
     fn flux(
@@ -1007,26 +931,30 @@ impl<'p> World<'p> {
         prunes: &[Value],
         played: &mut Played,
     ) -> Result<(), Error> {
-        let changes = crate::ops::check::ChangeSet {
+        let changes = ChangeSet {
             applies: applies.iter().map(manifest).collect(),
             deletes: prunes.iter().map(manifest).collect(),
         };
-        let flux = Identity::impersonated(FLUX, &[]);
+        let client = Sender::Client {
+            identity: Identity::impersonated(FLUX, &[]),
+            manager: Applier::Flux.manager(),
+        };
         let before = self.state.cluster().clone();
-        let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
-        let (report, after) = crate::ops::check::run(
-            self.policy,
-            self.settings,
+        let mut module = self.module();
+        let apply::Applied {
+            report,
+            state: after,
+        } = apply::run(
+            &mut self.platform,
             before.clone(),
             &changes,
-            &flux,
-            crate::ops::check::Applier::Flux,
-            &mut observe,
+            client,
+            Applier::Flux,
+            &mut module,
         )?;
         played.before = Some(before.clone());
         played.refused_on = Some(before);
         for step in report.steps {
-            use crate::ops::check::Disposition;
             let refused = matches!(
                 step.outcome,
                 Disposition::Denied | Disposition::Rejected | Disposition::Error
@@ -1041,80 +969,40 @@ impl<'p> World<'p> {
                 }
                 (None, false) => continue,
             };
-            played.writes.push(Judged {
-                writer: Writer::Platform,
-                request: step.request.unwrap_or(Value::Null),
-                response,
-            });
+            // Flux's writes and what the platform wrote after them: no user's.
+            let then = step
+                .then
+                .into_iter()
+                .map(|sent| (sent.request, sent.response));
+            let sent = [(step.request.unwrap_or(Value::Null), response)];
+            played.writes.extend(
+                sent.into_iter()
+                    .chain(then)
+                    .map(|(request, response)| Judged {
+                        writer: Writer::Platform,
+                        request,
+                        response,
+                    }),
+            );
         }
         self.state = after;
         Ok(())
     }
+}
 
-    /// A deleted Tenant's uninstall (`packages/apps/tenant/templates/cleanup-job.yaml`): its
-    /// release stays, terminating, while the pre-delete Job, as
-    /// `cozy-system:<child-ns>-cleanup`, deletes the child namespace's app releases (nested
-    /// Tenants, each uninstalled the same way), then its module releases; then Helm deletes the
-    /// child Namespace and the garbage collector the namespaces below it. Returns whether every
-    /// write was admitted.
-    fn teardown(&mut self, release: &Value, played: &mut Played) -> Result<bool, Error> {
-        let mut terminating = release.clone();
-        terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        self.state.put(terminating);
-        let Some(child) = writes::tenant_namespace_of(release) else {
-            return Ok(true);
-        };
-        let job = Identity::impersonated(
-            &format!("system:serviceaccount:cozy-system:{child}-cleanup"),
-            &[],
-        );
-        for modules in [false, true] {
-            let wave: Vec<Value> = self
-                .state
-                .in_namespace(&child)
-                .into_iter()
-                .filter(|o| o["apiVersion"] == RELEASE_API && o["kind"] == "HelmRelease")
-                .filter(|o| {
-                    o["metadata"]["labels"]
-                        .get("apps.cozystack.io/application.kind")
-                        .is_some()
-                })
-                .filter(|o| {
-                    (o["metadata"]["labels"]["internal.cozystack.io/tenantmodule"] == "true")
-                        == modules
-                })
-                // The root Tenant's release lives in the namespace it renders: not itself again.
-                .filter(|o| o["metadata"]["name"] != release["metadata"]["name"])
-                .collect();
-            for hr in wave {
-                let name = hr["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                let write = Admission {
-                    operation: "DELETE",
-                    resource: HELM_RELEASES,
-                    namespace: Some(&child),
-                    name: &name,
-                    object: None,
-                    old: Some(&hr),
-                };
-                let write = self.request(write, &job, "kubectl");
-                if !self.send(Writer::Platform, write, played)? {
-                    return Ok(false);
-                }
-                if writes::is_tenant_release(&hr) {
-                    if !self.teardown(&hr, played)? {
-                        return Ok(false);
-                    }
-                } else {
-                    self.state.remove(&hr);
-                }
-            }
-        }
-        writes::remove_release(&mut self.state, release);
-        Ok(true)
+/// A user's client: kubectl, as the identity.
+fn kubectl(identity: &Identity) -> Sender {
+    Sender::Client {
+        identity: identity.clone(),
+        manager: "kubectl",
     }
+}
+
+/// `live` with `spec.<key>` set to `value`: an edit or a switch, as the dashboard sends it.
+fn set(live: &Value, key: &str, value: Value) -> Value {
+    let mut new = live.clone();
+    new["spec"][key] = value;
+    new
 }
 
 /// An Application of `kind` as its client sends it.
@@ -1126,55 +1014,10 @@ pub(crate) fn app_object(kind: &str, namespace: &str, name: &str, spec: &Value) 
 /// The apps API's group and version.
 const APPS_API: &str = "apps.cozystack.io/v1alpha1";
 
-/// An object as a change set `check` applies holds it.
-pub(crate) fn manifest(object: &Value) -> crate::flux::manifests::Manifest {
-    crate::flux::manifests::Manifest {
+/// An object as a change set holds it.
+pub(crate) fn manifest(object: &Value) -> crate::platform::flux::manifests::Manifest {
+    crate::platform::flux::manifests::Manifest {
         origin: "simulate".to_owned(),
         object: object.clone(),
     }
-}
-
-/// The resource of a write helm-controller makes, for the kinds the policy matches.
-fn resource_of(object: &Value) -> Option<Resource<'static>> {
-    match (object["apiVersion"].as_str(), object["kind"].as_str()) {
-        (Some("v1"), Some("Namespace")) => Some(NAMESPACES),
-        (Some(RELEASE_API), Some("HelmRelease")) => Some(HELM_RELEASES),
-        _ => None,
-    }
-}
-
-/// What a render changed, as helm-controller writes it: Namespaces, then releases created or
-/// updated, then releases removed; `release` itself (cozystack-api's write) left out.
-fn rendered(
-    before: &ClusterObjects,
-    after: &ClusterObjects,
-    release: &Value,
-) -> Vec<(Option<Value>, Option<Value>)> {
-    let skip = index_key(release);
-    let old: std::collections::HashMap<_, Value> =
-        before.values().map(|o| (index_key(&o), o)).collect();
-    let new: std::collections::HashMap<_, Value> =
-        after.values().map(|o| (index_key(&o), o)).collect();
-    let mut changes: Vec<(u8, ObjectKey, Option<Value>, Option<Value>)> = Vec::new();
-    for (key, object) in &new {
-        if *key != skip && old.get(key) != Some(object) {
-            let rank = if key.1 == "Namespace" { 0 } else { 1 };
-            changes.push((
-                rank,
-                key.clone(),
-                old.get(key).cloned(),
-                Some(object.clone()),
-            ));
-        }
-    }
-    for (key, object) in &old {
-        if *key != skip && !new.contains_key(key) {
-            changes.push((2, key.clone(), Some(object.clone()), None));
-        }
-    }
-    changes.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    changes
-        .into_iter()
-        .map(|(_, _, old, new)| (old, new))
-        .collect()
 }

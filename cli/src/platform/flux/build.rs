@@ -1,6 +1,6 @@
 //! What kustomize-controller v1.8.0 builds from a Kustomization's path, so that `check` judges
 //! what Flux applies and not the folder as it lies: the source as source-controller packs it
-//! ([`crate::flux::sourceignore`]), copied aside as the controller works on its own copy of the
+//! ([`crate::platform::flux::sourceignore`]), copied aside as the controller works on its own copy of the
 //! artifact; the kustomization its generator writes there (fluxcd/pkg kustomize v1.27.0,
 //! `kustomize_generator.go` `WriteFile`: the folder's own kustomization, or one listing its
 //! manifests, with the Kustomization's `targetNamespace`, `namePrefix`, `nameSuffix`, `patches`,
@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
-use crate::flux::manifests::{self, KUSTOMIZATION_FILES, Manifest};
-use crate::flux::postbuild::{self, PostBuild};
-use crate::flux::sourceignore::{GitRepository, Packed, sorted_entries};
+use crate::platform::flux::manifests::{self, KUSTOMIZATION_FILES, Manifest};
+use crate::platform::flux::postbuild::{self, PostBuild};
+use crate::platform::flux::sourceignore::{GitRepository, Packed, sorted_entries};
 
 /// The fields of a Flux Kustomization's spec that decide what it builds and prunes.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -156,10 +156,14 @@ pub fn build(
 }
 
 /// kustomize's output with each document substituted as `SubstituteVariables` does it.
-fn substituted(text: &str, variables: &BTreeMap<String, String>) -> Result<String, String> {
+fn substituted(
+    text: &str,
+    variables: &BTreeMap<String, String>,
+) -> Result<String, postbuild::SubstitutionError> {
     let mut documents = Vec::new();
     for document in text.split("\n---\n") {
-        let object: Value = serde_yaml::from_str(document).map_err(|e| e.to_string())?;
+        let object: Value = serde_yaml::from_str(document)
+            .map_err(|e| postbuild::SubstitutionError::Document(e.to_string()))?;
         documents.push(
             postbuild::substitute(document, &object, variables)?
                 .unwrap_or_else(|| document.to_owned()),

@@ -9,14 +9,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
-use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::flux::build::Spec;
-use crate::flux::manifests::Manifest;
-use crate::ops::check::{self, Applier, ChangeSet, Report};
 use crate::platform::apiserver::Identity;
+use crate::platform::flux::apply::{self, Applied, Applier, ChangeSet, Pruned, Report};
+use crate::platform::flux::build::Spec;
+use crate::platform::flux::manifests::Manifest;
+use crate::platform::sequence::{Admit, Platform, Sender};
 use crate::platform::writes;
 use crate::state::State;
 
@@ -100,11 +100,11 @@ pub fn order(units: &[Unit]) -> Result<Vec<usize>, Error> {
 /// Judges every unit's build in dependency order, as `identity`; one report of them all, each
 /// Kustomization's steps after the ones before it.
 pub fn run(
-    policy: &Policy,
-    settings: &Value,
+    platform: &mut Platform,
     mut cluster: ClusterObjects,
     units: &[Unit],
     identity: &Identity,
+    admit: &mut dyn Admit,
 ) -> Result<Report, Error> {
     let mut report = Report::default();
     // Per Kustomization: whether it failed, and the namespaces its Tenants' charts made.
@@ -119,7 +119,7 @@ pub fn run(
             let why = format!(
                 "not applied: it depends on the Kustomization {blocker}, whose apply failed, so it is never Ready"
             );
-            report.steps.extend(check::blocked_steps(&applies, &why));
+            report.steps.extend(apply::blocked_steps(&applies, &why));
             continue;
         }
         // A dependency that does not wait is Ready before helm-controller has made what its
@@ -141,7 +141,7 @@ pub fn run(
             .filter(|o| !kept.contains(&index_key(o)))
             .collect();
         let before = namespaces(start.cluster());
-        let (owner, pruned) = check::pruned(&unit.object, &applies, &unit.origin)?;
+        let Pruned { owner, deletes } = apply::pruned(&unit.object, &applies, &unit.origin)?;
         let applied: BTreeSet<String> = applies
             .iter()
             .filter(|m| m.kind() == "Namespace")
@@ -149,19 +149,24 @@ pub fn run(
             .collect();
         let changes = ChangeSet {
             applies,
-            deletes: if unit.spec.prune { pruned } else { Vec::new() },
+            deletes: if unit.spec.prune { deletes } else { Vec::new() },
         };
-        let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
-        let (judged, state) = check::run(
-            policy,
-            settings,
+        let client = Sender::Client {
+            identity: identity.clone(),
+            manager: crate::platform::flux::MANAGER,
+        };
+        let Applied {
+            report: judged,
+            state,
+        } = apply::run(
+            platform,
             start.cluster().clone(),
             &changes,
-            identity,
+            client,
             Applier::Kustomization(owner),
-            &mut observe,
+            admit,
         )?;
-        if judged.exit_code(None) > 0 {
+        if judged.failed() {
             failed.insert(unit.key());
         }
         let made: BTreeSet<String> = namespaces(state.cluster())

@@ -118,27 +118,44 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Why envsubst (non-strict, as kustomize-controller v1.8.0 runs it) refuses a document, or
+/// `check` cannot evaluate it as it would: each fails the build.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubstitutionError {
+    #[error("'{0}' var name is invalid, must match '^[_[:alpha:]][_[:alpha:][:digit:]]*$'")]
+    InvalidName(String),
+    #[error("unterminated expression ${{{0}")]
+    Unterminated(String),
+    #[error("${{{0}}} is no variable envsubst can read")]
+    NoVariable(String),
+    #[error("${{{0}}}: a default that is itself an expression is not evaluated here")]
+    NestedDefault(String),
+    #[error("${{{0}}} uses an envsubst function check does not evaluate")]
+    Function(String),
+    /// A document of kustomize's output that is no YAML.
+    #[error("{0}")]
+    Document(String),
+}
+
 /// Substitutes `vars` in one built document's YAML (`SubstituteVariables` on `res.AsYAML()`),
 /// unless the object disables it or there is no variable; `object` is the document parsed.
 pub fn substitute(
     document: &str,
     object: &Value,
     vars: &BTreeMap<String, String>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, SubstitutionError> {
     let disabled = |key: &str| object["metadata"][key][DISABLE] == "disabled";
     if vars.is_empty() || disabled("labels") || disabled("annotations") {
         return Ok(None);
     }
     if let Some(bad) = vars.keys().find(|name| !valid_name(name)) {
-        return Err(format!(
-            "'{bad}' var name is invalid, must match '^[_[:alpha:]][_[:alpha:][:digit:]]*$'"
-        ));
+        return Err(SubstitutionError::InvalidName(bad.clone()));
     }
     eval(document, vars).map(Some)
 }
 
 /// envsubst's evaluation of `text`, not strict.
-fn eval(text: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+fn eval(text: &str, vars: &BTreeMap<String, String>) -> Result<String, SubstitutionError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('$') {
@@ -151,7 +168,7 @@ fn eval(text: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
         } else if let Some(body) = after.strip_prefix('{') {
             let end = body
                 .find('}')
-                .ok_or_else(|| format!("unterminated expression ${{{body}"))?;
+                .ok_or_else(|| SubstitutionError::Unterminated(body.to_owned()))?;
             out.push_str(&expression(&body[..end], vars)?);
             rest = &body[end + 1..];
         } else {
@@ -164,14 +181,14 @@ fn eval(text: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
 }
 
 /// One `${…}`'s value.
-fn expression(inner: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+fn expression(inner: &str, vars: &BTreeMap<String, String>) -> Result<String, SubstitutionError> {
     let name_end = inner
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(inner.len());
     let (name, op) = inner.split_at(name_end);
     let value = vars.get(name);
     if !valid_name(name) {
-        return Err(format!("${{{inner}}} is no variable envsubst can read"));
+        return Err(SubstitutionError::NoVariable(inner.to_owned()));
     }
     let or = |default: &str, unset_only: bool| match value {
         Some(v) if !v.is_empty() || unset_only => v.clone(),
@@ -183,16 +200,12 @@ fn expression(inner: &str, vars: &BTreeMap<String, String>) -> Result<String, St
     for (prefix, unset_only) in [(":-", false), (":=", false), ("-", true), ("=", true)] {
         if let Some(default) = op.strip_prefix(prefix) {
             if default.contains('$') {
-                return Err(format!(
-                    "${{{inner}}}: a default that is itself an expression is not evaluated here"
-                ));
+                return Err(SubstitutionError::NestedDefault(inner.to_owned()));
             }
             return Ok(or(default, unset_only));
         }
     }
-    Err(format!(
-        "${{{inner}}} uses an envsubst function check does not evaluate"
-    ))
+    Err(SubstitutionError::Function(inner.to_owned()))
 }
 
 /// A Secret's data value, standard base64.
@@ -233,8 +246,9 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(eval(text, &v).as_deref(), Ok(expected), "{text}");
         }
+        let refused = eval("a: ${host^^}", &v).map_err(|e| e.to_string());
         assert_eq!(
-            eval("a: ${host^^}", &v),
+            refused,
             Err("${host^^} uses an envsubst function check does not evaluate".into())
         );
     }
@@ -252,10 +266,13 @@ mod tests {
             substitute("a: ${x}", &json!({}), &v),
             Ok(Some("a: 1".into()))
         );
-        assert!(
-            substitute("a", &json!({}), &vars(&[("1x", "")]))
-                .unwrap_err()
-                .contains("'1x' var name is invalid")
+        assert_eq!(
+            substitute("a", &json!({}), &vars(&[("1x", "")])),
+            Err(SubstitutionError::InvalidName("1x".into()))
+        );
+        assert_eq!(
+            SubstitutionError::InvalidName("1x".into()).to_string(),
+            "'1x' var name is invalid, must match '^[_[:alpha:]][_[:alpha:][:digit:]]*$'"
         );
     }
 

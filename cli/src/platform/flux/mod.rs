@@ -1,16 +1,26 @@
-//! How Flux's kustomize-controller applies and prunes a change set, from its source at the
-//! version Cozystack pins (`internal/fluxinstall/manifests/fluxcd.yaml`: kustomize-controller
-//! v1.8.0, which builds on fluxcd/pkg `ssa` v0.67.1): the stages and their order
+//! Flux as this tool models it, from its source at the versions Cozystack pins
+//! (`internal/fluxinstall/manifests/fluxcd.yaml`: kustomize-controller v1.8.0, which builds on
+//! fluxcd/pkg `ssa` v0.67.1): what source-controller packs of a repository ([`sourceignore`]),
+//! what kustomize-controller builds of a folder ([`build`], [`manifests`]) and substitutes after
+//! the build ([`postbuild`]), several Kustomizations in `dependsOn` order ([`kustomizations`]),
+//! and how it applies and prunes a change set ([`apply`]). Here: the stages and their order
 //! (`ApplyAllStaged`, `sort.go`), what it leaves alone (`shouldSkipApply`, the prune's
 //! inclusions and exclusions) and what a server-side apply leaves of the fields a manifest
 //! omits (managed fields).
+
+pub mod apply;
+pub mod build;
+pub mod kustomizations;
+pub mod manifests;
+pub mod postbuild;
+pub mod sourceignore;
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use crate::flux::manifests::Manifest;
+use crate::platform::flux::manifests::Manifest;
 
 /// kustomize-controller's API group: the prefix of every label and annotation it reads.
 const GROUP: &str = "kustomize.toolkit.fluxcd.io";
