@@ -4,10 +4,11 @@
 use crate::change::{Change, Entry};
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::Cluster;
+use crate::model::request::Operation;
 use crate::model::request::Request;
 use crate::model::settings::Settings;
 use crate::model::verdict::{Verdict, Violation};
-use crate::rules::{Judge, Outcome, RULES, Whose};
+use crate::rules::{Check, Judge, Of, Outcome, RULES, Ruled};
 
 /// Decides one admission request. Pure: the only inputs are the request, the settings and
 /// what `cluster` answers.
@@ -42,17 +43,21 @@ type Refusal = (Option<&'static str>, Violation);
 
 /// Runs [`RULES`] over `change` in order, up to the first refusal.
 fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refusal> {
+    let creates = eval.request.operation == Operation::Create;
     for rule in RULES {
         let before = said.warnings.len();
         let heard = match &rule.judge {
-            Judge::Entering(whose, check) => {
-                each(eval, change, &change.entering, *whose, *check, said)
-            }
-            Judge::Leaving(whose, check) => {
-                each(eval, change, &change.leaving, *whose, *check, said)
-            }
-            part => judge_part(eval, change, part)
-                .map_or(Ok(()), |outcome| heed(eval, None, outcome, said)),
+            Judge::Each(when, check) => apps(change, when.of)
+                .iter()
+                .filter(|app| when.takes(app, creates))
+                .try_for_each(|app| match judge_app(eval, change, app, check) {
+                    Some(outcome) => heed(eval, Some(app), outcome, said),
+                    None => Ok(()),
+                }),
+            Judge::NewTenant(check) => (change.new_tenant.as_ref())
+                .map_or(Ok(()), |tenant| heed(eval, None, check(eval, tenant), said)),
+            Judge::Labels(check) => (change.labels.as_ref())
+                .map_or(Ok(()), |labels| heed(eval, None, check(eval, labels), said)),
         };
         // Each warning this row gave, and its refusal, carry the row's name.
         said.rows
@@ -62,34 +67,34 @@ fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refu
     Ok(())
 }
 
-/// A per-instance row over `entries`, those `whose` takes, up to the first refusal.
-fn each(
-    eval: &Evaluation,
-    change: &Change,
-    entries: &[Entry],
-    whose: Whose,
-    check: fn(&Evaluation, &Change, &Entry) -> Outcome,
-    said: &mut Said,
-) -> Result<(), Violation> {
-    entries
-        .iter()
-        .filter(|e| whose.takes(e))
-        .try_for_each(|entry| heed(eval, Some(entry), check(eval, change, entry), said))
+/// The apps of `change` a per-app row of `of` reads (its `When` then takes some).
+fn apps<'c>(change: &'c Change, of: Of) -> &'c [Entry] {
+    match of {
+        Of::Release => change.release.as_slice(),
+        Of::Authored => change.authored().map_or(&[], std::slice::from_ref),
+        Of::Entering(_) => &change.entering,
+        Of::Leaving(_) => &change.leaving,
+    }
 }
 
-/// What a row that judges one part of `change` says; `None` when the change has no such part.
-fn judge_part(eval: &Evaluation, change: &Change, judge: &Judge) -> Option<Outcome> {
-    match judge {
-        Judge::Release(check) => change.release.as_ref().map(|app| check(eval, app)),
-        // A kind without rules has nothing to say of its author; a failed lookup is heard.
-        Judge::Authored(check) => change.authored().and_then(|app| match app.known(eval) {
-            Ok((_, Some(rules))) => Some(check(eval, change, app, rules)),
+/// What a row's check says of `app`, with what it needs resolved; `None` for a kind without
+/// rules under a check that needs them. A failed lookup is heard.
+fn judge_app(eval: &Evaluation, change: &Change, app: &Entry, check: &Check) -> Option<Outcome> {
+    match check {
+        Check::Any(check) => Some(check(eval, change, app)),
+        Check::Ruled(check) => match app.known(eval) {
+            Ok((subject, Some(rules))) => Some(check(
+                eval,
+                change,
+                &Ruled {
+                    entry: app,
+                    subject,
+                    rules,
+                },
+            )),
             Ok((_, None)) => None,
             Err(violation) => Some(Err(violation)),
-        }),
-        Judge::NewTenant(check) => change.new_tenant.as_ref().map(|t| check(eval, t)),
-        Judge::Labels(check) => change.labels.as_ref().map(|l| check(eval, l)),
-        Judge::Entering(..) | Judge::Leaving(..) => None,
+        },
     }
 }
 

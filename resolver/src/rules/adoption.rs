@@ -1,27 +1,30 @@
 //! A Tenant switch turned on renders its module under the key's name, and helm-controller
 //! adopts whatever already holds a name it renders.
 
-use crate::change::{Change, Entry, Subject};
+use crate::change::{Change, Subject};
 use crate::model::builtin::{self, When};
 use crate::model::chart::TENANT_RELEASE_PREFIX;
 use crate::model::evaluation::Evaluation;
 use crate::model::kinds::KindRules;
 use crate::model::request::AppIdentity;
 use crate::model::verdict::Violation;
-use crate::rules::Outcome;
+use crate::rules::{Outcome, Ruled};
 
 /// Judges a module a switch turns on in a Tenant that exists: on a Tenant's CREATE the chart
 /// makes the tenant's namespace, which does not exist, or is terminating with everything in it
 /// (nothing keeps it), so no object can hold the name.
-pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    let Some(switch) = entry.switch().filter(|s| !s.tenant_created) else {
-        return Ok(Vec::new());
-    };
-    let (subject, Some(rules)) = entry.known(eval)? else {
+pub fn judge(eval: &Evaluation, _: &Change, app: &Ruled) -> Outcome {
+    let Some(switch) = app.entry.switch().filter(|s| !s.tenant_created) else {
         return Ok(Vec::new());
     };
     let owner = format!("{TENANT_RELEASE_PREFIX}{}", switch.tenant);
-    let adopted = check(eval, rules, subject, (&switch.parent, &owner), &switch.key)?;
+    let adopted = check(
+        eval,
+        app.rules,
+        app.subject,
+        (&switch.parent, &owner),
+        &switch.key,
+    )?;
     Ok(adopted.into_iter().collect())
 }
 

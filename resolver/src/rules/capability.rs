@@ -1,16 +1,16 @@
 //! Providers and consumers: which namespace a class resolves to, and the warning for a
 //! consumer created where its class has no provider yet (Cozystack's `awaiting-*` beacon).
 
-use crate::change::{Change, Entry};
+use crate::change::Change;
 use crate::model::chart;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::Namespace;
 use crate::model::kinds::{Class, KindRules, Role, Share};
 use crate::model::providers::ProviderKeys;
-use crate::model::request::{KIND_LABEL, Operation};
+use crate::model::request::KIND_LABEL;
 use crate::model::tenant::ROOT;
 use crate::model::verdict::{Violation, list_some};
-use crate::rules::Outcome;
+use crate::rules::{Outcome, Ruled};
 
 /// A capability label must name what the capability reconciler resolves: the nearest tenant
 /// of the namespace's chain (itself included) with a live provider of the class that serves
@@ -101,14 +101,8 @@ pub fn check_resolution(
 }
 
 /// Warns about an app the request creates where a class it consumes has no provider yet.
-pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if eval.request.operation != Operation::Create {
-        return Ok(Vec::new());
-    }
-    match entry.known(eval)? {
-        (_, Some(rules)) => awaiting_warnings(eval, rules),
-        (_, None) => Ok(Vec::new()),
-    }
+pub fn judge(eval: &Evaluation, _: &Change, app: &Ruled) -> Outcome {
+    awaiting_warnings(eval, &app.entry.namespace, app.rules)
 }
 
 /// Warnings for each consumed class the request's namespace resolves to no live provider:
@@ -117,11 +111,14 @@ pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
 /// child of tenant-root sees: the Tenant chart copies the parent's `_namespace.<class>` into
 /// the child's labels whether or not the parent runs a provider, and the chart then points
 /// the app at a provider that is not there.
-fn awaiting_warnings(eval: &Evaluation, rules: &KindRules) -> Result<Vec<String>, Violation> {
+fn awaiting_warnings(
+    eval: &Evaluation,
+    namespace: &str,
+    rules: &KindRules,
+) -> Result<Vec<String>, Violation> {
     if rules.capability.consumes.is_empty() {
         return Ok(Vec::new());
     }
-    let namespace = &eval.request.namespace;
     let ns = eval.namespace(namespace)?;
     let mut warnings = Vec::new();
     for class in &rules.capability.consumes {

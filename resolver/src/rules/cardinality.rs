@@ -11,22 +11,20 @@
 //! CREATE that will fail with AlreadyExists anyway). Terminating instances count: they exist
 //! until their finalizers finish, and not counting them would let a replacement overlap.
 
-use crate::change::{Change, Entry, Subject};
+use crate::change::{Change, Subject};
 use crate::model::collect::sorted_by;
 use crate::model::evaluation::Evaluation;
 use crate::model::kinds::{Cardinality, KindRules, Scope};
 use crate::model::verdict::{Violation, list_some};
-use crate::rules::Outcome;
 use crate::rules::slots::holds_slot;
+use crate::rules::{Outcome, Ruled};
 
 /// How many existing instances a message names before "and N more".
 const SHOWN: usize = 5;
 
 /// Judges an instance the write makes enter its kind.
-pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if let (subject, Some(rules)) = entry.known(eval)? {
-        check(eval, rules, subject)?;
-    }
+pub fn judge(eval: &Evaluation, _: &Change, app: &Ruled) -> Outcome {
+    check(eval, app.rules, app.subject)?;
     Ok(Vec::new())
 }
 

@@ -1,16 +1,17 @@
 //! `protection.edit: adminOnly`: kinds only the platform writes, whatever their visibility.
 
-use crate::change::{Change, Entry};
+use crate::change::Change;
 use crate::model::evaluation::Evaluation;
-use crate::model::kinds::{Edit, KindRules};
+use crate::model::kinds::Edit;
 use crate::model::request::Operation;
 use crate::model::verdict::Violation;
-use crate::rules::Outcome;
+use crate::rules::{Outcome, Ruled};
 
 /// Denies every write of an `adminOnly` kind by anyone but the platform: creating, deleting,
 /// and changing the spec. Metadata-only updates are no edit. A kind whose instance anyone
 /// could delete and create anew with their own spec would not be admin-only at all.
-pub fn judge(eval: &Evaluation, change: &Change, app: &Entry, rules: &KindRules) -> Outcome {
+pub fn judge(eval: &Evaluation, change: &Change, app: &Ruled) -> Outcome {
+    let (rules, app) = (app.rules, app.entry);
     if rules.edit != Edit::AdminOnly || eval.is_platform() {
         return Ok(Vec::new());
     }

@@ -6,7 +6,7 @@
 //! ends the evaluation (a platform writer's waivable one is a warning instead, see
 //! `Evaluation::enforce`). A rule is one module here and one line in [`RULES`].
 
-use crate::change::{Change, Entry, LabelChange, NewTenant, Origin};
+use crate::change::{Change, Entry, LabelChange, NewTenant, Origin, Subject};
 use crate::model::evaluation::Evaluation;
 use crate::model::kinds::KindRules;
 use crate::model::verdict::Violation;
@@ -28,24 +28,79 @@ pub mod visibility;
 /// What a rule says: its warnings, or the refusal.
 pub type Outcome = Result<Vec<String>, Violation>;
 
-/// The part of the change a row judges, and its check; a row whose part the change lacks is
-/// skipped, so when a rule applies reads in the table.
+/// What a row judges, and its check; the loop (`crate::decide`) picks what the change holds of
+/// that part and resolves what the check needs, so when a row applies reads in the table.
 pub enum Judge {
-    /// The app whose HelmRelease the request writes directly ([`Change::release`]).
-    Release(fn(&Evaluation, &Entry) -> Outcome),
-    /// The app a user writes through the apps API, of a kind with rules ([`Change::authored`]).
-    Authored(fn(&Evaluation, &Change, &Entry, &KindRules) -> Outcome),
+    /// Each app of the change's `When` takes.
+    Each(When, Check),
     /// The Tenant the write creates ([`Change::new_tenant`]).
     NewTenant(fn(&Evaluation, &NewTenant) -> Outcome),
-    /// Each instance the write makes enter a kind, of those `Whose` takes.
-    Entering(Whose, fn(&Evaluation, &Change, &Entry) -> Outcome),
-    /// Each instance the write makes leave a kind, of those `Whose` takes.
-    Leaving(Whose, fn(&Evaluation, &Change, &Entry) -> Outcome),
     /// The protected Namespace labels the write changes ([`Change::labels`]).
     Labels(fn(&Evaluation, &LabelChange) -> Outcome),
 }
 
-/// Which instances entering or leaving a kind a row judges.
+/// Which apps of a change a row judges, and which of them it skips.
+#[derive(Clone, Copy)]
+pub struct When {
+    pub of: Of,
+    /// Only when the request creates (a warning about what a new app will find).
+    pub create_only: bool,
+    /// Not an app that is already terminating: its first DELETE decided.
+    pub live_only: bool,
+}
+
+impl When {
+    /// Every app `of` takes.
+    pub const fn each(of: Of) -> When {
+        When {
+            of,
+            create_only: false,
+            live_only: false,
+        }
+    }
+
+    /// Whether the row judges `entry`, of a request that is a CREATE when `creates`.
+    pub fn takes(&self, entry: &Entry, creates: bool) -> bool {
+        let whose = match self.of {
+            Of::Entering(whose) | Of::Leaving(whose) => whose,
+            Of::Release | Of::Authored => Whose::Any,
+        };
+        whose.takes(entry)
+            && (creates || !self.create_only)
+            && !(self.live_only && entry.terminating)
+    }
+}
+
+/// The part of a change a per-app row reads.
+#[derive(Clone, Copy)]
+pub enum Of {
+    /// The app whose HelmRelease the request writes directly ([`Change::release`]).
+    Release,
+    /// The app a user writes through the apps API ([`Change::authored`]).
+    Authored,
+    /// Each app the write makes enter a kind, of those `Whose` takes.
+    Entering(Whose),
+    /// Each app the write makes leave a kind, of those `Whose` takes.
+    Leaving(Whose),
+}
+
+/// A row's check of one app.
+pub enum Check {
+    /// Any app, its kind's rules or none (who may write it, the name it takes).
+    Any(fn(&Evaluation, &Change, &Entry) -> Outcome),
+    /// An app of a kind with rules, with them and its release resolved; a kind without rules
+    /// has nothing to say, so the row skips it.
+    Ruled(fn(&Evaluation, &Change, &Ruled) -> Outcome),
+}
+
+/// An app of a kind with rules: the entry, its release, and the rules.
+pub struct Ruled<'a> {
+    pub entry: &'a Entry,
+    pub subject: &'a Subject,
+    pub rules: &'a KindRules,
+}
+
+/// Which apps entering or leaving a kind a row judges.
 #[derive(Clone, Copy)]
 pub enum Whose {
     /// Every one: the object the request writes and the modules a Tenant's switch renders.
@@ -80,11 +135,14 @@ pub const RULES: &[Rule] = &[
     // and a new Tenant's groups colliding with its ancestors' (a flaw of the name).
     Rule {
         name: "releases",
-        judge: Judge::Release(releases::judge),
+        judge: Judge::Each(When::each(Of::Release), Check::Any(releases::judge)),
     },
     Rule {
         name: "root_tenant",
-        judge: Judge::Leaving(Whose::Requested, root_tenant::judge),
+        judge: Judge::Each(
+            When::each(Of::Leaving(Whose::Requested)),
+            Check::Any(root_tenant::judge),
+        ),
     },
     Rule {
         name: "groups",
@@ -92,44 +150,75 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "visibility",
-        judge: Judge::Authored(visibility::judge),
+        judge: Judge::Each(When::each(Of::Authored), Check::Ruled(visibility::judge)),
     },
     Rule {
         name: "edit",
-        judge: Judge::Authored(edit::judge),
+        judge: Judge::Each(When::each(Of::Authored), Check::Ruled(edit::judge)),
     },
     // The state: how many (no name helps when the count is full), on which slot (the slot is a
     // name the kind's own module renders), then any other name Cozystack renders, and what a
     // switched-on module is rendered over.
     Rule {
         name: "cardinality",
-        judge: Judge::Entering(Whose::Any, cardinality::judge),
+        judge: Judge::Each(
+            When::each(Of::Entering(Whose::Any)),
+            Check::Ruled(cardinality::judge),
+        ),
     },
     Rule {
         name: "slots",
-        judge: Judge::Entering(Whose::Any, slots::judge),
+        judge: Judge::Each(
+            When::each(Of::Entering(Whose::Any)),
+            Check::Ruled(slots::judge),
+        ),
     },
     Rule {
         name: "names",
-        judge: Judge::Entering(Whose::Requested, names::judge),
+        judge: Judge::Each(
+            When::each(Of::Entering(Whose::Requested)),
+            Check::Any(names::judge),
+        ),
     },
     Rule {
         name: "adoption",
-        judge: Judge::Entering(Whose::Any, adoption::judge),
+        judge: Judge::Each(
+            When::each(Of::Entering(Whose::Any)),
+            Check::Ruled(adoption::judge),
+        ),
     },
-    // What a removal strands, and what the chart would create again.
+    // What a removal strands, and what the chart would create again: decided at an app's first
+    // DELETE, not again while it terminates.
     Rule {
         name: "protection",
-        judge: Judge::Leaving(Whose::Any, protection::judge),
+        judge: Judge::Each(
+            When {
+                live_only: true,
+                ..When::each(Of::Leaving(Whose::Any))
+            },
+            Check::Ruled(protection::judge),
+        ),
     },
     Rule {
         name: "rendered",
-        judge: Judge::Leaving(Whose::Requested, rendered::judge),
+        judge: Judge::Each(
+            When {
+                live_only: true,
+                ..When::each(Of::Leaving(Whose::Requested))
+            },
+            Check::Ruled(rendered::judge),
+        ),
     },
-    // A consumer made where its class has no provider yet (a warning).
+    // A consumer made where its class has no provider yet (a warning, on its CREATE).
     Rule {
         name: "capability",
-        judge: Judge::Entering(Whose::Requested, capability::judge),
+        judge: Judge::Each(
+            When {
+                create_only: true,
+                ..When::each(Of::Entering(Whose::Requested))
+            },
+            Check::Ruled(capability::judge),
+        ),
     },
     // Namespace labels.
     Rule {

@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use crate::change::{Change, Entry, Origin, Subject, renders};
+use crate::change::{Change, Origin, Subject, renders};
 use crate::model::collect::{StrSet, cmp_joined, front_positions, inserted, sorted_by};
 use crate::model::definition_set::DefinitionSet;
 use crate::model::evaluation::Evaluation;
@@ -23,7 +23,7 @@ use crate::model::providers::ProviderKeys;
 use crate::model::settings::DefinitionSource;
 use crate::model::tenant::{self, ANCESTOR_PREFIX};
 use crate::model::verdict::{Violation, list_head};
-use crate::rules::Outcome;
+use crate::rules::{Outcome, Ruled};
 
 const SHOWN: usize = 5;
 /// Namespaces a removal looks up one by one (a cached GET each) before it lists them all.
@@ -90,15 +90,9 @@ pub enum After {
     LabelsMoveUp,
 }
 
-/// Judges an instance the write removes, unless it is being deleted already.
-pub fn judge(eval: &Evaluation, change: &Change, entry: &Entry) -> Outcome {
-    if entry.terminating {
-        return Ok(Vec::new());
-    }
-    let (subject, Some(rules)) = entry.known(eval)? else {
-        return Ok(Vec::new());
-    };
-    let after = match entry.origin {
+/// Judges an instance the write removes.
+pub fn judge(eval: &Evaluation, change: &Change, app: &Ruled) -> Outcome {
+    let after = match app.entry.origin {
         Origin::Request => After::LabelsStay,
         Origin::Switch(_) => After::LabelsMoveUp,
     };
@@ -107,7 +101,7 @@ pub fn judge(eval: &Evaluation, change: &Change, entry: &Entry) -> Outcome {
     for entry in &change.leaving {
         leaving.push((entry.kind.as_str(), entry.known(eval)?.0));
     }
-    check(eval, rules, subject, &leaving, after)?;
+    check(eval, app.rules, app.subject, &leaving, after)?;
     Ok(Vec::new())
 }
 

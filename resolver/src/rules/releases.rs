@@ -2,13 +2,13 @@
 //! serves, and Flux and helm-controller apply and reconcile them. Anyone else writing one
 //! directly would bypass every rule the Application path applies.
 
-use crate::change::Entry;
+use crate::change::{Change, Entry};
 use crate::model::evaluation::Evaluation;
 use crate::model::verdict::Violation;
 use crate::rules::Outcome;
 
 /// Refuses a write of an app release by anyone but the platform.
-pub fn judge(eval: &Evaluation, app: &Entry) -> Outcome {
+pub fn judge(eval: &Evaluation, _: &Change, app: &Entry) -> Outcome {
     if eval.is_platform() {
         return Ok(Vec::new());
     }

@@ -1,20 +1,16 @@
 //! A module the Tenant chart renders is removed by its switch, not through the API.
 
-use crate::change::{Change, Entry, Subject};
+use crate::change::{Change, Subject};
 use crate::model::chart::{TENANT_RELEASE_PREFIX, switched_on, tenant_release};
 use crate::model::evaluation::Evaluation;
 use crate::model::kinds::{Deletion, KindRules};
 use crate::model::verdict::Violation;
-use crate::rules::Outcome;
+use crate::rules::{Outcome, Ruled};
 
 /// Judges an app the request deletes, unless it is being deleted already. After the
 /// consumers' protection: they must go before the module can, whichever way.
-pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    if !entry.terminating
-        && let (subject, Some(rules)) = entry.known(eval)?
-    {
-        check(eval, rules, subject)?;
-    }
+pub fn judge(eval: &Evaluation, _: &Change, app: &Ruled) -> Outcome {
+    check(eval, app.rules, app.subject)?;
     Ok(Vec::new())
 }
 

@@ -2,21 +2,18 @@
 //! scope fixes, so that two writers racing for the last place race for one name, which the API
 //! server keeps unique.
 
-use crate::change::{Change, Entry, Subject, held_name};
+use crate::change::{Change, Subject, held_name};
 use crate::model::builtin::OffSlot;
 use crate::model::evaluation::Evaluation;
 use crate::model::kinds::{Cardinality, KindRules, Scope, Slots};
 use crate::model::verdict::Violation;
-use crate::rules::Outcome;
+use crate::rules::{Outcome, Ruled};
 
 /// Judges an instance the write makes enter its kind. Refused like the count (waivable for
 /// platform writers); in a background audit an instance off its slot is a warning, since it
 /// was made before the slots and is renamed, not deleted, by the operator moving onto them.
-pub fn judge(eval: &Evaluation, _: &Change, entry: &Entry) -> Outcome {
-    let (subject, Some(rules)) = entry.known(eval)? else {
-        return Ok(Vec::new());
-    };
-    match check(eval, rules, subject) {
+pub fn judge(eval: &Evaluation, _: &Change, app: &Ruled) -> Outcome {
+    match check(eval, app.rules, app.subject) {
         Ok(()) => Ok(Vec::new()),
         Err(v) if eval.is_audit() => Ok(vec![v.message]),
         Err(v) => Err(v),

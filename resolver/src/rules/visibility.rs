@@ -1,16 +1,16 @@
 //! Who may write a kind: `catalog` anyone RBAC allows, `module` tenant administrators and
 //! the platform, `hidden` the platform only.
 
-use crate::change::{Change, Entry};
+use crate::change::Change;
 use crate::model::evaluation::Evaluation;
 use crate::model::identity::admin_groups;
 use crate::model::kinds::{KindRules, Visibility};
 use crate::model::verdict::{Violation, list_some};
-use crate::rules::Outcome;
+use crate::rules::{Outcome, Ruled};
 
 /// Judges the app the request authors through the apps API.
-pub fn judge(eval: &Evaluation, _: &Change, app: &Entry, rules: &KindRules) -> Outcome {
-    check(eval, rules, &app.namespace, eval.verb())?;
+pub fn judge(eval: &Evaluation, _: &Change, app: &Ruled) -> Outcome {
+    check(eval, app.rules, &app.entry.namespace, eval.verb())?;
     Ok(Vec::new())
 }
 
