@@ -15,6 +15,7 @@ pub mod identity;
 pub(crate) mod json_path;
 pub mod kinds;
 pub mod listing;
+pub(crate) mod lookup;
 pub mod providers;
 pub mod release;
 pub mod request;

@@ -19,6 +19,7 @@ use crate::model::definition_set::DefinitionSet;
 use crate::model::evaluation::Evaluation;
 use crate::model::facts::{InstanceRef, Instances, Namespace};
 use crate::model::kinds::{Class, Deletion, KindRules, Role, Share};
+use crate::model::lookup::{self, PointLookups};
 use crate::model::providers::ProviderKeys;
 use crate::model::settings::DefinitionSource;
 use crate::model::tenant::{self, ANCESTOR_PREFIX};
@@ -26,10 +27,6 @@ use crate::model::verdict::{Violation, list_head};
 use crate::rules::{Outcome, Ruled};
 
 const SHOWN: usize = 5;
-/// Namespaces a removal looks up one by one (a cached GET each) before it lists them all.
-const POINT_LOOKUPS: usize = 8;
-/// Namespaces probed, in reading order, to find enough referencing consumers to refuse.
-const PROBES: usize = 24;
 
 /// One class the removal would leave unserved somewhere, and who might be stranded.
 struct AtStake<'d> {
@@ -304,27 +301,24 @@ fn namespaces(
     is_gone: &IsGone,
 ) -> Result<Vec<Rc<Namespace>>, Violation> {
     let namespace = subject.namespace.as_str();
-    // Only the namespaces that host an instance at stake decide; a few are looked up one by one.
-    let hosts = StrSet::at_most(
-        at_stake.iter().flat_map(|stake| {
-            let consumers = stake.consumers(is_gone).map(|[namespace, ..]| namespace);
-            let unreadable = stake
-                .unreadable
-                .iter()
-                .flat_map(|(_, _, instances)| instances.iter().map(|i| i.namespace));
-            consumers.chain(unreadable)
-        }),
-        POINT_LOOKUPS,
-    );
-    let looked_up = if let Some(hosts) = hosts {
-        point_lookups(eval, hosts.iter())
-    } else if at_stake.iter().all(|s| s.unreadable.is_empty()) {
-        if let Some((class, list)) = sample(eval, at_stake, references, is_gone) {
-            return Err(protected(rules, subject, class, &list));
+    // Only the namespaces that host an instance at stake decide.
+    let hosts = at_stake.iter().flat_map(|stake| {
+        let consumers = stake.consumers(is_gone).map(|[namespace, ..]| namespace);
+        let unreadable = stake
+            .unreadable
+            .iter()
+            .flat_map(|(_, _, instances)| instances.iter().map(|i| i.namespace));
+        consumers.chain(unreadable)
+    });
+    let looked_up = match lookup::point_lookups(eval, hosts) {
+        PointLookups::Read(hosts) => Some(hosts),
+        PointLookups::TooMany if at_stake.iter().all(|s| s.unreadable.is_empty()) => {
+            if let Some((class, list)) = sample(eval, at_stake, references, is_gone) {
+                return Err(protected(rules, subject, class, &list));
+            }
+            None
         }
-        None
-    } else {
-        None
+        PointLookups::TooMany | PointLookups::Unreadable => None,
     };
     Ok(match looked_up {
         Some(facts) => facts,
@@ -381,19 +375,10 @@ fn unlisted_self(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Vio
     ))
 }
 
-/// The labels of `names`, one cached GET each; `None` when one cannot be read (the caller then
-/// lists every namespace, which needs no namespace to exist).
-fn point_lookups<'n>(
-    eval: &Evaluation,
-    names: impl Iterator<Item = &'n str>,
-) -> Option<Vec<Rc<Namespace>>> {
-    names.map(|name| eval.namespace(name).ok()).collect()
-}
-
 /// With many consumer namespaces of one class at stake: probes them in the order the message
-/// reads, and as soon as more referencing consumers than a message shows are confirmed, gives
-/// the class and the list the refusal names. `None` when the probes do not settle it (the
-/// caller then decides from the full namespace list).
+/// reads ([`lookup::probe`]), and once more referencing consumers than a message shows are
+/// confirmed, gives the class and the list the refusal names. `None` when the probes do not
+/// settle it (the caller then decides from the full namespace list).
 fn sample<'s>(
     eval: &Evaluation,
     at_stake: &'s [AtStake],
@@ -403,43 +388,21 @@ fn sample<'s>(
     let [stake] = at_stake else {
         return None;
     };
-    let candidates: Vec<[&str; 4]> = stake.consumers(is_gone).collect();
-    let mut order: Vec<usize> = (0..candidates.len()).collect();
-    let mut probed: Vec<(&str, bool)> = Vec::new();
-    let mut confirmed = 0;
-    let mut shown: Vec<String> = Vec::new();
-    // In chunks, each brought to the front in reading order without sorting the rest.
-    let mut start = 0;
-    while start < order.len() {
-        let rest = &mut order[start..];
-        let chunk = PROBES.min(rest.len());
-        front_positions(rest, chunk, &|a, b| by_text(&candidates[a], &candidates[b]));
-        for consumer in rest[..chunk].iter().map(|&i| &candidates[i]) {
-            let referencing = match probed.iter().find(|(ns, _)| *ns == consumer[0]) {
-                Some((_, referencing)) => *referencing,
-                None if probed.len() == PROBES => return None,
-                None => {
-                    let namespace = eval.namespace(consumer[0]).ok()?;
-                    let referencing = references(stake, &namespace);
-                    probed.push((consumer[0], referencing));
-                    referencing
-                }
-            };
-            if !referencing {
-                continue;
-            }
-            confirmed += 1;
-            if confirmed > SHOWN {
-                return Some((
-                    stake.class.as_str(),
-                    format!("{} and more", shown.join(", ")),
-                ));
-            }
-            shown.push(shown_text(consumer));
-        }
-        start += chunk;
-    }
-    None
+    let consumers: Vec<[&str; 4]> = stake.consumers(is_gone).collect();
+    let candidates = lookup::Candidates {
+        count: consumers.len(),
+        namespace: &|at| consumers[at][0],
+        reading_order: &|a, b| by_text(&consumers[a], &consumers[b]),
+    };
+    let confirmed = lookup::probe(eval, &candidates, &|ns| references(stake, ns), SHOWN + 1)?;
+    let shown: Vec<String> = confirmed[..SHOWN]
+        .iter()
+        .map(|&at| shown_text(&consumers[at]))
+        .collect();
+    Some((
+        stake.class.as_str(),
+        format!("{} and more", shown.join(", ")),
+    ))
 }
 
 /// Orders consumers as their text reads.
