@@ -13,6 +13,7 @@ use cozystack_policy::output::{self, emit, json, read_text};
 use cozystack_policy::platform::apiserver::Identity;
 use cozystack_policy::platform::flux::sourceignore::GitRepository;
 use cozystack_policy::platform::flux::{self, kustomizations, manifests};
+use cozystack_policy::platform::sequence::FLUX;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
@@ -233,11 +234,29 @@ fn finish(
     Ok(ExitCode::from(report.exit_code(args.warn_exit_code)))
 }
 
-/// Who applies the change set: `--as`, or, live, who the current credentials are.
-fn check_identity(args: &CheckArgs) -> Result<Identity, Error> {
+/// Who applies the change set. Through a Kustomization, who kustomize-controller applies as:
+/// its `spec.serviceAccountName` (a `--as` that says otherwise is set aside, and stderr says
+/// so), else `--as`, else the controller's own account. Without one: `--as`, or, live, who the
+/// current credentials are.
+fn check_identity(args: &CheckArgs, spec: Option<&flux::build::Spec>) -> Result<Identity, Error> {
+    let given = (args.as_user.as_ref()).map(|user| Identity::impersonated(user, &args.as_group));
+    if let Some(spec) = spec {
+        return Ok(match (spec.service_account(), given) {
+            (Some(sa), Some(given)) if sa != given => {
+                eprintln!(
+                    "identity: the Kustomization {} applies as {} (spec.serviceAccountName), not as --as {}",
+                    spec.name, sa.username, given.username
+                );
+                sa
+            }
+            (Some(sa), _) => sa,
+            (None, Some(given)) => given,
+            (None, None) => Identity::impersonated(FLUX, &[]),
+        });
+    }
     let evaluation = &args.evaluation;
-    Ok(match &args.as_user {
-        Some(user) => Identity::impersonated(user, &args.as_group),
+    Ok(match given {
+        Some(given) => given,
         None if !evaluation.cluster.dump.is_empty() => {
             return Err("--as USER is required with --dump: name who applies the change set (a stock install's Flux applies as system:serviceaccount:cozy-fluxcd:flux; a Kustomization with spec.serviceAccountName applies as that ServiceAccount)".into());
         }
@@ -269,30 +288,47 @@ fn check_kustomizations(
         let variables = substitution(&object, &spec, sources)?;
         let path = root.join(object["spec"]["path"].as_str().unwrap_or("./"));
         let applies = flux::build::build(&path, &spec, &variables, repository)?;
+        let identity = check_identity(args, Some(&spec))?;
         units.push(kustomizations::Unit {
             object,
             spec,
             origin,
             applies,
+            identity,
         });
     }
-    let identity = check_identity(args)?;
+    // Who the report names: `--as`, else the controller's account; each Kustomization applies
+    // as its own.
+    let identity = check_identity(args, Some(&flux::build::Spec::default()))?;
     let all: Vec<manifests::Manifest> = units.iter().flat_map(|u| u.applies.clone()).collect();
     let keep = check::applies_over(&all);
     let (settings, policy, cluster) = prepare_keeping(&args.evaluation, Some(&keep))?;
-    eprintln!(
-        "judging {} Kustomizations in dependsOn order as {}",
-        units.len(),
-        identity.describe()
-    );
+    for unit in &units {
+        eprintln!(
+            "judging the Kustomization {} as {}",
+            unit.spec.name,
+            unit.identity.describe()
+        );
+    }
     report_release(&settings.value, &cluster)?;
     let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
+    // The dependencies the change set does not hold, as the cluster holds them.
+    let mut outside = std::collections::BTreeMap::new();
+    for key in units.iter().flat_map(kustomizations::Unit::depends_on) {
+        if units.iter().all(|u| u.spec.name != key) && !outside.contains_key(&key) {
+            let found = flux_object(Path::new(&key), KUSTOMIZATION, sources).ok();
+            outside.insert(
+                key,
+                kustomizations::Outside::of(found.as_ref().map(|(o, _)| o)),
+            );
+        }
+    }
     let report = check::run_kustomizations(
         &policy,
         &settings.value,
         cluster,
         &units,
-        &identity,
+        &outside,
         &mut observe,
     )?;
     finish(args, &report, &identity, &settings.judged_by()?, started)
@@ -410,7 +446,7 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         }
     }
     let evaluation = &args.evaluation;
-    let identity = check_identity(&args)?;
+    let identity = check_identity(&args, kustomization.as_ref().map(|(_, spec, _)| spec))?;
     // The managed fields of what the change set may apply over, for server-side apply's merge.
     let keep = check::applies_over(&applies);
     let (settings, policy, cluster) = prepare_keeping(evaluation, Some(&keep))?;

@@ -76,18 +76,18 @@ pub fn run<'a>(
     apply::run(&mut platform, cluster, changes, client, applier, &mut judge)
 }
 
-/// Judges Kustomizations in `dependsOn` order ([`kustomizations::run`]), each applied as
-/// `identity`.
+/// Judges Kustomizations in `dependsOn` order ([`kustomizations::run`]), each applied as its
+/// unit's identity.
 pub fn run_kustomizations<'a>(
     policy: &'a Policy,
     settings: &'a Value,
     cluster: ClusterObjects,
     units: &[kustomizations::Unit],
-    identity: &'a Identity,
+    outside: &std::collections::BTreeMap<String, kustomizations::Outside>,
     observe: &'a mut Observer<'a>,
 ) -> Result<Report, Error> {
     let (mut platform, mut judge) = self::platform(policy, settings, &cluster, observe)?;
-    kustomizations::run(&mut platform, cluster, units, identity, &mut judge)
+    kustomizations::run(&mut platform, cluster, units, outside, &mut judge)
 }
 
 impl Report {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
+use crate::platform::apiserver::Identity;
 use crate::platform::flux::manifests::{self, KUSTOMIZATION_FILES, Manifest};
 use crate::platform::flux::postbuild::{self, PostBuild};
 use crate::platform::flux::sourceignore::{GitRepository, Packed, sorted_entries};
@@ -26,6 +27,10 @@ pub struct Spec {
     pub name: String,
     /// `spec.prune`: without it, nothing the change set drops is ever deleted.
     pub prune: bool,
+    /// `spec.serviceAccountName`, in the Kustomization's namespace: who applies its writes.
+    pub service_account: Option<String>,
+    /// `metadata.namespace`.
+    pub namespace: String,
     target_namespace: Option<String>,
     name_prefix: Option<String>,
     name_suffix: Option<String>,
@@ -42,6 +47,18 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// Who kustomize-controller applies this Kustomization's writes as (`reconcile` →
+    /// `WithServiceAccount`, kustomize-controller v1.8.0): its `spec.serviceAccountName`, in its
+    /// own namespace; `None` when it names none, and the controller applies as itself
+    /// ([`crate::platform::sequence::FLUX`]: Cozystack's Flux sets no `--default-service-account`).
+    pub fn service_account(&self) -> Option<Identity> {
+        let sa = self.service_account.as_ref()?;
+        Some(Identity::impersonated(
+            &format!("system:serviceaccount:{}:{sa}", self.namespace),
+            &[],
+        ))
+    }
+
     /// The spec of `kustomization` (a `kustomize.toolkit.fluxcd.io` Kustomization, as a file or
     /// `kubectl get -o yaml` gives it); `origin` names it in errors.
     pub fn of(kustomization: &Value, origin: &str) -> Result<Spec, Error> {
@@ -77,6 +94,11 @@ impl Spec {
             prune: spec["prune"].as_bool().ok_or_else(|| {
                 format!("{origin}: no spec.prune (the CRD requires it: true or false)")
             })?,
+            service_account: text("serviceAccountName").filter(|sa| !sa.is_empty()),
+            namespace: kustomization["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
             target_namespace: text("targetNamespace"),
             name_prefix: text("namePrefix"),
             name_suffix: text("nameSuffix"),

@@ -20,12 +20,14 @@ use crate::platform::sequence::{Admit, Platform, Sender};
 use crate::platform::writes;
 use crate::state::State;
 
-/// One Kustomization: the object, its spec, where it was read, and what it builds.
+/// One Kustomization: the object, its spec, where it was read, what it builds, and who
+/// applies it ([`Spec::service_account`], else the controller's account or the caller's).
 pub struct Unit {
     pub object: Value,
     pub spec: Spec,
     pub origin: String,
     pub applies: Vec<Manifest>,
+    pub identity: Identity,
 }
 
 impl Unit {
@@ -34,8 +36,9 @@ impl Unit {
         self.spec.name.clone()
     }
 
-    /// Its dependencies, `namespace/name` (a dependency without a namespace is in its own).
-    fn depends_on(&self) -> Vec<String> {
+    /// Its dependencies, `namespace/name` (a dependency without a namespace is in its own:
+    /// `checkDependencies`).
+    pub fn depends_on(&self) -> Vec<String> {
         let own = self.object["metadata"]["namespace"]
             .as_str()
             .unwrap_or_default();
@@ -58,6 +61,36 @@ impl Unit {
             || spec["healthChecks"]
                 .as_array()
                 .is_some_and(|h| !h.is_empty())
+    }
+}
+
+/// A Kustomization a unit depends on that is not among the units, as the cluster holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outside {
+    /// Its Ready condition is True: what depends on it applies.
+    Ready,
+    /// It exists, not Ready: kustomize-controller retries what depends on it, and applies nothing.
+    NotReady,
+    /// No such Kustomization: `dependency … not found`, and nothing is applied.
+    Missing,
+}
+
+impl Outside {
+    /// As the cluster holds `kustomization` (`None`: not there).
+    pub fn of(kustomization: Option<&Value>) -> Outside {
+        let Some(object) = kustomization else {
+            return Outside::Missing;
+        };
+        let ready = object["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        if ready {
+            Outside::Ready
+        } else {
+            Outside::NotReady
+        }
     }
 }
 
@@ -97,13 +130,14 @@ pub fn order(units: &[Unit]) -> Result<Vec<usize>, Error> {
     Ok(done)
 }
 
-/// Judges every unit's build in dependency order, as `identity`; one report of them all, each
-/// Kustomization's steps after the ones before it.
+/// Judges every unit's build in dependency order, each as its identity; one report of them all,
+/// each Kustomization's steps after the ones before it. A dependency outside the units counts
+/// as the cluster holds it (`outside`).
 pub fn run(
     platform: &mut Platform,
     mut cluster: ClusterObjects,
     units: &[Unit],
-    identity: &Identity,
+    outside: &BTreeMap<String, Outside>,
     admit: &mut dyn Admit,
 ) -> Result<Report, Error> {
     let mut report = Report::default();
@@ -114,11 +148,19 @@ pub fn run(
         let unit = &units[i];
         let applies = unit.applies.clone();
         let dependencies = unit.depends_on();
-        if let Some(blocker) = dependencies.iter().find(|d| failed.contains(*d)) {
+        let among = |d: &String| units.iter().any(|u| u.key() == *d);
+        let blocked = dependencies.iter().find_map(|d| match outside.get(d) {
+            _ if failed.contains(d) => Some(format!("{d}, whose apply failed, so it is never Ready")),
+            _ if among(d) => None,
+            Some(Outside::Ready) => None,
+            Some(Outside::NotReady) => Some(format!("{d}, which is not Ready")),
+            Some(Outside::Missing) | None => Some(format!(
+                "{d}, which does not exist (a dependsOn without a namespace names one in the Kustomization's own)"
+            )),
+        });
+        if let Some(blocker) = blocked {
             failed.insert(unit.key());
-            let why = format!(
-                "not applied: it depends on the Kustomization {blocker}, whose apply failed, so it is never Ready"
-            );
+            let why = format!("not applied: it depends on the Kustomization {blocker}");
             report.steps.extend(apply::blocked_steps(&applies, &why));
             continue;
         }
@@ -152,7 +194,7 @@ pub fn run(
             deletes: if unit.spec.prune { deletes } else { Vec::new() },
         };
         let client = Sender::Client {
-            identity: identity.clone(),
+            identity: unit.identity.clone(),
             manager: crate::platform::flux::MANAGER,
         };
         let Applied {

@@ -108,9 +108,22 @@ fn files(path: &Path, packed: &Packed) -> Result<Vec<Source>, Error> {
 }
 
 /// The maintained builders of a kustomize unit, in the order they are tried: the program and
-/// the arguments before the folder.
-pub(crate) const BUILDERS: [(&str, &[&str]); 2] =
-    [("kustomize", &["build"]), ("kubectl", &["kustomize"])];
+/// the arguments before the folder. As Flux builds (fluxcd/pkg kustomize `Build`, which
+/// kustomize-controller v1.8.0 calls): `LoadRestrictionsNone`, so a kustomization may name files
+/// outside its folder (`../../common/x.yaml`), and no plugin but the built-in ones (the default
+/// of both builders). kustomize-controller links kustomize's API as a library; the machine's
+/// kustomize (v5.5 in `kubectl`) may differ from it in what it prints, not in what it refuses
+/// (docs/operator-tool.md).
+pub(crate) const BUILDERS: [(&str, &[&str]); 2] = [
+    (
+        "kustomize",
+        &["build", "--load-restrictor", "LoadRestrictionsNone"],
+    ),
+    (
+        "kubectl",
+        &["kustomize", "--load-restrictor", "LoadRestrictionsNone"],
+    ),
+];
 
 /// What the first builder found on `PATH` makes of `dir`; without one, one line saying how to
 /// pipe the build in. A builder that fails is the change set's error, with its own words.

@@ -1,0 +1,219 @@
+//! `check` on a change set shaped like a Cozystack platform repository, as Flux reconciles it:
+//! a tenant's GitOps Kustomization applies as the tenant's ServiceAccount, builds with files
+//! from a shared `common/` folder, and names its dependency without a namespace; the
+//! Kustomizations themselves live in the repository.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{scratch, workspace};
+
+/// The bundled cluster under the deployed settings, as Flux's own account (which a
+/// Kustomization's `serviceAccountName` overrides).
+const DUMP: &[&str] = &[
+    "--dump",
+    "e2e/cluster",
+    "--settings",
+    "deploy/policy-protect.yaml",
+];
+
+/// A tenant's Postgres, kept with the platform's shared manifests.
+const SHARED_DB: &str = "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-acme}\nspec: {}\n";
+
+/// An app HelmRelease written directly, as cozystack-api would: only a platform identity may.
+const RELEASE: &str = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: postgres-cache\n  namespace: tenant-acme\n  labels: {apps.cozystack.io/application.kind: Postgres, apps.cozystack.io/application.group: apps.cozystack.io, apps.cozystack.io/application.name: cache}\nspec: {chartRef: {kind: ExternalArtifact, name: cozystack-postgres-application-default-postgres, namespace: cozy-system}, values: {}}\n";
+
+/// A Flux Kustomization of the repository's GitRepository `cozy-fluxcd/platform`.
+fn kustomization(namespace: &str, name: &str, path: &str, fields: &str) -> String {
+    format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec: {{prune: true, path: {path}, sourceRef: {{kind: GitRepository, name: platform, namespace: cozy-fluxcd}}{fields}}}\n"
+    )
+}
+
+/// A platform repository under `name`: `files` as (path, text), with `.git` at its root.
+fn repository(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let root = scratch(name);
+    let _ = std::fs::remove_dir_all(&root);
+    for (path, text) in [(".git/HEAD", "")].iter().chain(files) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap_or(&root)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    root
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn check(args: &[&str]) -> Ran {
+    let output = Command::new(env!("CARGO_BIN_EXE_cozystack-policy"))
+        .current_dir(workspace())
+        .arg("check")
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().unwrap_or_default()
+}
+
+#[test]
+fn a_tenant_kustomization_applies_as_its_service_account() {
+    let root = repository(
+        "service-account",
+        &[
+            ("tenants/acme/release.yaml", RELEASE),
+            (
+                "clusters/acme.yaml",
+                &kustomization(
+                    "tenant-acme",
+                    "acme",
+                    "./tenants/acme",
+                    ", serviceAccountName: tenant-acme",
+                ),
+            ),
+            (
+                "clusters/acme-as-flux.yaml",
+                &kustomization("tenant-acme", "acme", "./tenants/acme", ""),
+            ),
+        ],
+    );
+    let folder = root.join("tenants/acme");
+    let flux = ["--as", "system:serviceaccount:cozy-fluxcd:flux"];
+    let run = |ks: &str, as_flux: bool| {
+        let ks = root.join(ks);
+        let mut args = vec![path(&folder), "--kustomization", path(&ks)];
+        args.extend(DUMP);
+        if as_flux {
+            args.extend(flux);
+        }
+        check(&args)
+    };
+    // The Kustomization names the tenant's account: Flux applies as it, whatever --as says.
+    let out = run("clusters/acme.yaml", true);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("DENIED   CREATE HelmRelease tenant-acme/postgres-cache (")
+            && out.stdout.contains("app HelmReleases are written only by the Cozystack platform, and system:serviceaccount:tenant-acme:tenant-acme is not a platform identity"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("identity: the Kustomization tenant-acme/acme applies as system:serviceaccount:tenant-acme:tenant-acme (spec.serviceAccountName), not as --as system:serviceaccount:cozy-fluxcd:flux"),
+        "{}",
+        out.stderr
+    );
+    // Naming none, it applies as --as; without --as, as the controller's own account.
+    for as_flux in [true, false] {
+        let out = run("clusters/acme-as-flux.yaml", as_flux);
+        assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+        assert!(
+            out.stdout
+                .contains("ALLOWED  CREATE HelmRelease tenant-acme/postgres-cache ("),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn a_kustomization_builds_with_files_outside_its_folder() {
+    let root = repository(
+        "load-restrictions",
+        &[
+            ("common/acme-db.yaml", SHARED_DB),
+            (
+                "tenants/acme/kustomization.yaml",
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../common/acme-db.yaml]\n",
+            ),
+            (
+                "clusters/acme.yaml",
+                &kustomization(
+                    "tenant-acme",
+                    "acme",
+                    "./tenants/acme",
+                    ", serviceAccountName: tenant-acme",
+                ),
+            ),
+        ],
+    );
+    let (folder, ks) = (root.join("tenants/acme"), root.join("clusters/acme.yaml"));
+    let mut args = vec![path(&folder), "--kustomization", path(&ks)];
+    args.extend(DUMP);
+    let out = check(&args);
+    // kustomize-controller builds with LoadRestrictionsNone: the shared file is part of it.
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("ALLOWED  CREATE Postgres tenant-acme/db ("),
+        "{}",
+        out.stdout
+    );
+    // Without --kustomization the folder is built as Flux builds it too.
+    let mut args = vec![path(&folder)];
+    args.extend(DUMP);
+    args.extend(["--as", "system:serviceaccount:cozy-fluxcd:flux"]);
+    let out = check(&args);
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+}
+
+#[test]
+fn a_dependency_without_a_namespace_is_in_the_kustomization_s_own() {
+    let root = repository(
+        "depends-on-namespace",
+        &[
+            (
+                "tenants/base/ns-note.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: note, namespace: tenant-acme}\ndata: {}\n",
+            ),
+            ("tenants/acme/db.yaml", SHARED_DB),
+            (
+                "clusters/base.yaml",
+                &kustomization("cozy-fluxcd", "acme-base", "./tenants/base", ""),
+            ),
+            (
+                "clusters/acme.yaml",
+                &kustomization(
+                    "tenant-acme",
+                    "acme",
+                    "./tenants/acme",
+                    ", serviceAccountName: tenant-acme, dependsOn: [{name: acme-base}]",
+                ),
+            ),
+        ],
+    );
+    let (base, acme) = (
+        root.join("clusters/base.yaml"),
+        root.join("clusters/acme.yaml"),
+    );
+    let mut args = vec![
+        path(&root),
+        "--kustomization",
+        path(&base),
+        "--kustomization",
+        path(&acme),
+    ];
+    args.extend(DUMP);
+    let out = check(&args);
+    // dependsOn [{name: acme-base}] of tenant-acme/acme is tenant-acme/acme-base: not the one
+    // in cozy-fluxcd, and not in the cluster: kustomize-controller never applies acme.
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("BLOCKED  Postgres tenant-acme/db (")
+            && out.stdout.contains("not applied: it depends on the Kustomization tenant-acme/acme-base, which does not exist (a dependsOn without a namespace names one in the Kustomization's own)"),
+        "{}",
+        out.stdout
+    );
+}
