@@ -217,3 +217,124 @@ fn a_dependency_without_a_namespace_is_in_the_kustomization_s_own() {
         out.stdout
     );
 }
+
+#[test]
+fn a_repository_holding_its_kustomizations_is_judged_as_flux_reconciles_them() {
+    let root = repository(
+        "found-kustomizations",
+        &[
+            (
+                "tenants/shop.yaml",
+                "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: shop, namespace: tenant-root}\nspec: {}\n",
+            ),
+            (
+                "apps/shop/db.yaml",
+                "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-shop}\nspec: {}\n",
+            ),
+            ("legacy/db.yaml", SHARED_DB),
+            // The apps first in name order: dependsOn, not the files, orders them.
+            (
+                "clusters/apps.yaml",
+                &kustomization(
+                    "cozy-fluxcd",
+                    "shop-apps",
+                    "./apps/shop",
+                    ", dependsOn: [{name: tenants}]",
+                ),
+            ),
+            (
+                "clusters/legacy.yaml",
+                &kustomization("cozy-fluxcd", "legacy", "./legacy", ", suspend: true"),
+            ),
+            (
+                "clusters/tenants.yaml",
+                &kustomization("cozy-fluxcd", "tenants", "./tenants", ", wait: true"),
+            ),
+            // A chart's template beside them is no YAML, and no Kustomization of Flux.
+            (
+                "charts/x/templates/cm.yaml",
+                "{{- if .Values.x }}\nkind: ConfigMap\n{{- end }}\n",
+            ),
+        ],
+    );
+    let mut args = vec![path(&root)];
+    args.extend(DUMP);
+    let out = check(&args);
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("holds 3 Flux Kustomizations of this repository, judged as kustomize-controller reconciles them"),
+        "{}",
+        out.stderr
+    );
+    let tenant = out.stdout.find("ALLOWED  CREATE Tenant tenant-root/shop (");
+    let db = out.stdout.find("ALLOWED  CREATE Postgres tenant-shop/db (");
+    assert!(
+        tenant.is_some() && db.is_some() && tenant < db,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("BLOCKED  Postgres tenant-acme/db (")
+            && out.stdout.contains("the Kustomization cozy-fluxcd/legacy is suspended (spec.suspend), so kustomize-controller applies nothing of it"),
+        "{}",
+        out.stdout
+    );
+    // --kustomization still selects: the Tenant's alone, its spec.path named.
+    let (tenants, folder) = (root.join("clusters/tenants.yaml"), root.join("tenants"));
+    let mut args = vec![path(&folder), "--kustomization", path(&tenants)];
+    args.extend(DUMP);
+    args.extend(["--as", "system:serviceaccount:cozy-fluxcd:flux"]);
+    let out = check(&args);
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("Postgres"), "{}", out.stdout);
+}
+
+#[test]
+fn what_flux_cannot_build_is_exit_2_and_a_marked_object_is_applied_as_written() {
+    let flux = ["--as", "system:serviceaccount:cozy-fluxcd:flux"];
+    let run = |target: &Path| {
+        let mut args = vec![path(target)];
+        args.extend(DUMP);
+        args.extend(flux);
+        check(&args)
+    };
+    // Two files of one folder holding the same object: kustomize refuses the duplicate id.
+    let twice = repository(
+        "duplicate-id",
+        &[("acme/a.yaml", SHARED_DB), ("acme/b.yaml", SHARED_DB)],
+    );
+    let out = run(&twice.join("acme"));
+    assert_eq!(out.code, Some(2), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("already registered id"),
+        "{}",
+        out.stderr
+    );
+    // A key given twice in one file: no YAML Flux reads.
+    let keys = repository(
+        "duplicate-key",
+        &[(
+            "acme/db.yaml",
+            "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db, namespace: tenant-acme}\nspec: {}\nspec: {replicas: 2}\n",
+        )],
+    );
+    let out = run(&keys.join("acme/db.yaml"));
+    assert_eq!(out.code, Some(2), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("acme/db.yaml"), "{}", out.stderr);
+    // An object marked substitute: disabled is applied with `${…}` as written.
+    let marked = repository(
+        "substitute-disabled",
+        &[(
+            "acme/db.yaml",
+            "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata:\n  name: db\n  namespace: tenant-acme\n  annotations: {kustomize.toolkit.fluxcd.io/substitute: disabled}\nspec: {note: \"${HOME}\"}\n",
+        )],
+    );
+    let out = run(&marked.join("acme"));
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("ALLOWED  CREATE Postgres tenant-acme/db ("),
+        "{}",
+        out.stdout
+    );
+}

@@ -283,6 +283,10 @@ fn check_kustomizations(
     let [root] = args.paths.as_slice() else {
         return Err("with several --kustomization, name the repository's root folder once: each Kustomization builds its spec.path under it".into());
     };
+    // spec.path is the artifact's: from the repository's root, whichever folder was named.
+    let root = flux::sourceignore::Packed::of(root, repository)?
+        .root()
+        .to_owned();
     let mut units = Vec::new();
     for (object, spec, origin) in parsed {
         let variables = substitution(&object, &spec, sources)?;
@@ -351,6 +355,14 @@ fn read_change_set(
     let built = |paths: &[PathBuf]| match (kustomization, paths) {
         (Some((_, spec, _)), [folder]) if folder.is_dir() => {
             flux::build::build(folder, spec, &variables, repository)
+        }
+        // Flux builds every folder and file it applies with kustomize, which refuses what the
+        // API server never sees: two files holding one object, a key given twice. Read as
+        // named, so that each verdict names its file.
+        _ if !args.in_order => {
+            let read = manifests::read(paths, repository)?;
+            flux::build::validate(paths, repository)?;
+            Ok(read)
         }
         _ => manifests::read(paths, repository),
     };
@@ -424,6 +436,27 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         }
         None => GitRepository::default(),
     };
+    // A repository that holds its own Kustomizations is judged as Flux reconciles them.
+    if let ([], [root], false, true) = (
+        kustomizations.as_slice(),
+        args.paths.as_slice(),
+        args.in_order,
+        args.delete.is_empty(),
+    ) && root.is_dir()
+    {
+        for (object, origin) in kustomizations::found(root, &repository)? {
+            let spec = flux::build::Spec::of(&object, &origin)?;
+            kustomizations.push((object, spec, origin));
+        }
+        if !kustomizations.is_empty() {
+            eprintln!(
+                "{}: holds {} Flux Kustomizations of this repository, judged as kustomize-controller reconciles them (--kustomization selects)",
+                root.display(),
+                kustomizations.len()
+            );
+            return check_kustomizations(&args, kustomizations, &repository, &sources, started);
+        }
+    }
     if kustomizations.len() > 1 {
         return check_kustomizations(&args, kustomizations, &repository, &sources, started);
     }

@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::platform::apiserver::{self, Admission, HELM_RELEASES, NAMESPACES, Resource};
 use crate::platform::application::{AppRef, AppWrite};
 use crate::platform::flux::manifests::Manifest;
-use crate::platform::flux::{self, Managed, Owner, Stage};
+use crate::platform::flux::{self, Managed, Owner, Stage, postbuild};
 use crate::platform::sequence::{Admit, Outcome, Platform, Refuser, Sender, Sent, Uninstall};
 use crate::platform::writes::{self, RELEASE_API, Served};
 use crate::state::State;
@@ -876,7 +876,9 @@ impl Session<'_> {
 /// ([`flux::unsubstituted`]) where it counts: anywhere in an object the policy judges, in the
 /// metadata of any other. The error names the first, with its file and document.
 pub fn unsubstituted(applies: &[Manifest]) -> Option<String> {
-    applies.iter().find_map(|manifest| {
+    // An object marked `substitute: disabled` is applied as written, `${…}` and all.
+    let mut substituted = applies.iter().filter(|m| !postbuild::disabled(&m.object));
+    substituted.find_map(|manifest| {
         let read = match surface(manifest) {
             Some(_) => &manifest.object,
             None => &manifest.object["metadata"],

@@ -126,6 +126,36 @@ pub fn build(
     variables: &BTreeMap<String, String>,
     repository: &GitRepository,
 ) -> Result<Vec<Manifest>, Error> {
+    let text = kustomized(path, spec, repository)?;
+    let shown = path.display().to_string();
+    let origin = format!("{shown} (built as {} builds it)", spec.name);
+    // `SubstituteVariables` evaluates only when there is a variable.
+    let text = match spec.post_build {
+        Some(_) if !variables.is_empty() => substituted(&text, variables).map_err(|e| {
+            format!("{origin}: post build failed: {e}: kustomize-controller fails the build, so nothing lands")
+        })?,
+        _ => text,
+    };
+    let mut built = manifests::parse(&origin, &text)?;
+    for manifest in &mut built {
+        if is_sops(&manifest.object) && !spec.decryption {
+            return Err(format!(
+                "{}: {} is encrypted with SOPS and the Kustomization {} has no spec.decryption: kustomize-controller applies it as it is and the API server refuses the stage, so nothing of it lands",
+                manifest.origin,
+                manifest.reference(),
+                spec.name
+            )
+            .into());
+        }
+        set_common_metadata(&mut manifest.object, spec);
+    }
+    Ok(built)
+}
+
+/// What kustomize makes of `path` as kustomize-controller builds it for `spec`: on a copy of
+/// what source-controller packs, with the generator's kustomization, through the real
+/// kustomize with Flux's options. The errors name the folder as given.
+fn kustomized(path: &Path, spec: &Spec, repository: &GitRepository) -> Result<String, Error> {
     let packed = Packed::of(path, repository)?;
     let work = WorkDir::new()?;
     for file in packed.files()? {
@@ -149,32 +179,47 @@ pub fn build(
         .into());
     }
     write_kustomization(&dir, spec).map_err(|e| format!("{shown}: {e}"))?;
-    let text = manifests::build(&dir, &manifests::BUILDERS).map_err(|e| {
+    Ok(manifests::build(&dir, &manifests::BUILDERS).map_err(|e| {
         // The builder names the copy; the user knows the folder.
         e.to_string().replace(&dir.display().to_string(), &shown)
-    })?;
-    let origin = format!("{shown} (built as {} builds it)", spec.name);
-    // `SubstituteVariables` evaluates only when there is a variable.
-    let text = match spec.post_build {
-        Some(_) if !variables.is_empty() => substituted(&text, variables).map_err(|e| {
-            format!("{origin}: post build failed: {e}: kustomize-controller fails the build, so nothing lands")
-        })?,
-        _ => text,
-    };
-    let mut built = manifests::parse(&origin, &text)?;
-    for manifest in &mut built {
-        if is_sops(&manifest.object) && !spec.decryption {
-            return Err(format!(
-                "{}: {} is encrypted with SOPS and the Kustomization {} has no spec.decryption: kustomize-controller applies it as it is and the API server refuses the stage, so nothing of it lands",
-                manifest.origin,
-                manifest.reference(),
-                spec.name
-            )
-            .into());
-        }
-        set_common_metadata(&mut manifest.object, spec);
+    })?)
+}
+
+/// Whether kustomize-controller's build of `paths` succeeds, as it builds a path it applies
+/// (the generator's kustomization over what source-controller packs): each folder as it is,
+/// the files given beside each other in one folder of their own. Standard input is taken as
+/// `flux build` printed it. The error is the build's, naming what was given.
+pub fn validate(paths: &[PathBuf], repository: &GitRepository) -> Result<(), Error> {
+    let (folders, files): (Vec<&PathBuf>, Vec<&PathBuf>) = paths
+        .iter()
+        .filter(|p| p.as_path() != Path::new("-"))
+        .partition(|p| p.is_dir());
+    for folder in folders {
+        kustomized(folder, &Spec::default(), repository)?;
     }
-    Ok(built)
+    if files.is_empty() {
+        return Ok(());
+    }
+    let work = WorkDir::new()?;
+    for (i, file) in files.iter().enumerate() {
+        let name = file.file_name().unwrap_or_default().to_string_lossy();
+        let to = work.0.join(format!("{i}-{name}"));
+        std::fs::copy(file, &to).map_err(|e| Error::read(file, e))?;
+    }
+    write_kustomization(&work.0, &Spec::default())?;
+    let shown: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let built = manifests::build(&work.0, &manifests::BUILDERS);
+    built.map(|_| ()).map_err(|e| {
+        let said = e
+            .to_string()
+            .replace(&format!("{}: ", work.0.display()), "");
+        let said = said.replace(&work.0.display().to_string(), "the files");
+        format!(
+            "{}: kustomize-controller's build of these fails, so nothing of them lands: {said}",
+            shown.join(", ")
+        )
+        .into()
+    })
 }
 
 /// kustomize's output with each document substituted as `SubstituteVariables` does it.

@@ -7,6 +7,7 @@
 //! not exist yet for what depends on it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
 use serde_json::Value;
@@ -15,7 +16,8 @@ use crate::error::Error;
 use crate::platform::apiserver::Identity;
 use crate::platform::flux::apply::{self, Applied, Applier, ChangeSet, Pruned, Report};
 use crate::platform::flux::build::Spec;
-use crate::platform::flux::manifests::Manifest;
+use crate::platform::flux::manifests::{self, Manifest};
+use crate::platform::flux::sourceignore::{GitRepository, Packed};
 use crate::platform::sequence::{Admit, Platform, Sender};
 use crate::platform::writes;
 use crate::state::State;
@@ -63,6 +65,64 @@ impl Unit {
                 .is_some_and(|h| !h.is_empty())
     }
 }
+
+/// The Flux Kustomizations the repository holding `path` keeps at or under it whose source is
+/// that repository, each with where it was read: those whose `sourceRef` names `repository`
+/// when it was given, else those naming the one GitRepository they all name (several:
+/// `--git-repository` must say which is this one). Only files that mention Flux's
+/// Kustomization API are read: a chart's templates beside them are no YAML.
+pub fn found(path: &Path, repository: &GitRepository) -> Result<Vec<(Value, String)>, Error> {
+    let packed = Packed::of(path, repository)?;
+    let under = std::fs::canonicalize(path).map_err(|e| Error::read(path, e))?;
+    let mut found = Vec::new();
+    for file in packed.files()? {
+        let file = packed.root().join(file);
+        let yaml = file.extension().is_some_and(|x| x == "yaml" || x == "yml");
+        if !yaml || !file.starts_with(&under) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).map_err(|e| Error::read(&file, e))?;
+        if !text.contains(API) {
+            continue;
+        }
+        for manifest in manifests::parse(&file.display().to_string(), &text)? {
+            let flux =
+                manifest.kind() == "Kustomization" && manifest.api_version().starts_with(API);
+            if flux && manifest.object["spec"]["sourceRef"]["kind"] == "GitRepository" {
+                found.push((manifest.object, manifest.origin));
+            }
+        }
+    }
+    let source = |ks: &Value| {
+        let from = &ks["spec"]["sourceRef"];
+        let namespace = (from["namespace"].as_str()).or(ks["metadata"]["namespace"].as_str());
+        format!(
+            "{}/{}",
+            namespace.unwrap_or_default(),
+            from["name"].as_str().unwrap_or_default()
+        )
+    };
+    let named: BTreeSet<String> = found.iter().map(|(ks, _)| source(ks)).collect();
+    let this = match (&repository.name, named.len()) {
+        (Some(name), _) => name.clone(),
+        (None, 0 | 1) => return Ok(found),
+        (None, _) => {
+            return Err(format!(
+                "{}: its Kustomizations name several GitRepositories ({}): name this repository's with --git-repository",
+                path.display(),
+                named.into_iter().collect::<Vec<_>>().join(", ")
+            )
+            .into());
+        }
+    };
+    Ok(found
+        .into_iter()
+        .filter(|(ks, _)| source(ks) == this)
+        .collect())
+}
+
+/// Flux's Kustomization API group, as `apiVersion` begins.
+const API: &str = "kustomize.toolkit.fluxcd.io/";
 
 /// A Kustomization a unit depends on that is not among the units, as the cluster holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,8 +201,8 @@ pub fn run(
     admit: &mut dyn Admit,
 ) -> Result<Report, Error> {
     let mut report = Report::default();
-    // Per Kustomization: whether it failed, and the namespaces its Tenants' charts made.
-    let mut failed: BTreeSet<String> = BTreeSet::new();
+    // Per Kustomization: why it never becomes Ready, and the namespaces its Tenants' charts made.
+    let mut unready: BTreeMap<String, &str> = BTreeMap::new();
     let mut rendered: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for i in order(units)? {
         let unit = &units[i];
@@ -150,7 +210,7 @@ pub fn run(
         let dependencies = unit.depends_on();
         let among = |d: &String| units.iter().any(|u| u.key() == *d);
         let blocked = dependencies.iter().find_map(|d| match outside.get(d) {
-            _ if failed.contains(d) => Some(format!("{d}, whose apply failed, so it is never Ready")),
+            _ if unready.contains_key(d) => Some(format!("{d}, {}", unready[d])),
             _ if among(d) => None,
             Some(Outside::Ready) => None,
             Some(Outside::NotReady) => Some(format!("{d}, which is not Ready")),
@@ -159,8 +219,18 @@ pub fn run(
             )),
         });
         if let Some(blocker) = blocked {
-            failed.insert(unit.key());
+            unready.insert(unit.key(), "which is blocked itself");
             let why = format!("not applied: it depends on the Kustomization {blocker}");
+            report.steps.extend(apply::blocked_steps(&applies, &why));
+            continue;
+        }
+        // kustomize-controller skips a suspended Kustomization, and it never becomes Ready.
+        if unit.object["spec"]["suspend"] == true {
+            unready.insert(unit.key(), "which is suspended");
+            let why = format!(
+                "not applied: the Kustomization {} is suspended (spec.suspend), so kustomize-controller applies nothing of it",
+                unit.key()
+            );
             report.steps.extend(apply::blocked_steps(&applies, &why));
             continue;
         }
@@ -209,7 +279,7 @@ pub fn run(
             admit,
         )?;
         if judged.failed() {
-            failed.insert(unit.key());
+            unready.insert(unit.key(), "whose apply failed, so it is never Ready");
         }
         let made: BTreeSet<String> = namespaces(state.cluster())
             .difference(&before)

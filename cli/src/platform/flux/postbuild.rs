@@ -118,6 +118,13 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Whether `object` is marked `kustomize.toolkit.fluxcd.io/substitute: disabled` (a label or an
+/// annotation): kustomize-controller never substitutes it.
+pub fn disabled(object: &Value) -> bool {
+    let marked = |key: &str| object["metadata"][key][DISABLE] == "disabled";
+    marked("labels") || marked("annotations")
+}
+
 /// Why envsubst (non-strict, as kustomize-controller v1.8.0 runs it) refuses a document, or
 /// `check` cannot evaluate it as it would: each fails the build.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -144,8 +151,7 @@ pub fn substitute(
     object: &Value,
     vars: &BTreeMap<String, String>,
 ) -> Result<Option<String>, SubstitutionError> {
-    let disabled = |key: &str| object["metadata"][key][DISABLE] == "disabled";
-    if vars.is_empty() || disabled("labels") || disabled("annotations") {
+    if vars.is_empty() || disabled(object) {
         return Ok(None);
     }
     if let Some(bad) = vars.keys().find(|name| !valid_name(name)) {

@@ -37,6 +37,8 @@ const EXCLUDE_DEFAULT: [&str; 3] = [
 pub struct GitRepository {
     /// Where it was read, and the patterns.
     ignore: Option<(String, String)>,
+    /// `namespace/name`, as a Kustomization's `sourceRef` names it (when it was read).
+    pub name: Option<String>,
 }
 
 impl GitRepository {
@@ -51,10 +53,16 @@ impl GitRepository {
             )
             .into());
         }
+        let meta = &object["metadata"];
         Ok(GitRepository {
             ignore: object["spec"]["ignore"]
                 .as_str()
                 .map(|text| (format!("{origin} spec.ignore"), text.to_owned())),
+            name: Some(format!(
+                "{}/{}",
+                meta["namespace"].as_str().unwrap_or_default(),
+                meta["name"].as_str().unwrap_or_default()
+            )),
         })
     }
 }
