@@ -338,3 +338,37 @@ fn what_flux_cannot_build_is_exit_2_and_a_marked_object_is_applied_as_written() 
         out.stdout
     );
 }
+
+#[test]
+fn a_file_given_with_a_kustomization_that_transforms_it_is_built_with_it() {
+    let root = repository(
+        "file-with-spec",
+        &[
+            (
+                "apps/db.yaml",
+                "apiVersion: apps.cozystack.io/v1alpha1\nkind: Postgres\nmetadata: {name: db}\nspec: {}\n",
+            ),
+            (
+                "clusters/acme.yaml",
+                &kustomization(
+                    "tenant-acme",
+                    "acme",
+                    "./apps",
+                    ", serviceAccountName: tenant-acme, targetNamespace: tenant-acme, namePrefix: team-",
+                ),
+            ),
+        ],
+    );
+    let (file, ks) = (root.join("apps/db.yaml"), root.join("clusters/acme.yaml"));
+    let mut args = vec![path(&file), "--kustomization", path(&ks)];
+    args.extend(DUMP);
+    let out = check(&args);
+    // Flux applies it in the target namespace, under the prefix: so is it judged.
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("ALLOWED  CREATE Postgres tenant-acme/team-db ("),
+        "{}",
+        out.stdout
+    );
+}

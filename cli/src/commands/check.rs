@@ -352,9 +352,14 @@ fn read_change_set(
         Some((object, spec, _)) => substitution(object, spec, sources)?,
         None => Default::default(),
     };
+    let files = |paths: &[PathBuf]| paths.iter().all(|p| p.is_file());
     let built = |paths: &[PathBuf]| match (kustomization, paths) {
         (Some((_, spec, _)), [folder]) if folder.is_dir() => {
             flux::build::build(folder, spec, &variables, repository)
+        }
+        // Files its spec transforms are built with it (standard input is `flux build`'s output).
+        (Some((_, spec, _)), files_given) if spec.transforms().is_some() && files(files_given) => {
+            flux::build::build_files(files_given, spec, &variables, repository)
         }
         // Flux builds every folder and file it applies with kustomize, which refuses what the
         // API server never sees: two files holding one object, a key given twice. Read as
@@ -375,6 +380,7 @@ fn read_change_set(
     let substitutes = match (kustomization, args.paths.as_slice()) {
         (None, _) => true,
         (Some(_), [folder]) if folder.is_dir() => false,
+        (Some((_, spec, _)), given) if spec.transforms().is_some() && files(given) => false,
         (Some((_, spec, _)), _) => spec.post_build.is_some(),
     };
     if let Some(error) = check::unsubstituted(&applies).filter(|_| !args.in_order && substitutes) {

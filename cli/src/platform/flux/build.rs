@@ -185,6 +185,56 @@ fn kustomized(path: &Path, spec: &Spec, repository: &GitRepository) -> Result<St
     })?)
 }
 
+/// What Flux applies of the files `files`, given with a Kustomization whose `spec` transforms
+/// its build (`targetNamespace`, `namePrefix`, `patches`, `commonMetadata`, …): the files as the
+/// folder of its `spec.path`, built with that spec. Origins name each file's copy by its number
+/// and name, in the order given.
+pub fn build_files(
+    files: &[PathBuf],
+    spec: &Spec,
+    variables: &BTreeMap<String, String>,
+    repository: &GitRepository,
+) -> Result<Vec<Manifest>, Error> {
+    let work = WorkDir::new()?;
+    for (i, file) in files.iter().enumerate() {
+        let name = file.file_name().unwrap_or_default().to_string_lossy();
+        let to = work.0.join(format!("{i}-{name}"));
+        std::fs::copy(file, &to).map_err(|e| Error::read(file, e))?;
+    }
+    let shown: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let mut built = build(&work.0, spec, variables, repository).map_err(|e| {
+        e.to_string()
+            .replace(&work.0.display().to_string(), &shown.join(", "))
+    })?;
+    for manifest in &mut built {
+        manifest.origin = manifest
+            .origin
+            .replace(&work.0.display().to_string(), &shown.join(", "));
+    }
+    Ok(built)
+}
+
+impl Spec {
+    /// The first field of the spec that changes what kustomize builds from the path's files,
+    /// if any: a file given with it is built with it, not taken as built.
+    pub fn transforms(&self) -> Option<&'static str> {
+        [
+            ("targetNamespace", self.target_namespace.is_some()),
+            ("namePrefix", self.name_prefix.is_some()),
+            ("nameSuffix", self.name_suffix.is_some()),
+            ("patches", !self.patches.is_empty()),
+            ("components", !self.components.is_empty()),
+            ("images", !self.images.is_empty()),
+            (
+                "commonMetadata",
+                !self.common_labels.is_empty() || !self.common_annotations.is_empty(),
+            ),
+        ]
+        .into_iter()
+        .find_map(|(field, set)| set.then_some(field))
+    }
+}
+
 /// Whether kustomize-controller's build of `paths` succeeds, as it builds a path it applies
 /// (the generator's kustomization over what source-controller packs): each folder as it is,
 /// the files given beside each other in one folder of their own. Standard input is taken as
