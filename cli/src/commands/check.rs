@@ -13,6 +13,7 @@ use cozystack_policy::output::{self, emit, json, read_text};
 use cozystack_policy::platform::apiserver::Identity;
 use cozystack_policy::platform::flux::sourceignore::GitRepository;
 use cozystack_policy::platform::flux::{self, kustomizations, manifests};
+use cozystack_policy::platform::flux::versions::Flux;
 use cozystack_policy::platform::sequence::FLUX;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
@@ -315,6 +316,7 @@ fn check_kustomizations(
         );
     }
     report_release(&settings.value, &cluster)?;
+    report_flux(&settings.value)?;
     let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
     // The dependencies the change set does not hold, as the cluster holds them.
     let mut outside = std::collections::BTreeMap::new();
@@ -336,6 +338,14 @@ fn check_kustomizations(
         &mut observe,
     )?;
     finish(args, &report, &identity, &settings.judged_by()?, started)
+}
+
+/// Which Flux the model plays: the one the release the settings name ships.
+fn report_flux(settings: &Value) -> Result<(), Error> {
+    let judged = cozystack_policy::settings::resolved(settings)?.judged();
+    let flux = Flux::judged(judged)?;
+    eprintln!("flux: {}, as the release ships it", flux.describe());
+    Ok(())
 }
 
 /// The change set: what Flux applies from the paths (a folder built as the Kustomization builds
@@ -521,6 +531,7 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         identity.describe()
     );
     report_release(&settings.value, &cluster)?;
+    report_flux(&settings.value)?;
     let judged_by = settings.judged_by()?;
     let changes = check::ChangeSet { applies, deletes };
     let save = args.save_requests.clone();

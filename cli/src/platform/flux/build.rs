@@ -19,6 +19,8 @@ use crate::platform::apiserver::Identity;
 use crate::platform::flux::manifests::{self, KUSTOMIZATION_FILES, Manifest};
 use crate::platform::flux::postbuild::{self, PostBuild};
 use crate::platform::flux::sourceignore::{GitRepository, Packed, sorted_entries};
+use crate::platform::flux::versions::Flux;
+use cozystack_resolver::release::Judged;
 
 /// The fields of a Flux Kustomization's spec that decide what it builds and prunes.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -131,7 +133,9 @@ pub fn build(
     let origin = format!("{shown} (built as {} builds it)", spec.name);
     // `SubstituteVariables` evaluates only when there is a variable.
     let text = match spec.post_build {
-        Some(_) if !variables.is_empty() => substituted(&text, variables).map_err(|e| {
+        // The Flux every supported release ships (`versions`): the build comes before the
+        // settings are read.
+        Some(_) if !variables.is_empty() => substituted(&text, variables, Flux::judged(Judged(None))?).map_err(|e| {
             format!("{origin}: post build failed: {e}: kustomize-controller fails the build, so nothing lands")
         })?,
         _ => text,
@@ -276,13 +280,14 @@ pub fn validate(paths: &[PathBuf], repository: &GitRepository) -> Result<(), Err
 fn substituted(
     text: &str,
     variables: &BTreeMap<String, String>,
+    flux: Flux,
 ) -> Result<String, postbuild::SubstitutionError> {
     let mut documents = Vec::new();
     for document in text.split("\n---\n") {
         let object: Value = serde_yaml::from_str(document)
             .map_err(|e| postbuild::SubstitutionError::Document(e.to_string()))?;
         documents.push(
-            postbuild::substitute(document, &object, variables)?
+            postbuild::substitute(document, &object, variables, flux)?
                 .unwrap_or_else(|| document.to_owned()),
         );
     }

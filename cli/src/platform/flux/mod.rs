@@ -14,6 +14,7 @@ pub mod kustomizations;
 pub mod manifests;
 pub mod postbuild;
 pub mod sourceignore;
+pub mod versions;
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;

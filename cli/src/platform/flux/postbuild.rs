@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
+use crate::platform::flux::versions::{Flux, Substitution};
+
 use crate::error::Error;
 
 /// The label or annotation that keeps an object out of the substitution.
@@ -150,6 +152,7 @@ pub fn substitute(
     document: &str,
     object: &Value,
     vars: &BTreeMap<String, String>,
+    flux: Flux,
 ) -> Result<Option<String>, SubstitutionError> {
     if vars.is_empty() || disabled(object) {
         return Ok(None);
@@ -157,11 +160,15 @@ pub fn substitute(
     if let Some(bad) = vars.keys().find(|name| !valid_name(name)) {
         return Err(SubstitutionError::InvalidName(bad.clone()));
     }
-    eval(document, vars).map(Some)
+    eval(document, vars, flux.substitution).map(Some)
 }
 
-/// envsubst's evaluation of `text`, not strict.
-fn eval(text: &str, vars: &BTreeMap<String, String>) -> Result<String, SubstitutionError> {
+/// envsubst's evaluation of `text`, as `substitution` treats an unset variable.
+fn eval(
+    text: &str,
+    vars: &BTreeMap<String, String>,
+    substitution: Substitution,
+) -> Result<String, SubstitutionError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('$') {
@@ -175,7 +182,7 @@ fn eval(text: &str, vars: &BTreeMap<String, String>) -> Result<String, Substitut
             let end = body
                 .find('}')
                 .ok_or_else(|| SubstitutionError::Unterminated(body.to_owned()))?;
-            out.push_str(&expression(&body[..end], vars)?);
+            out.push_str(&expression(&body[..end], vars, substitution)?);
             rest = &body[end + 1..];
         } else {
             out.push('$');
@@ -187,7 +194,11 @@ fn eval(text: &str, vars: &BTreeMap<String, String>) -> Result<String, Substitut
 }
 
 /// One `${…}`'s value.
-fn expression(inner: &str, vars: &BTreeMap<String, String>) -> Result<String, SubstitutionError> {
+fn expression(
+    inner: &str,
+    vars: &BTreeMap<String, String>,
+    substitution: Substitution,
+) -> Result<String, SubstitutionError> {
     let name_end = inner
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(inner.len());
@@ -201,7 +212,10 @@ fn expression(inner: &str, vars: &BTreeMap<String, String>) -> Result<String, Su
         _ => default.to_owned(),
     };
     if op.is_empty() {
-        return Ok(value.cloned().unwrap_or_default());
+        return Ok(match (value, substitution) {
+            (Some(value), _) => value.clone(),
+            (None, Substitution::Lenient) => String::new(),
+        });
     }
     for (prefix, unset_only) in [(":-", false), (":=", false), ("-", true), ("=", true)] {
         if let Some(default) = op.strip_prefix(prefix) {
@@ -226,6 +240,7 @@ fn decode_base64(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::flux::versions::FLUX_2_8;
     use serde_json::json;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -250,9 +265,13 @@ mod tests {
             ("a: $${host} $5", "a: ${host} $5"),
         ];
         for (text, expected) in cases {
-            assert_eq!(eval(text, &v).as_deref(), Ok(expected), "{text}");
+            assert_eq!(
+                eval(text, &v, Substitution::Lenient).as_deref(),
+                Ok(expected),
+                "{text}"
+            );
         }
-        let refused = eval("a: ${host^^}", &v).map_err(|e| e.to_string());
+        let refused = eval("a: ${host^^}", &v, Substitution::Lenient).map_err(|e| e.to_string());
         assert_eq!(
             refused,
             Err("${host^^} uses an envsubst function check does not evaluate".into())
@@ -263,17 +282,17 @@ mod tests {
     fn a_disabled_object_or_no_variable_is_left_as_it_is() {
         let v = vars(&[("x", "1")]);
         let disabled = json!({"metadata": {"annotations": {DISABLE: "disabled"}}});
-        assert_eq!(substitute("a: ${x}", &disabled, &v), Ok(None));
+        assert_eq!(substitute("a: ${x}", &disabled, &v, FLUX_2_8), Ok(None));
         assert_eq!(
-            substitute("a: ${x}", &json!({}), &BTreeMap::new()),
+            substitute("a: ${x}", &json!({}), &BTreeMap::new(), FLUX_2_8),
             Ok(None)
         );
         assert_eq!(
-            substitute("a: ${x}", &json!({}), &v),
+            substitute("a: ${x}", &json!({}), &v, FLUX_2_8),
             Ok(Some("a: 1".into()))
         );
         assert_eq!(
-            substitute("a", &json!({}), &vars(&[("1x", "")])),
+            substitute("a", &json!({}), &vars(&[("1x", "")]), FLUX_2_8),
             Err(SubstitutionError::InvalidName("1x".into()))
         );
         assert_eq!(
