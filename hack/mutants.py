@@ -28,8 +28,9 @@ WASM = ROOT / "target/wasm32-wasip1/wasm/cozystack_capabilities_policy.wasm"
 
 # `make simulate-ci`'s runs: (dump, settings, seed, runs).
 SIMULATE_CI = [
-    ("e2e/cluster", "e2e/cluster/settings.yaml", 1, 10),
-    ("e2e/cluster", "deploy/policy-protect.yaml", 11, 10),
+    ("e2e/cluster", "e2e/cluster/settings.yaml", 1, 8),
+    ("e2e/cluster", "deploy/policy-protect.yaml", 11, 8),
+    ("e2e/cluster", "target/settings/settings-source.yaml", 31, 4),
 ] + [
     (f"target/releases/{r}/cluster.yaml", f"target/releases/{r}/settings.yaml", 21, 4)
     for r in ("v1.5.3", "v1.5.4", "v1.6.2")
@@ -168,8 +169,8 @@ def main():
                  "-p", "cozystack-e2e", "-p", "cozystack-policy"])
     if tools.returncode != 0:
         sys.exit(tools.stderr)
-    for release in ("v1.5.3", "v1.5.4", "v1.6.2"):
-        made = run(["make", "-s", f"release-{release}"])
+    for target in ("settings-source", "release-v1.5.3", "release-v1.5.4", "release-v1.6.2"):
+        made = run(["make", "-s", target])
         if made.returncode != 0:
             sys.exit(made.stderr)
     landed = ROOT / "annotated-policy.wasm"

@@ -990,6 +990,10 @@ check_invalid_settings() {
   check charts-acme-ingress-off-strands-its-bucket
 }
 
+@test "charts-acme-ingress-off-over-a-terminating-ingress" {
+  check charts-acme-ingress-off-over-a-terminating-ingress
+}
+
 @test "charts-ktj-ingress-off-strands-its-monitoring" {
   check charts-ktj-ingress-off-strands-its-monitoring
 }

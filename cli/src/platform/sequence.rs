@@ -439,6 +439,11 @@ impl Platform {
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
+        // A DELETE of what is being uninstalled already changes nothing: helm-controller's
+        // uninstall, under way, removes it in its own time.
+        if finalized && release.pointer("/metadata/deletionTimestamp").is_some() {
+            return Ok(());
+        }
         match (finalized, uninstall) {
             (false, _) => writes::remove_release(state, release),
             (true, Uninstall::Later) => {

@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 
+use crate::platform::sequence::FINALIZER;
 use crate::state::State;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
@@ -445,9 +446,9 @@ fn module_release(
         "helm.toolkit.fluxcd.io/name": owner, "helm.toolkit.fluxcd.io/namespace": parent});
     meta["annotations"][HELM_RELEASE_NAME] = json!(owner);
     meta["annotations"][HELM_RELEASE_NAMESPACE] = json!(parent);
-    if let Some(meta) = meta.as_object_mut() {
-        meta.remove("deletionTimestamp");
-    }
+    // helm-controller reconciles every HelmRelease the chart renders, its finalizer first; a
+    // release being uninstalled stays so (nothing clears a deletionTimestamp).
+    meta["finalizers"] = json!([FINALIZER]);
     // Each template names its module's artifact: the `default` variant, but ComputePlane's,
     // which is `kubevirt` (`templates/computeplane.yaml`).
     let variant = if key == "computeplane" {

@@ -340,7 +340,7 @@ struct Player<'p> {
 const WAIVED_INVARIANT: &str = "platform: no write a stock component makes is refused, or waived";
 
 /// What a warning says of a platform writer's refusal the deployment waives.
-const WAIVED: &str = " is a platform writer and platformWriters is warn";
+pub(super) const WAIVED: &str = " is a platform writer and platformWriters is warn";
 
 /// Every how many steps `check` replays the step's own request.
 const CHECKED: usize = 4;
@@ -500,6 +500,9 @@ impl Player<'_> {
         if let Some(violation) = self.asked(action, played) {
             return Ok(Some(violation));
         }
+        if let Some(violation) = self.awaiting(action, played) {
+            return Ok(Some(violation));
+        }
         let changed = matches!(action, Action::Leftover { .. } | Action::Reconcile { .. })
             || writes.iter().any(Judged::allowed);
         if !changed {
@@ -536,6 +539,42 @@ impl Player<'_> {
                 rule: broken.rule(),
                 cluster: played.before.clone().unwrap_or_default(),
             }))
+    }
+
+    /// A user's admitted CREATE of a consumer whose class has no live provider where it
+    /// resolves (every one there being uninstalled) carries the warning that it waits
+    /// ([`Facts::awaited`]), on the state it was judged on.
+    fn awaiting(&self, action: &Action, played: &world::Played) -> Option<Violation> {
+        let before = played.before.as_ref()?;
+        let facts = Facts::of(before, self.compute_plane);
+        let creates = played.writes.iter().filter(|j| {
+            j.writer == Writer::User && j.allowed() && j.request["operation"] == "CREATE"
+        });
+        for user in creates {
+            let request = &user.request;
+            let kind = request["kind"]["kind"].as_str().unwrap_or_default();
+            let namespace = request["namespace"].as_str().unwrap_or_default();
+            let warnings = cozystack_policy_runtime::policy::warnings_of(&user.response);
+            let unwarned = facts.awaited(kind, namespace).into_iter().find(|class| {
+                let said = format!("{kind} consumes {class}");
+                !warnings.iter().any(|w| w.contains(&said))
+            });
+            if let Some(class) = unwarned {
+                return Some(Violation {
+                    invariant: "awaiting: a consumer created where its class has no live provider is told it waits".into(),
+                    what: format!(
+                        "{}: {kind} {namespace}/{} consumes {class}, whose every provider where {namespace} resolves it is being uninstalled, and was admitted without the warning",
+                        action.describe(),
+                        request["name"].as_str().unwrap_or_default()
+                    ),
+                    request: request.clone(),
+                    expect_allowed: true,
+                    rule: Some("capability"),
+                    cluster: before.clone(),
+                });
+            }
+        }
+        None
     }
 
     /// A stock component's write that follows an admitted request is never refused, nor waived
@@ -837,8 +876,11 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
                     applies.push(app);
                 }
             }
+            // What the Kustomization applied once and drops: a catalog app, or a module it
+            // applied before a Tenant switch rendered it (its release then stays terminating
+            // while helm-controller uninstalls it, the switch still on: slow teardown).
             let prunes = pick(rng, &apps)
-                .filter(|(_, kind, _)| CATALOG.contains(&kind.as_str()))
+                .filter(|(_, kind, _)| kind != "Tenant")
                 .map(|(ns, kind, name)| {
                     json!({"apiVersion": "apps.cozystack.io/v1alpha1",
                     "kind": kind, "metadata": {"name": name, "namespace": ns}})

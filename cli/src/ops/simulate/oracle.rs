@@ -256,6 +256,50 @@ impl Facts {
         }
     }
 
+    /// The classes `kind` consumes that an app of it created in `namespace` finds no live
+    /// provider of, because every provider of the class in the namespace it resolves to is
+    /// being uninstalled (docs/rules.md, "Consumer without provider": terminating providers are
+    /// not live): the create is told it waits. tenant-root resolves every class to itself (its
+    /// values say so); any other namespace through its capability label, else its legacy one.
+    /// A namespace with no provider of the class at all is not stated here: whether the chart
+    /// is about to render one is the Tenant's to say.
+    pub fn awaited(&self, kind: &str, namespace: &str) -> Vec<&'static str> {
+        let Some(stated) = statement::kind(kind) else {
+            return Vec::new();
+        };
+        let labels = self.namespaces.get(namespace);
+        let label = |key: String| {
+            labels
+                .and_then(|l| l.get(&key))
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+        };
+        stated
+            .consumes
+            .iter()
+            .copied()
+            .filter(|class| {
+                let provider = match namespace {
+                    ROOT => Some(ROOT),
+                    _ => label(format!("namespace.cozystack.io/capability.{class}"))
+                        .or_else(|| label(format!("namespace.cozystack.io/{class}"))),
+                };
+                let Some(provider) = provider else {
+                    return false;
+                };
+                let providers: Vec<&App> = self
+                    .apps
+                    .iter()
+                    .filter(|a| a.namespace == provider)
+                    .filter(|a| {
+                        statement::kind(&a.kind).is_some_and(|k| k.provides.contains(class))
+                    })
+                    .collect();
+                !providers.is_empty() && providers.iter().all(|a| a.terminating)
+            })
+            .collect()
+    }
+
     /// Whether an app renders: a chart that refuses its name ran nothing.
     fn renders(app: &App) -> bool {
         if app.terminating {
@@ -500,6 +544,9 @@ impl Facts {
                 .switches
                 .get(ask.namespace)
                 .is_some_and(|on| on.iter().any(|key| key == slot))
+            // One already being uninstalled is not protected again: its first DELETE decided
+            // (docs/rules.md, rendered modules).
+            && !self.app(ask.namespace, slot).is_some_and(|a| a.terminating)
         {
             return refused(Refuses::Rendered);
         }

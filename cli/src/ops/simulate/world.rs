@@ -465,7 +465,10 @@ impl Action {
 pub enum Writer {
     /// The actor's own request.
     User,
-    /// A stock component writing what the admitted user request makes it write.
+    /// Flux applying a GitOps change set: what it writes is its author's choice, and what the
+    /// rules say of it (a consumed provider pruned: warned, or denied) the author's to heed.
+    GitOps,
+    /// A stock component writing what an admitted request makes it write.
     Platform,
 }
 
@@ -969,21 +972,29 @@ impl<'p> World<'p> {
                 }
                 (None, false) => continue,
             };
-            // Flux's writes and what the platform wrote after them: no user's.
-            let then = step
-                .then
-                .into_iter()
-                .map(|sent| (sent.request, sent.response));
-            let sent = [(step.request.unwrap_or(Value::Null), response)];
-            played.writes.extend(
-                sent.into_iter()
-                    .chain(then)
-                    .map(|(request, response)| Judged {
-                        writer: Writer::Platform,
-                        request,
-                        response,
-                    }),
-            );
+            // The change set's write, then what the platform wrote after it: carrying out a
+            // write admitted only as a platform writer's (a consumed provider pruned), that is
+            // the author's choice too.
+            let waived = warnings_of(&response)
+                .iter()
+                .any(|w| w.contains(super::WAIVED));
+            let then = if waived {
+                Writer::GitOps
+            } else {
+                Writer::Platform
+            };
+            played.writes.push(Judged {
+                writer: Writer::GitOps,
+                request: step.request.unwrap_or(Value::Null),
+                response,
+            });
+            played
+                .writes
+                .extend(step.then.into_iter().map(|sent| Judged {
+                    writer: then,
+                    request: sent.request,
+                    response: sent.response,
+                }));
         }
         self.state = after;
         Ok(())
