@@ -103,15 +103,16 @@ fn a_deployment_without_the_ingress_protection_is_caught_with_a_scenario() {
     assert_eq!(
         stdout,
         format!(
-            "BROKEN protection: no consumer loses the provider it had\n  \
-             seed 2, step 58, shrunk to 1 steps: Admin(tenant-root) turns ingress off on Tenant tenant-root/root\n  \
-             Admin(tenant-root) turns ingress off on Tenant tenant-root/root: Bucket tenant-acme/bucket-media consumed ingress from Ingress tenant-root/ingress, which no longer provides it\n  \
+            "BROKEN rendered: a module its Tenant's switch renders is not deleted by a user\n  \
+             seed 2, step 95, shrunk to 3 steps: Admin(tenant-root) creates Tenant tenant-root/super with spec {{\"ingress\":true}}; then Admin(tenant-super) creates Tenant tenant-super/a with spec {{\"computeplane\":true,\"ingress\":true}}; then Admin(tenant-super-a) deletes Ingress tenant-super-a/ingress\n  \
+             Admin(tenant-super-a) deletes Ingress tenant-super-a/ingress: admitted, though the rendered rule refuses it: Admin(tenant-super-a) deletes Ingress tenant-super-a/ingress\n  \
              counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)\n",
             counterexample.display()
         )
     );
     // The counterexample is a scenario: under the settings it ran with the module admits the
-    // switch-off (the scenario fails); under the stock ones it refuses it, citing protection.
+    // delete of the module its Tenant renders (the scenario fails); under the stock ones it
+    // refuses it, citing the rendered rule (Ingress is protected there).
     let mut written = scenario::load_file(&counterexample).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(written.len(), 1);
     let mut case = written.remove(0);
@@ -121,7 +122,7 @@ fn a_deployment_without_the_ingress_protection_is_caught_with_a_scenario() {
     let rows = case.expect.rule_in.clone().unwrap_or_default();
     assert_eq!(
         rows.last().map(String::as_str),
-        Some("protection"),
+        Some("rendered"),
         "{rows:?}"
     );
     assert_eq!(

@@ -119,6 +119,10 @@ pub struct Expect {
     /// Regular expressions, one per warning, in order.
     #[serde(default)]
     pub warnings_match: Option<Vec<String>>,
+    /// Rows of the rule table each of which must have warned (among others): a counterexample
+    /// of a missing warning, whose wording is the module's.
+    #[serde(default)]
+    pub warned_by: Option<Vec<String>>,
     /// Exact number of host calls.
     #[serde(default)]
     pub host_calls: Option<usize>,
@@ -563,6 +567,13 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
     {
         problems.push(format!(
             "warnings:\n  expected {expected:?}\n  got      {warnings:?}"
+        ));
+    }
+    if let Some(rows) = &expect.warned_by
+        && !rows.iter().all(|row| warned_by.iter().any(|w| w == row))
+    {
+        problems.push(format!(
+            "expected warnings of {rows:?}, got rows {warned_by:?}"
         ));
     }
     if let Some(patterns) = &expect.warnings_match {

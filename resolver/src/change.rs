@@ -104,8 +104,7 @@ pub struct Entry {
     /// being deleted, which only loses its finalizer): an Application's are read from the
     /// definitions when a rule first asks, so a rule that needs neither reads nothing.
     known: OnceCell<(Subject, Option<KindRules>)>,
-    /// Being deleted already, as the request's object says: it strands no one it did not
-    /// strand when its DELETE was admitted. A module a switch turns off: see [`Entry::terminating`].
+    /// Being deleted already: it strands no one it did not strand when its DELETE was admitted.
     pub terminating: bool,
     pub origin: Origin,
 }
@@ -120,22 +119,6 @@ impl Entry {
             known: OnceCell::from((subject, rules)),
             terminating: false,
             origin,
-        }
-    }
-
-    /// Whether the app is being deleted already: the request's own object says so; a module a
-    /// switch turns off is looked up (one cached GET of its release), as the Tenant's upgrade
-    /// meets it: one a prune left terminating is not protected again.
-    pub fn terminating(&self, eval: &Evaluation) -> Result<bool, Violation> {
-        match &self.origin {
-            Origin::Switch(switch) if !switch.on => {
-                let release = eval.release(&self.namespace, &switch.key)?;
-                Ok(release
-                    .as_ref()
-                    .as_ref()
-                    .is_some_and(|meta| meta.terminating))
-            }
-            _ => Ok(self.terminating),
         }
     }
 

@@ -47,14 +47,13 @@ fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refu
     for rule in RULES {
         let before = said.warnings.len();
         let heard = match &rule.judge {
-            Judge::Each(when, check) => apps(change, when.of).iter().try_for_each(|app| {
-                let outcome = match when.takes(eval, app, creates) {
-                    Ok(true) => judge_app(eval, change, app, check),
-                    Ok(false) => None,
-                    Err(violation) => Some(Err(violation)),
-                };
-                outcome.map_or(Ok(()), |outcome| heed(eval, Some(app), outcome, said))
-            }),
+            Judge::Each(when, check) => apps(change, when.of)
+                .iter()
+                .filter(|app| when.takes(app, creates))
+                .try_for_each(|app| match judge_app(eval, change, app, check) {
+                    Some(outcome) => heed(eval, Some(app), outcome, said),
+                    None => Ok(()),
+                }),
             Judge::NewTenant(check) => (change.new_tenant.as_ref())
                 .map_or(Ok(()), |tenant| heed(eval, None, check(eval, tenant), said)),
             Judge::Labels(check) => (change.labels.as_ref())

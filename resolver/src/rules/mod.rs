@@ -59,23 +59,15 @@ impl When {
         }
     }
 
-    /// Whether the row judges `entry`, of a request that is a CREATE when `creates`; whether
-    /// it is terminating is asked last, and only of a row that skips those (a lookup may
-    /// fail, and is heard).
-    pub fn takes(
-        &self,
-        eval: &Evaluation,
-        entry: &Entry,
-        creates: bool,
-    ) -> Result<bool, Violation> {
+    /// Whether the row judges `entry`, of a request that is a CREATE when `creates`.
+    pub fn takes(&self, entry: &Entry, creates: bool) -> bool {
         let whose = match self.of {
             Of::Entering(whose) | Of::Leaving(whose) => whose,
             Of::Release | Of::Authored => Whose::Any,
         };
-        if !whose.takes(entry) || !(creates || !self.create_only) {
-            return Ok(false);
-        }
-        Ok(!self.live_only || !entry.terminating(eval)?)
+        whose.takes(entry)
+            && (creates || !self.create_only)
+            && !(self.live_only && entry.terminating)
     }
 }
 

@@ -339,6 +339,11 @@ struct Player<'p> {
 /// The promise a platform write admitted only as a platform writer's breaks.
 const WAIVED_INVARIANT: &str = "platform: no write a stock component makes is refused, or waived";
 
+/// The promise a consumer created without a live provider of its class and without the
+/// warning breaks.
+const AWAITING_INVARIANT: &str =
+    "awaiting: a consumer created where its class has no live provider is told it waits";
+
 /// What a warning says of a platform writer's refusal the deployment waives.
 pub(super) const WAIVED: &str = " is a platform writer and platformWriters is warn";
 
@@ -561,7 +566,7 @@ impl Player<'_> {
             });
             if let Some(class) = unwarned {
                 return Some(Violation {
-                    invariant: "awaiting: a consumer created where its class has no live provider is told it waits".into(),
+                    invariant: AWAITING_INVARIANT.into(),
                     what: format!(
                         "{}: {kind} {namespace}/{} consumes {class}, whose every provider where {namespace} resolves it is being uninstalled, and was admitted without the warning",
                         action.describe(),
@@ -1011,6 +1016,10 @@ pub fn scenario(
             // Admitted with no waiver's warning.
             true if violation.invariant == WAIVED_INVARIANT => {
                 json!({"allowed": true, "warnings": []})
+            }
+            // A missing warning: the row that must give it (its wording is the module's).
+            true if violation.invariant == AWAITING_INVARIANT => {
+                json!({"allowed": true, "warnedBy": [violation.rule]})
             }
             true => json!({"allowed": true}),
             // The rule the denial must come from, or a row before it.

@@ -606,6 +606,15 @@ impl Facts {
             // Answered above, before the kind: a Namespace is none.
             Op::Label { .. } => false,
             Op::Delete if kind.kind == "Tenant" => true,
+            // What is being uninstalled already was judged at its first DELETE: protection and
+            // the rendered rule do not judge it again (docs/rules.md).
+            Op::Delete
+                if self
+                    .app(ask.namespace, &format!("{}{}", kind.prefix, ask.name))
+                    .is_some_and(|a| a.terminating) =>
+            {
+                true
+            }
             Op::Delete => match kind.slot {
                 Some((slot, _)) if kind.protected => {
                     ask.name != slot
