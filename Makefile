@@ -198,19 +198,24 @@ release-%:
 	kubectl kustomize --load-restrictor LoadRestrictionsNone e2e/releases/$* > target/releases/$*/cluster.yaml
 	{ cat e2e/cluster/settings.yaml; echo "cozystackRelease: $*"; } > target/releases/$*/settings.yaml
 
-# The bundled rules stated in the settings alone (definitionSource: settings, no
-# releasePrefixes): the settings stream an operator deploys while the CRD prunes the fields.
-settings-source: target/settings/settings-source.yaml
+# The settings streams an operator deploys beyond the bundled and stock ones, drawn from the
+# bundled settings: the rules stated in the settings alone (definitionSource: settings, no
+# releasePrefixes), and platform writers denied rather than warned (platformWriters: deny).
+settings-source: target/settings/settings-source.yaml target/settings/deny.yaml
 target/settings/settings-source.yaml: e2e/cluster/settings.yaml
 	@mkdir -p target/settings
 	sed 's/^definitionSource: applicationDefinitions$$/definitionSource: settings/' $< > $@
+target/settings/deny.yaml: e2e/cluster/settings.yaml
+	@mkdir -p target/settings
+	sed 's/^platformWriters: warn$$/platformWriters: deny/' $< > $@
 
 # CI's bounded share: fixed seeds under the bundled settings, under the stock deployment's and
 # under the rules stated in the settings alone, then under each release variant.
 simulate-ci: annotated-policy.wasm settings-source $(addprefix release-,$(RELEASE_VARIANTS))
-	$(POLICY_CLI) simulate --dump e2e/cluster --settings e2e/cluster/settings.yaml --seed 1 --runs 8 --steps 200
-	$(POLICY_CLI) simulate --dump e2e/cluster --settings deploy/policy-protect.yaml --seed 11 --runs 8 --steps 200
+	$(POLICY_CLI) simulate --dump e2e/cluster --settings e2e/cluster/settings.yaml --seed 1 --runs 7 --steps 200
+	$(POLICY_CLI) simulate --dump e2e/cluster --settings deploy/policy-protect.yaml --seed 11 --runs 7 --steps 200
 	$(POLICY_CLI) simulate --dump e2e/cluster --settings target/settings/settings-source.yaml --seed 31 --runs 4 --steps 200
+	$(POLICY_CLI) simulate --dump e2e/cluster --settings target/settings/deny.yaml --seed 41 --runs 4 --steps 200
 	for release in $(RELEASE_VARIANTS); do \
 	  $(POLICY_CLI) simulate --dump target/releases/$$release/cluster.yaml \
 	    --settings target/releases/$$release/settings.yaml --seed 21 --runs 4 --steps 200 || exit 1; \

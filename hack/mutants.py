@@ -28,9 +28,10 @@ WASM = ROOT / "target/wasm32-wasip1/wasm/cozystack_capabilities_policy.wasm"
 
 # `make simulate-ci`'s runs: (dump, settings, seed, runs).
 SIMULATE_CI = [
-    ("e2e/cluster", "e2e/cluster/settings.yaml", 1, 8),
-    ("e2e/cluster", "deploy/policy-protect.yaml", 11, 8),
+    ("e2e/cluster", "e2e/cluster/settings.yaml", 1, 7),
+    ("e2e/cluster", "deploy/policy-protect.yaml", 11, 7),
     ("e2e/cluster", "target/settings/settings-source.yaml", 31, 4),
+    ("e2e/cluster", "target/settings/deny.yaml", 41, 4),
 ] + [
     (f"target/releases/{r}/cluster.yaml", f"target/releases/{r}/settings.yaml", 21, 4)
     for r in ("v1.5.3", "v1.5.4", "v1.6.2")

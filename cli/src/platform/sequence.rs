@@ -333,6 +333,17 @@ impl Platform {
         if old.is_none() {
             stored["metadata"]["uid"] = json!(self.next_uid());
         }
+        // An update keeps a release's deletionTimestamp: it stays being uninstalled, and
+        // helm-controller does not upgrade it. (cozystack-api's whole-object `Update` may drop
+        // the finalizer that holds it, which would end the deletion at once and leave what it
+        // runs behind; the model keeps it terminating, as the chart would find it.)
+        if let Some(old) = old.filter(|o| o.pointer("/metadata/deletionTimestamp").is_some()) {
+            let meta = &old["metadata"];
+            stored["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"].clone();
+            stored["metadata"]["finalizers"] = meta["finalizers"].clone();
+            state.put(stored);
+            return Ok(());
+        }
         self.stored(state, stored, admit, outcome)
     }
 

@@ -459,7 +459,14 @@ impl Player<'_> {
             };
             let judged = users.remove(at);
             let facts = facts.get_or_insert_with(|| Facts::of(before, self.compute_plane));
-            let admits = facts.admits(&ask);
+            // A switch turned off takes what the chart renders, as its next reconcile leaves it:
+            // a module gone while its switch is on comes back, and its consumers with it.
+            let admits = match ask.op {
+                world::Op::Switch { on: false, .. } => {
+                    Facts::of(&self.world.settle(before), self.compute_plane).admits(&ask)
+                }
+                _ => facts.admits(&ask),
+            };
             self.admissible += usize::from(admits);
             let broken = match judged.allowed() {
                 true => facts.refuses(&ask),
@@ -587,10 +594,14 @@ impl Player<'_> {
     /// then have nothing to say to the platform's own writes).
     fn platform_refused(&self, action: &Action, played: &world::Played) -> Option<Violation> {
         let writes = &played.writes;
+        // Under `platformWriters: deny` what `warn` waives is refused: on a cluster with a
+        // release from before the policy, by the deployment's choice.
+        let denies = self.world.settings["platformWriters"] == "deny" && self.leftovers;
         // A stock component's write that follows an admitted request is never refused.
         if let Some(refused) = writes
             .iter()
             .find(|j| j.writer == Writer::Platform && !j.allowed())
+            .filter(|_| !denies)
         {
             return Some(Violation {
                 invariant: "platform: no write a stock component makes after an admitted request is refused".into(),

@@ -608,7 +608,12 @@ impl<'p> World<'p> {
     /// The cluster once helm-controller has reconciled every Tenant (the root's render renders
     /// its sub-tenants), not judged: the state a step's guarantees are read from.
     pub fn settled(&self) -> ClusterObjects {
-        let mut state = State::new(self.state.cluster().clone());
+        self.settle(self.state.cluster())
+    }
+
+    /// `cluster` once helm-controller has reconciled every Tenant, not judged.
+    pub fn settle(&self, cluster: &ClusterObjects) -> ClusterObjects {
+        let mut state = State::new(cluster.clone());
         if let Some(root) = state.get(
             RELEASE_API,
             "HelmRelease",
