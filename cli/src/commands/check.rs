@@ -343,7 +343,7 @@ fn check_kustomizations(
 /// Which Flux the model plays: the one the release the settings name ships.
 fn report_flux(settings: &Value) -> Result<(), Error> {
     let judged = cozystack_policy::settings::resolved(settings)?.judged();
-    let flux = Flux::judged(judged)?;
+    let flux = Flux::judged(judged).map_err(|e| e.to_string())?;
     eprintln!("flux: {}, as the release ships it", flux.describe());
     Ok(())
 }
@@ -460,9 +460,9 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         args.delete.is_empty(),
     ) && root.is_dir()
     {
-        for (object, origin) in kustomizations::found(root, &repository)? {
-            let spec = flux::build::Spec::of(&object, &origin)?;
-            kustomizations.push((object, spec, origin));
+        for found in kustomizations::found(root, &repository)? {
+            let spec = flux::build::Spec::of(&found.object, &found.origin)?;
+            kustomizations.push((found.object, spec, found.origin));
         }
         if !kustomizations.is_empty() {
             eprintln!(

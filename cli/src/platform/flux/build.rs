@@ -135,7 +135,7 @@ pub fn build(
     let text = match spec.post_build {
         // The Flux every supported release ships (`versions`): the build comes before the
         // settings are read.
-        Some(_) if !variables.is_empty() => substituted(&text, variables, Flux::judged(Judged(None))?).map_err(|e| {
+        Some(_) if !variables.is_empty() => substituted(&text, variables, Flux::judged(Judged(None)).map_err(|e| e.to_string())?).map_err(|e| {
             format!("{origin}: post build failed: {e}: kustomize-controller fails the build, so nothing lands")
         })?,
         _ => text,

@@ -71,7 +71,7 @@ impl Unit {
 /// when it was given, else those naming the one GitRepository they all name (several:
 /// `--git-repository` must say which is this one). Only files that mention Flux's
 /// Kustomization API are read: a chart's templates beside them are no YAML.
-pub fn found(path: &Path, repository: &GitRepository) -> Result<Vec<(Value, String)>, Error> {
+pub fn found(path: &Path, repository: &GitRepository) -> Result<Vec<Manifest>, Error> {
     let packed = Packed::of(path, repository)?;
     let under = std::fs::canonicalize(path).map_err(|e| Error::read(path, e))?;
     let mut found = Vec::new();
@@ -89,7 +89,7 @@ pub fn found(path: &Path, repository: &GitRepository) -> Result<Vec<(Value, Stri
             let flux =
                 manifest.kind() == "Kustomization" && manifest.api_version().starts_with(API);
             if flux && manifest.object["spec"]["sourceRef"]["kind"] == "GitRepository" {
-                found.push((manifest.object, manifest.origin));
+                found.push(manifest);
             }
         }
     }
@@ -102,7 +102,7 @@ pub fn found(path: &Path, repository: &GitRepository) -> Result<Vec<(Value, Stri
             from["name"].as_str().unwrap_or_default()
         )
     };
-    let named: BTreeSet<String> = found.iter().map(|(ks, _)| source(ks)).collect();
+    let named: BTreeSet<String> = found.iter().map(|ks| source(&ks.object)).collect();
     let this = match (&repository.name, named.len()) {
         (Some(name), _) => name.clone(),
         (None, 0 | 1) => return Ok(found),
@@ -117,7 +117,7 @@ pub fn found(path: &Path, repository: &GitRepository) -> Result<Vec<(Value, Stri
     };
     Ok(found
         .into_iter()
-        .filter(|(ks, _)| source(ks) == this)
+        .filter(|ks| source(&ks.object) == this)
         .collect())
 }
 

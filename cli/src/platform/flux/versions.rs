@@ -24,6 +24,19 @@ pub enum Substitution {
     Lenient,
 }
 
+/// Why the model cannot tell which Flux plays a change set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownFlux {
+    #[error(
+        "this tool has no row for the Flux Cozystack {0} ships: use a release of the tool that supports it"
+    )]
+    NoRow(Release),
+    #[error(
+        "the supported Cozystack releases ship different Flux versions: set cozystackRelease in the settings to the cluster's"
+    )]
+    Differs,
+}
+
 /// Flux v2.8: what Cozystack v1.5.0 to v1.6.2 and main ship.
 pub const FLUX_2_8: Flux = Flux {
     source_controller: "v1.8.0",
@@ -57,23 +70,21 @@ impl Flux {
     /// The Flux the release the settings name ships; with none named, the one every supported
     /// release ships. An error says why the model cannot tell: a release without a row, or
     /// releases that ship different ones (name the cluster's `cozystackRelease` then).
-    pub fn judged(judged: Judged) -> Result<Flux, String> {
+    pub fn judged(judged: Judged) -> Result<Flux, UnknownFlux> {
         let releases: Vec<Release> = match judged.0 {
             Some(release) => vec![release],
             None => Release::all().collect(),
         };
         let mut shipped = Vec::new();
         for release in releases {
-            let flux = Flux::of(release).ok_or_else(|| {
-                format!("this tool has no row for the Flux Cozystack {release} ships: use a release of the tool that supports it")
-            })?;
+            let flux = Flux::of(release).ok_or(UnknownFlux::NoRow(release))?;
             if !shipped.contains(&flux) {
                 shipped.push(flux);
             }
         }
         match shipped.as_slice() {
             [flux] => Ok(*flux),
-            _ => Err("the supported Cozystack releases ship different Flux versions: set cozystackRelease in the settings to the cluster's".into()),
+            _ => Err(UnknownFlux::Differs),
         }
     }
 
