@@ -337,7 +337,7 @@ impl Platform {
         // helm-controller does not upgrade it. (cozystack-api's whole-object `Update` may drop
         // the finalizer that holds it, which would end the deletion at once and leave what it
         // runs behind; the model keeps it terminating, as the chart would find it.)
-        if let Some(old) = old.filter(|o| o.pointer("/metadata/deletionTimestamp").is_some()) {
+        if let Some(old) = old.filter(|o| terminating(o)) {
             let meta = &old["metadata"];
             stored["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"].clone();
             stored["metadata"]["finalizers"] = meta["finalizers"].clone();
@@ -362,7 +362,7 @@ impl Platform {
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|f| f == FINALIZER));
-        if finalized || release["metadata"].get("deletionTimestamp").is_some() {
+        if finalized || terminating(&release) {
             return self.reconcile(state, release, admit, outcome);
         }
         let mut with = release.clone();
@@ -452,18 +452,12 @@ impl Platform {
             .is_some_and(|f| !f.is_empty());
         // A DELETE of what is being uninstalled already changes nothing: helm-controller's
         // uninstall, under way, removes it in its own time.
-        if finalized && release.pointer("/metadata/deletionTimestamp").is_some() {
+        if finalized && terminating(release) {
             return Ok(());
         }
         match (finalized, uninstall) {
             (false, _) => writes::remove_release(state, release),
-            (true, Uninstall::Later) => {
-                if release.pointer("/metadata/deletionTimestamp").is_none() {
-                    let mut terminating = release.clone();
-                    terminating["metadata"]["deletionTimestamp"] = json!(DELETION_TIMESTAMP);
-                    state.put(terminating);
-                }
-            }
+            (true, Uninstall::Later) => mark_terminating(state, release),
             (true, Uninstall::Now) if writes::is_tenant_release(release) => {
                 self.teardown(state, release, admit, outcome)?;
             }
@@ -484,9 +478,7 @@ impl Platform {
         admit: &mut dyn Admit,
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
-        let mut terminating = release.clone();
-        terminating["metadata"]["deletionTimestamp"] = json!(DELETION_TIMESTAMP);
-        state.put(terminating);
+        mark_terminating(state, release);
         let Some(child) = writes::tenant_namespace_of(release) else {
             return Ok(());
         };
@@ -533,6 +525,18 @@ impl Platform {
         writes::remove_release(state, release);
         Ok(())
     }
+}
+
+/// Whether `object` is being deleted (`metadata.deletionTimestamp` is set).
+pub fn terminating(object: &Value) -> bool {
+    object["metadata"].get("deletionTimestamp").is_some()
+}
+
+/// Puts `release` as the API server keeps it once deleted while a finalizer holds it.
+fn mark_terminating(state: &mut State, release: &Value) {
+    let mut terminating = release.clone();
+    terminating["metadata"]["deletionTimestamp"] = json!(DELETION_TIMESTAMP);
+    state.put(terminating);
 }
 
 /// The resource of a write helm-controller makes, for the kinds the policy matches.

@@ -16,7 +16,7 @@ use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES}
 use crate::platform::application::AppRef;
 use crate::platform::flux::apply::{self, Applier, ChangeSet, Disposition};
 use crate::platform::sequence::{
-    Admit, AppRequest, FINALIZER, FLUX, Outcome, Platform, Refusal, Refuser, Sender, Sent,
+    self, Admit, AppRequest, FINALIZER, FLUX, Outcome, Platform, Refusal, Refuser, Sender, Sent,
     Uninstall,
 };
 use crate::platform::writes::{self, Kinds, RELEASE_API};
@@ -692,7 +692,7 @@ impl<'p> World<'p> {
             &format!("tenant-{name}"),
             Some(namespace),
         ) {
-            Some(release) if release["metadata"].get("deletionTimestamp").is_none() => {
+            Some(release) if !sequence::terminating(&release) => {
                 let mut outcome = Outcome::default();
                 let mut module = self.module();
                 self.platform

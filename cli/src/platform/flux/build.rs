@@ -199,12 +199,7 @@ pub fn build_files(
     variables: &BTreeMap<String, String>,
     repository: &GitRepository,
 ) -> Result<Vec<Manifest>, Error> {
-    let work = WorkDir::new()?;
-    for (i, file) in files.iter().enumerate() {
-        let name = file.file_name().unwrap_or_default().to_string_lossy();
-        let to = work.0.join(format!("{i}-{name}"));
-        std::fs::copy(file, &to).map_err(|e| Error::read(file, e))?;
-    }
+    let work = WorkDir::with_files(files.iter().map(|f| f.as_path()))?;
     let shown: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     let mut built = build(&work.0, spec, variables, repository).map_err(|e| {
         e.to_string()
@@ -254,12 +249,7 @@ pub fn validate(paths: &[PathBuf], repository: &GitRepository) -> Result<(), Err
     if files.is_empty() {
         return Ok(());
     }
-    let work = WorkDir::new()?;
-    for (i, file) in files.iter().enumerate() {
-        let name = file.file_name().unwrap_or_default().to_string_lossy();
-        let to = work.0.join(format!("{i}-{name}"));
-        std::fs::copy(file, &to).map_err(|e| Error::read(file, e))?;
-    }
+    let work = WorkDir::with_files(files.iter().map(|f| f.as_path()))?;
     write_kustomization(&work.0, &Spec::default())?;
     let shown: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     let built = manifests::build(&work.0, &manifests::BUILDERS);
@@ -428,6 +418,20 @@ impl WorkDir {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| Error::write(&dir, e))?;
         Ok(WorkDir(dir))
+    }
+}
+
+impl WorkDir {
+    /// A work folder holding copies of `files`, side by side, each as `<position>-<name>` so
+    /// that two of one name do not collide.
+    fn with_files<'p>(files: impl IntoIterator<Item = &'p Path>) -> Result<WorkDir, Error> {
+        let work = WorkDir::new()?;
+        for (i, file) in files.into_iter().enumerate() {
+            let name = file.file_name().unwrap_or_default().to_string_lossy();
+            let to = work.0.join(format!("{i}-{name}"));
+            std::fs::copy(file, &to).map_err(|e| Error::read(file, e))?;
+        }
+        Ok(work)
     }
 }
 
