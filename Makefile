@@ -11,7 +11,7 @@ TOOLS := cargo test $(CARGO_FLAGS) --no-run -q -p cozystack-e2e -p cozystack-pol
 E2E := $(TOOLS) && target/debug/cozystack-e2e
 POLICY_CLI := $(TOOLS) && target/debug/cozystack-policy
 
-.PHONY: settings-source docs-examples all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: docs-examples all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -185,7 +185,7 @@ BUDGET ?= 60
 RELEASE ?=
 SETTINGS ?= $(if $(RELEASE),target/releases/$(RELEASE)/settings.yaml,e2e/cluster/settings.yaml)
 DUMP := $(if $(RELEASE),target/releases/$(RELEASE)/cluster.yaml,e2e/cluster)
-simulate: annotated-policy.wasm settings-source $(if $(RELEASE),release-$(RELEASE))
+simulate: annotated-policy.wasm $(if $(RELEASE),release-$(RELEASE))
 	cargo build $(CARGO_FLAGS) --release -q -p cozystack-policy
 	target/release/cozystack-policy simulate --policy $(POLICY) --dump $(DUMP) --settings $(SETTINGS) \
 	  --seed $(SEED) --steps $(STEPS) --seconds $(BUDGET)
@@ -198,28 +198,10 @@ release-%:
 	kubectl kustomize --load-restrictor LoadRestrictionsNone e2e/releases/$* > target/releases/$*/cluster.yaml
 	{ cat e2e/cluster/settings.yaml; echo "cozystackRelease: $*"; } > target/releases/$*/settings.yaml
 
-# The settings streams an operator deploys beyond the bundled and stock ones, drawn from the
-# bundled settings: the rules stated in the settings alone (definitionSource: settings, no
-# releasePrefixes), and platform writers denied rather than warned (platformWriters: deny).
-settings-source: target/settings/settings-source.yaml target/settings/deny.yaml
-target/settings/settings-source.yaml: e2e/cluster/settings.yaml
-	@mkdir -p target/settings
-	sed 's/^definitionSource: applicationDefinitions$$/definitionSource: settings/' $< > $@
-target/settings/deny.yaml: e2e/cluster/settings.yaml
-	@mkdir -p target/settings
-	sed 's/^platformWriters: warn$$/platformWriters: deny/' $< > $@
-
-# CI's bounded share: fixed seeds under the bundled settings, under the stock deployment's and
-# under the rules stated in the settings alone, then under each release variant.
-simulate-ci: annotated-policy.wasm settings-source $(addprefix release-,$(RELEASE_VARIANTS))
-	$(POLICY_CLI) simulate --dump e2e/cluster --settings e2e/cluster/settings.yaml --seed 1 --runs 7 --steps 200
-	$(POLICY_CLI) simulate --dump e2e/cluster --settings deploy/policy-protect.yaml --seed 11 --runs 7 --steps 200
-	$(POLICY_CLI) simulate --dump e2e/cluster --settings target/settings/settings-source.yaml --seed 31 --runs 4 --steps 200
-	$(POLICY_CLI) simulate --dump e2e/cluster --settings target/settings/deny.yaml --seed 41 --runs 4 --steps 200
-	for release in $(RELEASE_VARIANTS); do \
-	  $(POLICY_CLI) simulate --dump target/releases/$$release/cluster.yaml \
-	    --settings target/releases/$$release/settings.yaml --seed 21 --runs 4 --steps 200 || exit 1; \
-	done
+# CI's bounded share: every stream of e2e/simulate/streams.yaml (the deployments an operator
+# may run, each release variant, the upgrade path), on every core.
+simulate-ci: annotated-policy.wasm $(addprefix release-,$(RELEASE_VARIANTS))
+	$(POLICY_CLI) simulate --streams e2e/simulate/streams.yaml
 
 # The simulator's mutation score (docs/simulator.md#mutation-score): each defect of
 # hack/mutants.txt planted alone in the module, `simulate-ci`'s runs and the scenarios against it.

@@ -26,16 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "mutants"
 WASM = ROOT / "target/wasm32-wasip1/wasm/cozystack_capabilities_policy.wasm"
 
-# `make simulate-ci`'s runs: (dump, settings, seed, runs).
-SIMULATE_CI = [
-    ("e2e/cluster", "e2e/cluster/settings.yaml", 1, 7),
-    ("e2e/cluster", "deploy/policy-protect.yaml", 11, 7),
-    ("e2e/cluster", "target/settings/settings-source.yaml", 31, 4),
-    ("e2e/cluster", "target/settings/deny.yaml", 41, 4),
-] + [
-    (f"target/releases/{r}/cluster.yaml", f"target/releases/{r}/settings.yaml", 21, 4)
-    for r in ("v1.5.3", "v1.5.4", "v1.6.2")
-]
+# `make simulate-ci`'s streams: each deployment it plays, as data.
+STREAMS = "e2e/simulate/streams.yaml"
 
 
 @dataclass
@@ -114,26 +106,24 @@ def build(mutant):
 
 
 def simulate(module, out):
-    """The first simulate-ci run that breaks a promise: (invariant, seconds), or None."""
+    """The first stream of simulate-ci that breaks a promise: (invariant, seconds), or None."""
     started = time.monotonic()
-    for dump, settings, seed, runs in SIMULATE_CI:
-        done = run(
-            ["target/debug/cozystack-policy", "simulate", "--policy", str(module),
-             "--dump", dump, "--settings", settings, "--seed", str(seed),
-             "--runs", str(runs), "--steps", "200", "--out", str(out)]
+    done = run(
+        ["target/debug/cozystack-policy", "simulate", "--policy", str(module),
+         "--streams", STREAMS, "--out", str(out)]
+    )
+    if done.returncode == 1:
+        # The summary opens with the settings that judged it; the break is the BROKEN line.
+        broken = next(
+            (line for line in done.stdout.splitlines() if line.startswith("BROKEN ")),
+            "BROKEN (no BROKEN line)",
         )
-        if done.returncode == 1:
-            # The summary opens with the settings that judged it; the break is the BROKEN line.
-            broken = next(
-                (line for line in done.stdout.splitlines() if line.startswith("BROKEN ")),
-                "BROKEN (no BROKEN line)",
-            )
-            return broken.removeprefix("BROKEN "), time.monotonic() - started
-        if done.returncode != 0:
-            # The simulator itself failed: a finding, not a kill.
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            print(f"simulate failed ({dump}, {settings}): {done.stderr}", file=sys.stderr)
-            return f"ERROR {last}", time.monotonic() - started
+        return broken.removeprefix("BROKEN "), time.monotonic() - started
+    if done.returncode != 0:
+        # The simulator itself failed: a finding, not a kill.
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"simulate failed: {done.stderr}", file=sys.stderr)
+        return f"ERROR {last}", time.monotonic() - started
     return None
 
 
@@ -170,7 +160,7 @@ def main():
                  "-p", "cozystack-e2e", "-p", "cozystack-policy"])
     if tools.returncode != 0:
         sys.exit(tools.stderr)
-    for target in ("settings-source", "release-v1.5.3", "release-v1.5.4", "release-v1.6.2"):
+    for target in ("release-v1.5.3", "release-v1.5.4", "release-v1.6.2"):
         made = run(["make", "-s", target])
         if made.returncode != 0:
             sys.exit(made.stderr)

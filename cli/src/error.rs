@@ -10,6 +10,9 @@ pub enum Error {
     /// Running the module: reading it, its metadata, the guest's calls, a dump.
     #[error(transparent)]
     Runtime(#[from] cozystack_policy_runtime::error::Error),
+    /// Settings the simulator's statement of the rules cannot follow.
+    #[error(transparent)]
+    Unstated(#[from] crate::ops::simulate::statement::Unstated),
     /// Reading a cluster through kube-rs.
     #[error(transparent)]
     Live(#[from] crate::live::LiveError),

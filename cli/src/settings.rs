@@ -25,6 +25,13 @@ pub enum Origin {
     },
     /// The `spec.settings` of a ClusterAdmissionPolicy read from the cluster.
     Deployed(String),
+    /// A simulator stream's: the settings it starts from (none: the stock deployment), changed
+    /// as the stream says.
+    Stream {
+        name: String,
+        from: Box<Origin>,
+        changed: bool,
+    },
 }
 
 impl fmt::Display for Origin {
@@ -38,6 +45,14 @@ impl fmt::Display for Origin {
             } => write!(f, "ClusterAdmissionPolicy {name} in {}", path.display()),
             Origin::Deployed(name) => {
                 write!(f, "ClusterAdmissionPolicy {name}, read from the cluster")
+            }
+            Origin::Stream {
+                name,
+                from,
+                changed,
+            } => {
+                let how = if *changed { ", changed by the stream" } else { "" };
+                write!(f, "stream {name}: {from}{how}")
             }
         }
     }

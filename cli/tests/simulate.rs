@@ -88,6 +88,8 @@ fn a_deployment_without_the_ingress_protection_is_caught_with_a_scenario() {
     let (code, stdout) = simulate(
         path.to_str().unwrap_or_default(),
         &[
+            "--against",
+            "stock",
             "--seed",
             "1",
             "--runs",
@@ -189,6 +191,8 @@ fn a_wrong_row_is_caught_from_both_sides() {
         let (code, stdout) = simulate(
             &settings,
             &[
+                "--against",
+                "stock",
                 "--seed",
                 "1",
                 "--runs",

@@ -104,7 +104,7 @@ pub fn prepare_plain_too(args: &EvaluationArgs) -> Result<(Given, Policy, Cluste
 }
 
 /// How a verb's module is loaded from its source, with the signature it must carry.
-type Load = fn(&Source, Option<&Trust>) -> Result<(Policy, String), Error>;
+pub type Load = fn(&Source, Option<&Trust>) -> Result<(Policy, String), Error>;
 
 fn prepare_from(
     args: &EvaluationArgs,
@@ -115,15 +115,34 @@ fn prepare_from(
         Some(name) => Given::deployed(name, live::policy_settings(&target(&args.cluster), name)?),
         None => settings::read(args.settings.as_deref())?,
     };
-    let source = Source::parse(args.policy.policy.as_deref(), args.policy.insecure);
-    let (policy, origin) = load(&source, args.policy.verify.trust()?.as_ref())?;
+    let policy = load_policy(&args.policy, load)?;
+    let cluster = judged_cluster(&args.cluster, args.allow_empty, &settings, &policy, keep)?;
+    Ok((settings, policy, cluster))
+}
+
+/// The module, loaded as `load` loads it; says on stderr which.
+pub fn load_policy(args: &PolicyArgs, load: Load) -> Result<Policy, Error> {
+    let source = Source::parse(args.policy.as_deref(), args.insecure);
+    let (policy, origin) = load(&source, args.verify.trust()?.as_ref())?;
     eprintln!("policy: {origin}");
-    settings::check(&policy, &settings.value)?;
-    let cluster = cluster(&args.cluster, &policy, keep, args.allow_empty)?;
-    if !args.allow_empty {
+    Ok(policy)
+}
+
+/// The cluster `settings` judge: the settings validated by the module first, as the
+/// policy-server does, then the cluster read, then the rules it gives them to judge.
+pub fn judged_cluster(
+    args: &ClusterArgs,
+    allow_empty: bool,
+    settings: &Given,
+    policy: &Policy,
+    keep: Keep<'_>,
+) -> Result<ClusterObjects, Error> {
+    settings::check(policy, &settings.value)?;
+    let cluster = cluster(args, policy, keep, allow_empty)?;
+    if !allow_empty {
         settings::check_rules_stated(&settings.value, &cluster)?;
     }
-    Ok((settings, policy, cluster))
+    Ok(cluster)
 }
 
 pub fn target(args: &ClusterArgs) -> Target {

@@ -1,13 +1,19 @@
 //! `simulate`: random lifecycles of the install through the module, its guarantees checked.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
 use cozystack_policy::error::Error;
 use cozystack_policy::ops::simulate;
+use cozystack_policy::ops::simulate::statement::Against;
+use cozystack_policy::ops::simulate::streams::Streams;
+use cozystack_policy::ops::simulate::world::Upgrade;
+use cozystack_policy::settings::Origin;
+use cozystack_policy::source::Source;
 use cozystack_policy::platform::application::Api;
 use cozystack_policy::platform::writes::TenantChart;
 
@@ -17,6 +23,10 @@ use super::*;
 pub struct SimulateArgs {
     #[command(flatten)]
     evaluation: EvaluationArgs,
+    /// Play every stream of this file (docs/simulator.md: each a dump, settings, seeds and
+    /// upgrades) instead of one set of runs on --dump and --settings.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["settings", "from_policy", "dump", "seed", "runs", "seconds"])]
+    streams: Option<PathBuf>,
     /// The first seed; each run takes the next. The same seed plays the same run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -30,6 +40,10 @@ pub struct SimulateArgs {
     /// neither, 60.
     #[arg(long)]
     seconds: Option<f64>,
+    /// The rules the oracle holds the module to: the settings' (their blocks over the stock
+    /// rows), or the stock rules whatever the blocks say (a relaxed row is then reported).
+    #[arg(long, value_enum, default_value_t)]
+    against: Against,
     /// Where the counterexample goes (counterexample.yaml).
     #[arg(long, value_name = "DIR", default_value = "target/simulate")]
     out: PathBuf,
@@ -37,71 +51,165 @@ pub struct SimulateArgs {
 
 pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
-    let (given, policy, cluster) = prepare_plain_too(&args.evaluation)?;
-    let judged_by = given.judged_by()?;
-    let settings = given.value;
-    let resolved = settings::resolved(&settings)?;
-    let run = simulate::Run {
-        policy: &policy,
-        settings: &settings,
-        chart: TenantChart::of(&resolved),
-        api: Api::of(&resolved),
-        cluster,
+    let Some(path) = &args.streams else {
+        let (given, policy, cluster) = prepare_plain_too(&args.evaluation)?;
+        // Each limit given holds; neither given, a minute.
+        let seconds = match (args.runs, args.seconds) {
+            (Some(_), None) => None,
+            (_, seconds) => Some(seconds.unwrap_or(60.0)),
+        };
+        let seeds = simulate::Seeds {
+            first: args.seed,
+            runs: args.runs,
+            budget: seconds.map(simulate::budget),
+            steps: args.steps,
+        };
+        let deployment = Deployment::new(given, &policy, cluster, Vec::new(), args.against)?;
+        return report(&[(deployment, seeds)], &args.out, started);
     };
-    let bar = indicatif::ProgressBar::new(args.steps as u64).with_style(
-        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} steps")
+    let streams = Streams::read(path)?;
+    let policy = load_policy(&args.evaluation.policy, Source::load_plain_too)?;
+    let mut sets = Vec::new();
+    for stream in &streams.streams {
+        let from = settings::read(stream.settings.as_deref())?;
+        let given = Given {
+            value: stream.settings(from.value),
+            origin: Origin::Stream {
+                name: stream.name.clone(),
+                from: Box::new(from.origin),
+                changed: stream.set.is_some(),
+            },
+        };
+        let read = |dump: &Path| -> Result<_, Error> {
+            let at = ClusterArgs {
+                dump: vec![dump.to_owned()],
+                kubeconfig: None,
+                context: None,
+            };
+            judged_cluster(&at, args.evaluation.allow_empty, &given, &policy, None)
+        };
+        let cluster = read(&stream.dump)?;
+        let mut upgrades = Vec::new();
+        for to in &stream.upgrades {
+            let upgrade = Upgrade::of(&to.release, &read(&to.dump)?);
+            // The settings each upgrade names are validated as the policy-server would.
+            settings::check(&policy, &upgrade.settings(&given.value))?;
+            upgrades.push(Arc::new(upgrade));
+        }
+        let seeds = simulate::Seeds {
+            first: stream.seed,
+            runs: Some(stream.runs),
+            budget: None,
+            steps: stream.steps,
+        };
+        sets.push((Deployment::new(given, &policy, cluster, upgrades, args.against)?, seeds));
+    }
+    let code = report(&sets, &args.out, started)?;
+    if code == ExitCode::SUCCESS {
+        let steps = sets.iter().map(|(_, seeds)| seeds.runs.unwrap_or(0) * seeds.steps as u64);
+        let steps = steps.sum::<u64>() as usize;
+        println!(
+            "{} streams, {steps} steps played in {:.0} s ({:.0} steps/s), none broken",
+            sets.len(),
+            started.elapsed().as_secs_f64(),
+            simulate::rate(steps, started)
+        );
+    }
+    Ok(code)
+}
+
+/// One deployment played: the settings as given, and the run they make.
+struct Deployment<'p> {
+    given: Given,
+    run: simulate::Run<'p>,
+}
+
+impl<'p> Deployment<'p> {
+    fn new(
+        given: Given,
+        policy: &'p Policy,
+        cluster: ClusterObjects,
+        upgrades: Vec<Arc<Upgrade>>,
+        against: Against,
+    ) -> Result<Deployment<'p>, Error> {
+        let resolved = settings::resolved(&given.value)?;
+        let run = simulate::Run {
+            policy,
+            settings: given.value.clone(),
+            chart: TenantChart::of(&resolved),
+            api: Api::of(&resolved),
+            cluster,
+            upgrades,
+            against,
+        };
+        Ok(Deployment { given, run })
+    }
+}
+
+/// Plays every set at once and reports each in order: its summary, or, at the first set that
+/// broke a promise, the shrunk counterexample (written to `out`) with exit 1.
+fn report(
+    sets: &[(Deployment<'_>, simulate::Seeds)],
+    out: &Path,
+    started: Instant,
+) -> Result<ExitCode, Error> {
+    let total: u64 = sets
+        .iter()
+        .map(|(_, seeds)| seeds.runs.map_or(0, |runs| runs * seeds.steps as u64))
+        .sum();
+    let bar = indicatif::ProgressBar::new(total).with_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     if !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let mut tally = simulate::Tally::default();
-    // Each limit given holds; neither given, a minute.
-    let seconds = match (args.runs, args.seconds) {
-        (Some(_), None) => None,
-        (_, seconds) => Some(seconds.unwrap_or(60.0)),
-    };
-    let budget = seconds.map(simulate::budget);
-    let mut seed = args.seed;
-    let mut runs = 0u64;
-    loop {
-        bar.set_message(format!("seed {seed}"));
-        bar.set_position(0);
-        let (actions, violation) = run.random(seed, args.steps, &mut tally, &mut || bar.inc(1))?;
-        runs += 1;
-        if let Some(violation) = violation {
-            bar.finish_and_clear();
-            let found = actions.len();
-            let (actions, violation) = run.shrink(actions, violation)?;
-            std::fs::create_dir_all(&args.out).map_err(|e| Error::write(&args.out, e))?;
-            let path = args.out.join("counterexample.yaml");
-            let text = simulate::scenario(&run, &actions, &violation, seed)?;
-            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
-            println!("{judged_by}");
-            println!(
-                "BROKEN {}\n  seed {seed}, step {found}, shrunk to {} steps: {}\n  {}\n  counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)",
-                violation.invariant,
-                actions.len(),
-                actions
-                    .iter()
-                    .map(simulate::world::Action::describe)
-                    .collect::<Vec<_>>()
-                    .join("; then "),
-                violation.what,
-                path.display()
-            );
-            return Ok(ExitCode::FAILURE);
-        }
-        seed += 1;
-        let done = args.runs.is_some_and(|n| runs >= n)
-            || budget.is_some_and(|budget| started.elapsed() >= budget);
-        if done {
-            break;
-        }
-    }
+    let runs: Vec<(&simulate::Run<'_>, simulate::Seeds)> =
+        sets.iter().map(|(d, seeds)| (&d.run, *seeds)).collect();
+    let played = simulate::play(&runs, &|| bar.inc(1))?;
     bar.finish_and_clear();
-    println!("{judged_by}");
-    print!("{}", summary(&tally, runs, (args.seed, seed - 1), started));
+    for ((deployment, seeds), played) in sets.iter().zip(played) {
+        let run = &deployment.run;
+        println!("{}", deployment.given.judged_by()?);
+        if !run.upgrades.is_empty() {
+            let path: Vec<&str> = run.upgrades.iter().map(|u| u.release.as_str()).collect();
+            println!(
+                "upgraded through: {} (at even steps, the settings naming each)",
+                path.join(" -> ")
+            );
+        }
+        let Some((seed, actions, violation)) = played.broken else {
+            print!(
+                "{}",
+                summary(
+                    &played.tally,
+                    played.runs,
+                    (seeds.first, played.last),
+                    (sets.len() == 1).then_some(started)
+                )
+            );
+            continue;
+        };
+        let found = actions.len();
+        let (actions, violation) = run.shrink(actions, violation)?;
+        std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
+        let path = out.join("counterexample.yaml");
+        let text = simulate::scenario(run, &actions, &violation, seed)?;
+        std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
+        println!(
+            "BROKEN {}\n  seed {seed}, step {found}, shrunk to {} steps: {}\n  {}\n  counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)",
+            violation.invariant,
+            actions.len(),
+            actions
+                .iter()
+                .map(simulate::world::Action::describe)
+                .collect::<Vec<_>>()
+                .join("; then "),
+            violation.what,
+            path.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -111,7 +219,7 @@ fn summary(
     tally: &simulate::Tally,
     runs: u64,
     (first, last): (u64, u64),
-    started: Instant,
+    started: Option<Instant>,
 ) -> String {
     let list = |items: Vec<String>| items.join(", ");
     let rows = cozystack_resolver::rules::RULES
@@ -119,9 +227,13 @@ fn summary(
         .filter_map(|row| (tally.rules.get(row.name)).map(|n| format!("{} {n}", row.name)));
     let mut lines = vec![
         format!(
-            "{runs} runs (seeds {first}..={last}), {} steps, {:.0} steps/s: no guarantee broken",
+            "{runs} runs (seeds {first}..={last}), {} steps{}: no guarantee broken",
             tally.steps,
-            simulate::rate(tally.steps, started)
+            // Sets played together share the cores: only a set played alone has a rate.
+            started.map_or_else(String::new, |started| format!(
+                ", {:.0} steps/s",
+                simulate::rate(tally.steps, started)
+            ))
         ),
         format!("actions: {}", list(counted(&tally.actions))),
         format!(

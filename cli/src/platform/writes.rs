@@ -30,8 +30,8 @@ use cozystack_resolver::tenant::{self, ANCESTOR_PREFIX, AncestorLabels, ROOT};
 use serde_json::{Map, Value, json};
 
 pub const RELEASE_API: &str = "helm.toolkit.fluxcd.io/v2";
-const DEFINITION_API: &str = "cozystack.io/v1alpha1";
-const DEFINITION_KIND: &str = "ApplicationDefinition";
+pub const DEFINITION_API: &str = "cozystack.io/v1alpha1";
+pub const DEFINITION_KIND: &str = "ApplicationDefinition";
 /// cozystack-api's prefix for user labels and annotations carried onto the release.
 const USER_PREFIX: &str = "apps.cozystack.io-";
 const SHARD_LABEL: &str = "sharding.fluxcd.io/key";

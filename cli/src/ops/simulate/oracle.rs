@@ -5,11 +5,12 @@
 //! break before an admitted step are the module's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
-use super::statement::{self, Per, Visible};
+use super::statement::{self, Per, Statement, Visible};
 use super::world::{Ask, Op};
 use crate::platform::writes::RELEASE_API;
 
@@ -192,14 +193,14 @@ pub struct Facts {
     apps: Vec<App>,
     /// Each Namespace's labels.
     namespaces: HashMap<String, serde_json::Map<String, Value>>,
-    /// Whether the release judged renders ComputePlane.
-    compute_plane: bool,
+    /// The rules the deployment judges by, and what its release renders.
+    stated: Arc<Statement>,
     /// Each tenant namespace's switches that its Tenant's values turn on.
     switches: HashMap<String, Vec<String>>,
 }
 
 impl Facts {
-    pub fn of(cluster: &ClusterObjects, compute_plane: bool) -> Facts {
+    pub fn of(cluster: &ClusterObjects, stated: &Arc<Statement>) -> Facts {
         let mut apps = Vec::new();
         let mut namespaces = HashMap::new();
         let mut switches = HashMap::new();
@@ -229,7 +230,8 @@ impl Facts {
                                 None => String::new(),
                             };
                             let values = &object["spec"]["values"];
-                            let on = statement::KINDS
+                            let on = stated
+                                .kinds()
                                 .iter()
                                 .filter_map(|k| k.slot.map(|(slot, _)| slot))
                                 .filter(|key| statement::truthy(values.get(*key)))
@@ -251,7 +253,7 @@ impl Facts {
         Facts {
             apps,
             namespaces,
-            compute_plane,
+            stated: Arc::clone(stated),
             switches,
         }
     }
@@ -264,7 +266,7 @@ impl Facts {
     /// A namespace with no provider of the class at all is not stated here: whether the chart
     /// is about to render one is the Tenant's to say.
     pub fn awaited(&self, kind: &str, namespace: &str) -> Vec<&'static str> {
-        let Some(stated) = statement::kind(kind) else {
+        let Some(stated) = self.stated.kind(kind) else {
             return Vec::new();
         };
         let labels = self.namespaces.get(namespace);
@@ -292,7 +294,7 @@ impl Facts {
                     .iter()
                     .filter(|a| a.namespace == provider)
                     .filter(|a| {
-                        statement::kind(&a.kind).is_some_and(|k| k.provides.contains(class))
+                        self.stated.kind(&a.kind).is_some_and(|k| k.provides.contains(class))
                     })
                     .collect();
                 !providers.is_empty() && providers.iter().all(|a| a.terminating)
@@ -301,11 +303,11 @@ impl Facts {
     }
 
     /// Whether an app renders: a chart that refuses its name ran nothing.
-    fn renders(app: &App) -> bool {
+    fn renders(&self, app: &App) -> bool {
         if app.terminating {
             return false;
         }
-        match statement::kind(&app.kind) {
+        match self.stated.kind(&app.kind) {
             Some(kind) => match (kind.slot, kind.runs_off_slot) {
                 (Some((slot, home)), false) => {
                     app.name == format!("{}{slot}", kind.prefix)
@@ -331,7 +333,7 @@ impl Facts {
     pub fn broken(&self) -> BTreeSet<Broken> {
         let mut out = BTreeSet::new();
         // Counts of rendering instances.
-        for row in statement::KINDS {
+        for row in self.stated.kinds() {
             let Some((per, max)) = row.limit else {
                 continue;
             };
@@ -339,7 +341,7 @@ impl Facts {
             for app in self
                 .apps
                 .iter()
-                .filter(|a| a.kind == row.kind && Self::renders(a))
+                .filter(|a| a.kind == row.kind && self.renders(a))
             {
                 let scope = match per {
                     Per::Cluster => "the cluster".to_owned(),
@@ -373,7 +375,7 @@ impl Facts {
         for app in &self.apps {
             let tenant = self.is_tenant(&app.namespace);
             if let Some(kind) =
-                statement::rendered(&app.namespace, &app.name, tenant, self.compute_plane)
+                self.stated.rendered(&app.namespace, &app.name, tenant)
                 && kind != Some(app.kind.as_str())
             {
                 out.insert(Broken::RenderedName {
@@ -405,9 +407,9 @@ impl Facts {
         let mut live: Vec<(bool, String)> = self
             .apps
             .iter()
-            .filter(|p| p.namespace == namespace && Self::renders(p))
+            .filter(|p| p.namespace == namespace && self.renders(p))
             .filter_map(|p| {
-                let kind = statement::kind(&p.kind)?;
+                let kind = self.stated.kind(&p.kind)?;
                 let on_slot = kind.slot.is_some_and(|(slot, _)| slot == p.name);
                 kind.provides.contains(&class).then(|| (!on_slot, p.id()))
             })
@@ -420,7 +422,7 @@ impl Facts {
     pub fn served(&self) -> BTreeSet<(String, String, String)> {
         let mut out = BTreeSet::new();
         for app in self.apps.iter().filter(|a| !a.terminating) {
-            let Some(kind) = statement::kind(&app.kind) else {
+            let Some(kind) = self.stated.kind(&app.kind) else {
                 continue;
             };
             for class in kind.consumes {
@@ -436,7 +438,7 @@ impl Facts {
     }
 
     /// Whether an app still exists (a consumer deleted is not stranded).
-    fn holds(&self, id: &str) -> bool {
+    pub fn holds(&self, id: &str) -> bool {
         self.apps.iter().any(|a| !a.terminating && a.id() == id)
     }
 
@@ -444,9 +446,18 @@ impl Facts {
     fn provides(&self, provider: &str, class: &str) -> bool {
         self.apps.iter().any(|p| {
             p.id() == provider
-                && Self::renders(p)
-                && statement::kind(&p.kind).is_some_and(|k| k.provides.contains(&class))
+                && self.renders(p)
+                && self.stated.kind(&p.kind).is_some_and(|k| k.provides.contains(&class))
         })
+    }
+
+    /// Whether the app `id` is of a kind the settings protect from deletion.
+    fn protected(&self, id: &str) -> bool {
+        self.apps
+            .iter()
+            .find(|a| a.id() == id)
+            .and_then(|a| self.stated.kind(&a.kind))
+            .is_some_and(|k| k.protected)
     }
 
     /// The app `release` of `namespace`.
@@ -461,7 +472,7 @@ impl Facts {
     /// is it.
     fn consumers(&self, namespace: &str, kind: &statement::Kind) -> bool {
         self.apps.iter().any(|a| {
-            let Some(consumer) = statement::kind(&a.kind) else {
+            let Some(consumer) = self.stated.kind(&a.kind) else {
                 return false;
             };
             let below = a.namespace == namespace
@@ -504,7 +515,7 @@ impl Facts {
         {
             return refused(Refuses::RootTenant);
         }
-        let kind = statement::kind(ask.kind)?;
+        let kind = self.stated.kind(ask.kind)?;
         let visible = match kind.visible {
             Visible::Catalog => true,
             Visible::Module => ask.by.role.administers(&ask.by.of, ask.namespace),
@@ -517,8 +528,8 @@ impl Facts {
             return refused(Refuses::Edit);
         }
         if let Op::Switch { key, on: true } = ask.op
-            && let Some(module) = statement::module(key)
-            && (module.kind != "ComputePlane" || self.compute_plane)
+            && let Some(module) = self.stated.module(key)
+            && (module.kind != "ComputePlane" || self.stated.compute_plane)
         {
             let child = statement::child_namespace(ask.namespace, ask.name);
             // A switch already on renders nothing new.
@@ -557,7 +568,7 @@ impl Facts {
             let release = format!("{}{}", kind.prefix, ask.name);
             let tenant = self.is_tenant(ask.namespace);
             if let Some(renders) =
-                statement::rendered(ask.namespace, &release, tenant, self.compute_plane)
+                self.stated.rendered(ask.namespace, &release, tenant)
                 && renders != Some(kind.kind)
             {
                 return refused(Refuses::Names);
@@ -576,7 +587,7 @@ impl Facts {
         if let Op::Label { .. } = ask.op {
             return true;
         }
-        let Some(kind) = statement::kind(ask.kind) else {
+        let Some(kind) = self.stated.kind(ask.kind) else {
             return false;
         };
         let count = |kind: &str, per: Per, namespace: &str| {
@@ -625,14 +636,14 @@ impl Facts {
             Op::Switch { key, on } => {
                 let child = statement::child_namespace(ask.namespace, ask.name);
                 let tenant = self.app(ask.namespace, &format!("tenant-{}", ask.name));
-                let Some(module) = statement::KINDS.iter().find(|k| {
+                let Some(module) = self.stated.kinds().iter().find(|k| {
                     k.limit == Some((Per::Tenant, 1)) && k.slot.is_some_and(|(s, _)| s == *key)
                 }) else {
                     return false;
                 };
                 let live = tenant.is_some_and(|t| !t.terminating)
                     && self.namespaces.contains_key(&child)
-                    && (module.kind != "ComputePlane" || self.compute_plane);
+                    && (module.kind != "ComputePlane" || self.stated.compute_plane);
                 let held = self.app(&child, key);
                 let beside = self
                     .apps
@@ -675,8 +686,9 @@ pub fn newly_broken(before: &Facts, after: &Facts) -> Vec<Broken> {
             None => !was.contains(b),
         })
         .collect();
+    // Only a kind with `protection.deletion: protect` promises its consumers to stay.
     for (consumer, class, provider) in before.served() {
-        if after.holds(&consumer) && !after.provides(&provider, &class) {
+        if before.protected(&provider) && after.holds(&consumer) && !after.provides(&provider, &class) {
             out.push(Broken::Stranded {
                 consumer,
                 class,

@@ -22,7 +22,7 @@ pub enum Per {
 }
 
 /// One kind as the design states its rules.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Kind {
     pub kind: &'static str,
     /// `spec.release.prefix` of its ApplicationDefinition (`packages/*/<pkg>/*.yaml`).
@@ -156,6 +156,203 @@ pub fn module(key: &str) -> Option<&'static Kind> {
         .find(|k| k.slot.is_some_and(|(slot, _)| slot == key))
 }
 
+/// The rules a deployment's settings judge by, as the oracle states them: [`KINDS`] with each
+/// block the settings' `definitions` give in place of that kind's block (a block replaces the
+/// built-in one whole, docs/settings.md), and whether the release named renders ComputePlane.
+/// Read from the settings' JSON here, never through the resolver's decoding.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    kinds: Vec<Kind>,
+    pub compute_plane: bool,
+    /// Whether the platform may write the shorter ancestor chain ([`admits_short_chain`]).
+    pub short_chain: bool,
+}
+
+/// A setting the oracle cannot state: the simulator stops (exit 2) rather than judge by rules
+/// the deployment does not run.
+#[derive(Debug, thiserror::Error)]
+#[error("the simulator's statement cannot follow the settings: {path}: {why}")]
+pub struct Unstated {
+    pub path: String,
+    pub why: String,
+}
+
+/// Which rules the oracle holds the module to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Against {
+    /// The rules the settings give (their blocks over the stock rows): is the module right
+    /// about this deployment?
+    #[default]
+    Settings,
+    /// The stock rules whatever the settings' blocks say (the release still followed): does
+    /// this deployment relax or tighten a stock rule?
+    Stock,
+}
+
+impl Statement {
+    pub fn under(settings: &serde_json::Value, against: Against) -> Result<Statement, Unstated> {
+        let release = settings["cozystackRelease"].as_str().filter(|r| !r.is_empty());
+        let mut kinds = KINDS.to_vec();
+        if against == Against::Stock {
+            return Ok(Statement {
+                kinds,
+                compute_plane: renders_compute_plane(release),
+                short_chain: admits_short_chain(release),
+            });
+        }
+        if let Some(blocks) = settings["definitions"].as_object() {
+            for (name, blocks) in blocks {
+                let path = format!("definitions.{name}");
+                let Some(kind) = kinds.iter_mut().find(|k| k.kind == name) else {
+                    return Err(Unstated {
+                        path,
+                        why: "a kind the statement does not hold".into(),
+                    });
+                };
+                kind.replace_blocks(blocks, &path)?;
+            }
+        }
+        // Under the other sources a kind without a block has no rules (the bundled definitions
+        // state none): the statement follows only settings that state every rule it holds.
+        let builtin = settings["definitionSource"].as_str().is_none_or(|s| s == "builtin");
+        let given = |kind: &str| settings["definitions"].get(kind).is_some();
+        if let Some(kind) = kinds.iter().find(|k| !builtin && k.ruled() && !given(k.kind)) {
+            return Err(Unstated {
+                path: format!("definitions.{}", kind.kind),
+                why: "no block, so no rule under this definitionSource; the statement holds its rules".into(),
+            });
+        }
+        Ok(Statement {
+            kinds,
+            compute_plane: renders_compute_plane(release),
+            short_chain: admits_short_chain(release),
+        })
+    }
+
+    /// The statement of `kind`, when the simulator draws it.
+    pub fn kind(&self, kind: &str) -> Option<&Kind> {
+        self.kinds.iter().find(|k| k.kind == kind)
+    }
+
+    /// The Tenant chart's module switched by `key`, with the rules the settings give it.
+    pub fn module(&self, key: &str) -> Option<&Kind> {
+        module(key).and_then(|m| self.kind(m.kind))
+    }
+
+    pub fn kinds(&self) -> &[Kind] {
+        &self.kinds
+    }
+
+    /// [`rendered`] on the release judged.
+    pub fn rendered(
+        &self,
+        namespace: &str,
+        release: &str,
+        tenant: bool,
+    ) -> Option<Option<&'static str>> {
+        rendered(namespace, release, tenant, self.compute_plane)
+    }
+}
+
+impl Kind {
+    /// Whether the design gives the kind any rule.
+    fn ruled(&self) -> bool {
+        self.visible != Visible::Catalog
+            || self.limit.is_some()
+            || self.protected
+            || self.admin_only
+            || !self.provides.is_empty()
+            || !self.consumes.is_empty()
+    }
+
+    /// Puts the settings' blocks in place of this kind's: visibility, the count's scope and
+    /// max, deletion and edit protection. Slots, capabilities and sharing are facts the world
+    /// renders by (the Tenant chart's names, the providers it labels), so a block may restate
+    /// them, not change them.
+    fn replace_blocks(&mut self, blocks: &serde_json::Value, path: &str) -> Result<(), Unstated> {
+        use serde_json::Value;
+        let unstated = |field: &str, why: &str| Unstated {
+            path: format!("{path}.{field}"),
+            why: why.to_owned(),
+        };
+        let Some(blocks) = blocks.as_object() else {
+            return Err(unstated("", "not a map of blocks"));
+        };
+        for (block, body) in blocks {
+            match block.as_str() {
+                "dashboard" => {
+                    // `module: true` is today's marker for `visibility: module`.
+                    let marker = if body["module"] == true { "module" } else { "catalog" };
+                    self.visible = match body["visibility"].as_str().unwrap_or(marker) {
+                        "catalog" => Visible::Catalog,
+                        "module" => Visible::Module,
+                        "hidden" => Visible::Hidden,
+                        _ => return Err(unstated("dashboard.visibility", "not a visibility")),
+                    }
+                }
+                "cardinality" => {
+                    let per = match body["scope"].as_str() {
+                        Some("tenant") => Per::Tenant,
+                        Some("cluster") => Per::Cluster,
+                        _ => return Err(unstated("cardinality.scope", "stated for tenant and cluster only")),
+                    };
+                    let slots: Vec<&str> = match &body["slots"] {
+                        Value::Null => Vec::new(),
+                        slots => slots
+                            .as_array()
+                            .map(|s| s.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default(),
+                    };
+                    let stated: Vec<&str> = self.slot.map(|(slot, _)| slot).into_iter().collect();
+                    if slots != stated
+                        || body["slotNamespace"].as_str() != self.slot.and_then(|(_, home)| home)
+                    {
+                        return Err(unstated(
+                            "cardinality.slots",
+                            "the slots are the names the charts render: restated, not changed",
+                        ));
+                    }
+                    // Omitted, `max` is the number of slots; 0 (or no slots) is no limit.
+                    let max = match &body["max"] {
+                        Value::Null => slots.len(),
+                        max => max
+                            .as_u64()
+                            .and_then(|max| usize::try_from(max).ok())
+                            .ok_or_else(|| unstated("cardinality.max", "not a count"))?,
+                    };
+                    self.limit = (max > 0).then_some((per, max));
+                }
+                "protection" => {
+                    self.protected = body["deletion"] == "protect";
+                    self.admin_only = body["edit"] == "adminOnly";
+                }
+                "capability" => {
+                    let list = |key: &str| -> Vec<&str> {
+                        body[key]
+                            .as_array()
+                            .map(|l| l.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default()
+                    };
+                    // Every provider the charts render serves its tenant's children too.
+                    let share = body["share"].as_str().unwrap_or("none");
+                    let shared = if self.provides.is_empty() { "none" } else { "children" };
+                    if list("provides") != self.provides
+                        || list("consumes") != self.consumes
+                        || share != shared
+                    {
+                        return Err(unstated(
+                            "capability",
+                            "the classes are what the charts read and render: restated, not changed",
+                        ));
+                    }
+                }
+                other => return Err(unstated(other, "not a block of the design")),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The addon releases `packages/apps/kubernetes/templates/helmreleases/*.yaml` render as
 /// `<cluster release>-<addon>`, for ComputePlane's cluster `computeplane-cluster`.
 const CLUSTER_ADDONS: &[&str] = &[
@@ -268,6 +465,25 @@ pub fn chain(namespace: &str) -> Vec<String> {
     out
 }
 
+/// The ancestor chain v1.5.0–v1.5.3's Tenant chart writes (`packages/apps/tenant/templates/
+/// namespace.yaml` at v1.5.3: itself and one label per dash-prefix of its release namespace):
+/// the full chain less tenant-root, below the root's children; the same as the full one above.
+pub fn short_chain(namespace: &str) -> Vec<String> {
+    let full = chain(namespace);
+    match full.len() {
+        0..=2 => full,
+        _ => full.into_iter().filter(|t| t != "tenant-root").collect(),
+    }
+}
+
+/// Whether a platform write may set the shorter chain under the release the settings name:
+/// a v1.5.0–v1.5.3 deployment admits either chain (its cluster may be one upgraded from, or
+/// to, the full chain; docs/releases.md), v1.5.4 (cozystack#3191), v1.6.x (#2912) and main
+/// only the full one; unset, any supported release's.
+pub fn admits_short_chain(release: Option<&str>) -> bool {
+    release.is_none_or(|r| ["v1.5.0", "v1.5.1", "v1.5.2", "v1.5.3"].contains(&r))
+}
+
 /// The namespace of Tenant `name` created in `parent`.
 pub fn child_namespace(parent: &str, name: &str) -> String {
     match parent {
@@ -293,7 +509,7 @@ pub fn groups_collide(parent: &str, name: &str) -> bool {
 /// The provider labels the Tenant chart writes on a child namespace, one per class, naming the
 /// tenant that serves it (`packages/apps/tenant/templates/namespace.yaml`: etcd, ingress,
 /// gateway, monitoring, seaweedfs; `host` beside them names no provider).
-const CHART_PROVIDERS: [&str; 5] = ["etcd", "ingress", "gateway", "monitoring", "seaweedfs"];
+pub const CHART_PROVIDERS: [&str; 5] = ["etcd", "ingress", "gateway", "monitoring", "seaweedfs"];
 
 /// Whether label `key` of a Namespace is the platform's to write: the ancestor chain the Tenant
 /// chart writes (`tenant.cozystack.io/<ancestor>`, `tenant.ancestorTenantLabels`), its

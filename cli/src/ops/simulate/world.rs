@@ -9,6 +9,7 @@ use crate::platform::writes::TenantChart;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{Policy, warnings_of};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use crate::error::Error;
 use crate::ops::evaluate::on_state as evaluate;
@@ -21,6 +22,7 @@ use crate::platform::sequence::{
 };
 use crate::platform::writes::{self, Kinds, RELEASE_API};
 use crate::state::State;
+use cozystack_resolver::tenant::{ANCESTOR_PREFIX, AncestorLabels, chart_labels};
 
 /// Who acts: a holder of one of a tenant's roles, or its ServiceAccount.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +130,15 @@ pub enum Action {
         key: String,
         value: Option<String>,
     },
+    /// The operator upgrades Cozystack to another release: its ApplicationDefinitions and
+    /// cozystack-api are the new release's at once, helm-controller renders each Tenant with the
+    /// new chart from its next reconcile on (one by one, users acting meanwhile), and the
+    /// deployment's settings name the new release from this step (docs/releases.md: the
+    /// policy judges the release the settings name).
+    Upgrade(Arc<Upgrade>),
+    /// A platform component writes what its release never renders, or renders only beside
+    /// what it found ([`Stray`]).
+    Stray(Stray),
     /// A GitOps Kustomization applies Applications and prunes others, as Flux's
     /// kustomize-controller does ([`apply::run`]: stages dry-run whole, the prune after), as the
     /// Flux ServiceAccount.
@@ -169,6 +180,8 @@ impl Action {
             } => Some((by, "Tenant", namespace, name)),
             Action::Leftover { .. }
             | Action::Reconcile { .. }
+            | Action::Upgrade(_)
+            | Action::Stray(_)
             | Action::Flux { .. }
             | Action::Race { .. }
             | Action::Label { .. }
@@ -194,6 +207,9 @@ impl Action {
             }
             Action::Leftover { kind, .. } => format!("leftover {kind}"),
             Action::Reconcile { .. } => "reconcile Tenant".to_owned(),
+            Action::Upgrade(to) => format!("upgrade to {}", to.release),
+            Action::Stray(Stray::Namespace { .. }) => "platform relabels Namespace".to_owned(),
+            Action::Stray(Stray::Release { .. }) => "Flux writes app HelmRelease".to_owned(),
             Action::Flux { .. } => "Flux change set".to_owned(),
             Action::Label { .. } => "label Namespace".to_owned(),
         }
@@ -261,6 +277,34 @@ impl Action {
             Action::Reconcile { namespace, name } => {
                 format!("helm-controller reconciles Tenant {namespace}/{name}")
             }
+            Action::Upgrade(to) => format!(
+                "the operator upgrades Cozystack to {} and names it in the settings",
+                to.release
+            ),
+            Action::Stray(Stray::Namespace {
+                namespace,
+                chain,
+                provider,
+            }) => {
+                let mut what = Vec::new();
+                if let Some(chain) = chain {
+                    what.push(format!("the {chain:?} ancestor chain"));
+                }
+                if let Some((class, to)) = provider {
+                    what.push(format!("namespace.cozystack.io/{class}={to}"));
+                }
+                format!(
+                    "helm-controller writes Namespace {namespace} with {}",
+                    what.join(" and ")
+                )
+            }
+            Action::Stray(Stray::Release {
+                kind,
+                namespace,
+                name,
+            }) => format!(
+                "Flux applies the HelmRelease of {kind} {namespace}/{name} from a repository"
+            ),
             Action::Label {
                 by,
                 namespace,
@@ -455,7 +499,11 @@ impl Action {
                 };
                 vec![ask(by, op, "Namespace", namespace, namespace, false)]
             }
-            Action::Leftover { .. } | Action::Reconcile { .. } | Action::Flux { .. } => Vec::new(),
+            Action::Leftover { .. }
+            | Action::Reconcile { .. }
+            | Action::Upgrade(_)
+            | Action::Stray(_)
+            | Action::Flux { .. } => Vec::new(),
         }
     }
 }
@@ -470,6 +518,9 @@ pub enum Writer {
     GitOps,
     /// A stock component writing what an admitted request makes it write.
     Platform,
+    /// A platform identity writing what its release never renders ([`Stray`]): judged by
+    /// what the rules say of that write, not as a write the platform must be let make.
+    Stray,
 }
 
 /// One judged write: the request, who sent it, and the policy's response.
@@ -507,10 +558,87 @@ pub struct Played {
     pub refused_on: Option<ClusterObjects>,
 }
 
+/// A write a platform identity sends that its release's charts never make, or make only beside
+/// what they found: the checks a namespace or release rule keeps even against the platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stray {
+    /// helm-controller (`cozy-fluxcd:flux`) writes a tenant Namespace with an ancestor chain
+    /// (`None`: the one it holds, untouched) and a provider label set to a namespace.
+    Namespace {
+        namespace: String,
+        chain: Option<Chain>,
+        provider: Option<(String, String)>,
+    },
+    /// kustomize-controller (`cozy-fluxcd:flux`) applies an app's HelmRelease that a GitOps
+    /// repository holds, as cozystack-api would have written it.
+    Release {
+        kind: String,
+        namespace: String,
+        name: String,
+    },
+}
+
+/// The Tenant release that renders tenant namespace `namespace`: its parent namespace and the
+/// Tenant's name (`tenant-a-b` is Tenant `b` in `tenant-a`).
+fn owner(namespace: &str) -> Option<(String, String)> {
+    let chain = super::statement::chain(namespace);
+    let parent = chain.len().checked_sub(2).map(|at| chain[at].clone())?;
+    let name = match parent.as_str() {
+        "tenant-root" => namespace.strip_prefix("tenant-")?,
+        _ => namespace.strip_prefix(&format!("{parent}-"))?,
+    };
+    Some((parent, name.to_owned()))
+}
+
+/// The ancestor chains the Tenant charts of supported releases write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chain {
+    /// v1.5.4, v1.6.x and main: every ancestor.
+    Full,
+    /// v1.5.0–v1.5.3: the full one less tenant-root, below the root's children.
+    Short,
+}
+
+/// A release an upgrade moves to: its name and the ApplicationDefinitions it ships (read from
+/// a cluster that release renders).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Upgrade {
+    pub release: String,
+    pub definitions: Vec<Value>,
+}
+
+impl Upgrade {
+    /// `release`, with the ApplicationDefinitions `cluster` holds.
+    pub fn of(release: &str, cluster: &ClusterObjects) -> Upgrade {
+        let definitions = cluster
+            .keys()
+            .enumerate()
+            .filter(|(_, (api, kind, _, _))| {
+                api == writes::DEFINITION_API && kind == writes::DEFINITION_KIND
+            })
+            .filter_map(|(at, _)| cluster.value(at))
+            .collect();
+        Upgrade {
+            release: release.to_owned(),
+            definitions,
+        }
+    }
+
+    /// `settings` naming this release.
+    pub fn settings(&self, settings: &Value) -> Value {
+        let mut settings = settings.clone();
+        if let Some(map) = settings.as_object_mut() {
+            map.insert("cozystackRelease".into(), json!(self.release));
+        }
+        settings
+    }
+}
+
 /// The cluster, and the platform that writes to it ([`Platform`]).
 pub struct World<'p> {
     pub policy: &'p Policy,
-    pub settings: &'p Value,
+    /// The deployment's settings: an upgrade names its release anew.
+    pub settings: Arc<Value>,
     pub platform: Platform,
     pub state: State,
 }
@@ -518,12 +646,12 @@ pub struct World<'p> {
 /// The module as admission: each request judged on the state it is sent on.
 pub(super) struct Module<'p> {
     policy: &'p Policy,
-    settings: &'p Value,
+    settings: Arc<Value>,
 }
 
 impl Admit for Module<'_> {
     fn admit(&mut self, _: &Sender, request: &Value, state: &mut State) -> Result<Value, Error> {
-        evaluate(self.policy, self.settings, state, request)
+        evaluate(self.policy, &self.settings, state, request)
     }
 }
 
@@ -543,7 +671,7 @@ impl From<Sent> for Judged {
 impl<'p> World<'p> {
     pub fn new(
         policy: &'p Policy,
-        settings: &'p Value,
+        settings: Arc<Value>,
         (chart, api): (TenantChart, Api),
         cluster: ClusterObjects,
     ) -> World<'p> {
@@ -558,7 +686,7 @@ impl<'p> World<'p> {
     pub(super) fn module(&self) -> Module<'p> {
         Module {
             policy: self.policy,
-            settings: self.settings,
+            settings: Arc::clone(&self.settings),
         }
     }
 
@@ -628,7 +756,7 @@ impl<'p> World<'p> {
     /// The audit scanner's replay of `object` on the current state (no userInfo).
     pub fn replay(&mut self, object: &Value) -> Result<Value, Error> {
         let request = cozystack_policy_runtime::audit::replay_request(object)?;
-        evaluate(self.policy, self.settings, &mut self.state, &request)
+        evaluate(self.policy, &self.settings, &mut self.state, &request)
     }
 
     /// Whether the audit scanner refused `object`'s live release on `cluster` already (one
@@ -645,7 +773,7 @@ impl<'p> World<'p> {
         };
         let request = cozystack_policy_runtime::audit::replay_request(&old)?;
         let mut state = State::new(cluster.clone());
-        Ok(evaluate(self.policy, self.settings, &mut state, &request)?["accepted"] != true)
+        Ok(evaluate(self.policy, &self.settings, &mut state, &request)?["accepted"] != true)
     }
 
     /// Plays `action`: its request, and when admitted, what cozystack-api and helm-controller
@@ -665,6 +793,8 @@ impl<'p> World<'p> {
             Action::Reconcile { namespace, name } => {
                 self.reconcile(namespace, name, &mut played)?
             }
+            Action::Upgrade(to) => self.upgrade(to)?,
+            Action::Stray(stray) => self.stray(stray, &mut played)?,
             Action::Leftover {
                 kind,
                 namespace,
@@ -682,6 +812,25 @@ impl<'p> World<'p> {
             | Action::Switch { .. } => self.application(action, &mut played)?,
         }
         Ok(played)
+    }
+
+    /// The operator's upgrade to `to` (an action of its own: nothing is judged, the policy
+    /// does not guard ApplicationDefinitions); Tenants keep what the older chart rendered until
+    /// helm-controller reconciles them.
+    fn upgrade(&mut self, to: &Upgrade) -> Result<(), Error> {
+        let settings = to.settings(&self.settings);
+        let resolved = crate::settings::resolved(&settings)?;
+        self.state.retain(|(api, kind, _, _)| {
+            api != writes::DEFINITION_API || kind != writes::DEFINITION_KIND
+        });
+        for definition in &to.definitions {
+            self.state.put(definition.clone());
+        }
+        self.platform.api = Api::of(&resolved);
+        self.platform.chart = TenantChart::of(&resolved);
+        self.platform.kinds = Kinds::read(self.state.cluster());
+        self.settings = Arc::new(settings);
+        Ok(())
     }
 
     /// helm-controller reconciles Tenant `name` of `namespace` on its interval.
@@ -741,6 +890,120 @@ impl<'p> World<'p> {
         };
         if self.user_write(write, &by.identity(), played)? {
             self.state.put(new);
+        }
+        Ok(())
+    }
+
+    /// A platform component's write its release never renders ([`Stray`]), judged as its
+    /// identity sends it; the world keeps what admission lets in.
+    fn stray(&mut self, stray: &Stray, played: &mut Played) -> Result<(), Error> {
+        let mut outcome = Outcome::default();
+        let mut module = self.module();
+        played.before = Some(self.state.cluster().clone());
+        let landed = match stray {
+            Stray::Namespace {
+                namespace,
+                chain,
+                provider,
+            } => {
+                let Some(live) = self.state.get("v1", "Namespace", namespace, None) else {
+                    played.rejected = true;
+                    return Ok(());
+                };
+                let mut new = live.clone();
+                let mut labels = live["metadata"]["labels"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default();
+                if let Some(chain) = chain {
+                    let form = match chain {
+                        Chain::Full => AncestorLabels::Full,
+                        Chain::Short => AncestorLabels::ParentPrefixes,
+                    };
+                    labels.retain(|key, _| !key.starts_with(ANCESTOR_PREFIX));
+                    for ancestor in chart_labels(namespace, form).unwrap_or_default() {
+                        labels.insert(format!("{ANCESTOR_PREFIX}{ancestor}"), json!(""));
+                    }
+                }
+                if let Some((class, to)) = provider {
+                    labels.insert(format!("namespace.cozystack.io/{class}"), json!(to));
+                }
+                new["metadata"]["labels"] = Value::Object(labels);
+                let write = Admission {
+                    operation: "UPDATE",
+                    resource: NAMESPACES,
+                    namespace: None,
+                    name: namespace,
+                    object: Some(&new),
+                    old: Some(&live),
+                };
+                let admitted = self.platform.send(
+                    &write,
+                    Sender::HelmController,
+                    false,
+                    &mut self.state,
+                    &mut module,
+                    &mut outcome,
+                )?;
+                admitted.then_some(new)
+            }
+            Stray::Release {
+                kind,
+                namespace,
+                name,
+            } => {
+                let Some(served) = self.platform.kinds.get(kind) else {
+                    played.rejected = true;
+                    return Ok(());
+                };
+                let release_name = served.release_name(name);
+                let taken = self
+                    .state
+                    .get(RELEASE_API, "HelmRelease", &release_name, Some(namespace))
+                    .is_some();
+                if taken || !self.admits_into(namespace) {
+                    played.rejected = true;
+                    return Ok(());
+                }
+                let new = served.release_for(&app_object(kind, namespace, name, &json!({})), None);
+                let write = Admission {
+                    operation: "CREATE",
+                    resource: HELM_RELEASES,
+                    namespace: Some(namespace),
+                    name: &release_name,
+                    object: Some(&new),
+                    old: None,
+                };
+                let flux = Sender::Client {
+                    identity: Identity::impersonated(FLUX, &[]),
+                    manager: Applier::Flux.manager(),
+                };
+                let admitted = self.platform.send(
+                    &write,
+                    flux,
+                    false,
+                    &mut self.state,
+                    &mut module,
+                    &mut outcome,
+                )?;
+                admitted.then_some(new)
+            }
+        };
+        let relabelled = landed.is_some() && matches!(stray, Stray::Namespace { .. });
+        if let Some(new) = landed {
+            self.state.put(new);
+        }
+        played.writes.extend(outcome.sent.into_iter().map(|sent| Judged {
+            writer: Writer::Stray,
+            ..Judged::from(sent)
+        }));
+        // The Namespace's own Tenant renders its labels again on its next reconcile (the
+        // chart's, as the release writes them): a stray label does not outlive the step.
+        if let Stray::Namespace { namespace, .. } = stray
+            && relabelled
+            && let Some((parent, name)) = owner(namespace)
+        {
+            self.reconcile(&parent, &name, played)?;
         }
         Ok(())
     }
