@@ -527,10 +527,7 @@ impl Platform {
     }
 }
 
-/// Whether `object` is being deleted (`metadata.deletionTimestamp` is set).
-pub fn terminating(object: &Value) -> bool {
-    object["metadata"].get("deletionTimestamp").is_some()
-}
+pub use super::writes::terminating;
 
 /// Puts `release` as the API server keeps it once deleted while a finalizer holds it.
 fn mark_terminating(state: &mut State, release: &Value) {

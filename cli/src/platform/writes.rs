@@ -296,8 +296,13 @@ impl TenantChart {
     }
 }
 
+/// Whether `object` is being deleted (`metadata.deletionTimestamp` is set).
+pub fn terminating(object: &Value) -> bool {
+    object["metadata"].get("deletionTimestamp").is_some()
+}
+
 /// Renders what Tenant release `release` renders, over what it rendered before, then what its
-/// sub-tenants render under the values it passes down.
+/// sub-tenants render under the values it passes down ([`render_subtenants`]).
 pub fn render_tenant(cluster: &mut State, release: &Value, chart: &TenantChart) {
     let Some(child) = tenant_namespace_of(release) else {
         return;
@@ -329,15 +334,23 @@ pub fn render_tenant(cluster: &mut State, release: &Value, chart: &TenantChart) 
             (false, _) => {}
         }
     }
-    // Sub-tenants read this tenant's values through their cozystack-values: re-render them.
+    render_subtenants(cluster, &child, chart);
+}
+
+/// Sub-tenants read their parent's values through their cozystack-values: each Tenant release
+/// in `namespace` is rendered again, but one being uninstalled, whose own sub-tenants still are
+/// (helm-controller reconciles each release on its own).
+fn render_subtenants(cluster: &mut State, namespace: &str, chart: &TenantChart) {
     let subtenants: Vec<Value> = cluster
-        .in_namespace(&child)
+        .in_namespace(namespace)
         .into_iter()
         .filter(is_tenant_release)
         .collect();
     for sub in subtenants {
-        if tenant_namespace_of(&sub).is_some_and(|ns| ns != child) {
-            render_tenant(cluster, &sub, chart);
+        match tenant_namespace_of(&sub).filter(|ns| ns != namespace) {
+            Some(below) if terminating(&sub) => render_subtenants(cluster, &below, chart),
+            Some(_) => render_tenant(cluster, &sub, chart),
+            None => {}
         }
     }
 }

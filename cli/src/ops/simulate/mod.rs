@@ -52,6 +52,10 @@ const CATALOG: &[&str] = &["Postgres", "Redis", "Bucket", "Kubernetes", "Harbor"
 const LABEL_ODDS: u32 = 30;
 /// Mixed into a run's seed for the stream labels are drawn from.
 const LABEL_STREAM: u64 = 0x6c61_6265_6c73;
+/// One step in this many is preceded by helm-controller finishing an uninstall under way.
+const FINISH_ODDS: u32 = 4;
+/// Mixed into a run's seed for the stream of those.
+const FINISH_STREAM: u64 = 0x6669_6e69_7368;
 /// One step in this many is preceded by a platform write its release never renders.
 const STRAY_ODDS: u32 = 20;
 /// Mixed into a run's seed for the stream of those writes.
@@ -175,7 +179,7 @@ impl Tally {
         // A label comes between the steps `--steps` counts (see `Run::random`).
         self.steps += usize::from(!matches!(
             action,
-            Action::Label { .. } | Action::Stray(_) | Action::Upgrade(_)
+            Action::Label { .. } | Action::Stray(_) | Action::Upgrade(_) | Action::Finish { .. }
         ));
         self.admissible += stepped.admissible;
         *self.actions.entry(action.label()).or_default() += 1;
@@ -286,6 +290,8 @@ impl Run<'_> {
         let mut labels = Pcg64::seed_from_u64(seed ^ LABEL_STREAM);
         // So do the platform's stray writes.
         let mut strays = Pcg64::seed_from_u64(seed ^ STRAY_STREAM);
+        // And helm-controller's uninstalls coming to an end.
+        let mut finishes = Pcg64::seed_from_u64(seed ^ FINISH_STREAM);
         let mut player = self.player()?;
         let mut played = Vec::new();
         for step in 0..steps {
@@ -297,7 +303,10 @@ impl Run<'_> {
                 (labels.random_range(0..LABEL_ODDS) == 0).then(|| draw_label(&mut labels, cluster));
             let stray =
                 (strays.random_range(0..STRAY_ODDS) == 0).then(|| draw_stray(&mut strays, cluster));
-            let drawn: Vec<Action> = [upgrade, label, stray]
+            let finish = (finishes.random_range(0..FINISH_ODDS) == 0)
+                .then(|| draw_finish(&mut finishes, cluster))
+                .flatten();
+            let drawn: Vec<Action> = [upgrade, finish, label, stray]
                 .into_iter()
                 .flatten()
                 .chain([draw(&mut rng, cluster)])
@@ -690,7 +699,10 @@ impl Player<'_> {
         if let Some(violation) = self.awaiting(action, played) {
             return Ok(Some(violation));
         }
-        let changed = matches!(action, Action::Leftover { .. } | Action::Reconcile { .. })
+        let changed = matches!(
+            action,
+            Action::Leftover { .. } | Action::Reconcile { .. } | Action::Finish { .. }
+        )
             || writes.iter().any(Judged::allowed);
         if !changed {
             return Ok(None);
@@ -1061,6 +1073,26 @@ fn draw_label(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
         key: key.to_owned(),
         value,
     }
+}
+
+/// helm-controller finishing one of the uninstalls under way, if any.
+fn draw_finish(rng: &mut Pcg64, cluster: &ClusterObjects) -> Option<Action> {
+    let terminating: Vec<(String, String)> = cluster
+        .keys()
+        .enumerate()
+        .filter(|(_, (api, kind, _, _))| api == crate::platform::writes::RELEASE_API && kind == "HelmRelease")
+        .filter_map(|(at, _)| cluster.value(at))
+        .filter(crate::platform::sequence::terminating)
+        .map(|hr| {
+            let meta = &hr["metadata"];
+            (
+                meta["namespace"].as_str().unwrap_or_default().to_owned(),
+                meta["name"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let (namespace, name) = pick(rng, &terminating)?.clone();
+    Some(Action::Finish { namespace, name })
 }
 
 /// A platform write its release never renders: a tenant Namespace relabelled by

@@ -28,6 +28,9 @@ pub enum Refuses {
     Edit,
     /// No Tenant binds a group one of its ancestors binds.
     Groups,
+    /// No create finds its scope's instances (terminating ones included: they exist until
+    /// their finalizers finish, docs/rules.md) already at `cardinality.max`.
+    Count,
     /// No app takes a release name Cozystack renders for another kind.
     Names,
     /// The root Tenant is not deleted.
@@ -50,6 +53,9 @@ impl Refuses {
             }
             Refuses::Edit => "edit: only the platform writes an adminOnly kind",
             Refuses::Groups => "groups: no Tenant binds a group of its ancestors",
+            Refuses::Count => {
+                "cardinality: no create is admitted where max instances exist, terminating ones too"
+            }
             Refuses::Names => "rendered names: no name Cozystack renders is taken by another kind",
             Refuses::RootTenant => "root tenant: tenant-root/tenant-root is never deleted",
             Refuses::Adoption => {
@@ -71,6 +77,7 @@ impl Refuses {
             Refuses::Visibility => "visibility",
             Refuses::Edit => "edit",
             Refuses::Groups => "groups",
+            Refuses::Count => "cardinality",
             Refuses::Names => "names",
             Refuses::RootTenant => "root_tenant",
             Refuses::Adoption => "adoption",
@@ -197,6 +204,9 @@ pub struct Facts {
     stated: Arc<Statement>,
     /// Each tenant namespace's switches that its Tenant's values turn on.
     switches: HashMap<String, Vec<String>>,
+    /// The tenant namespaces whose Tenant is being uninstalled: its cleanup Job deletes every
+    /// app in them and below them.
+    torn: BTreeSet<String>,
 }
 
 impl Facts {
@@ -204,6 +214,7 @@ impl Facts {
         let mut apps = Vec::new();
         let mut namespaces = HashMap::new();
         let mut switches = HashMap::new();
+        let mut torn = BTreeSet::new();
         // Only Namespaces and HelmReleases are read (each stored object is parsed to read it).
         let read = cluster.keys().enumerate().filter(|(_, (api, kind, _, _))| {
             (api == "v1" && kind == "Namespace") || (api == RELEASE_API && kind == "HelmRelease")
@@ -229,7 +240,15 @@ impl Facts {
                                 Some(tenant) => statement::child_namespace(parent, tenant),
                                 None => String::new(),
                             };
-                            let values = &object["spec"]["values"];
+                            // A Tenant being uninstalled renders nothing more: helm-controller
+                            // only uninstalls a release with a deletionTimestamp.
+                            let values = match meta.get("deletionTimestamp") {
+                                Some(_) => {
+                                    torn.insert(child.clone());
+                                    &Value::Null
+                                }
+                                None => &object["spec"]["values"],
+                            };
                             let on = stated
                                 .kinds()
                                 .iter()
@@ -255,6 +274,7 @@ impl Facts {
             namespaces,
             stated: Arc::clone(stated),
             switches,
+            torn,
         }
     }
 
@@ -437,9 +457,13 @@ impl Facts {
         out
     }
 
-    /// Whether an app still exists (a consumer deleted is not stranded).
+    /// Whether an app still exists and stays (a consumer deleted, or in a tenant being torn
+    /// down, is not stranded).
     pub fn holds(&self, id: &str) -> bool {
-        self.apps.iter().any(|a| !a.terminating && a.id() == id)
+        let torn = |ns: &str| statement::chain(ns).iter().any(|t| self.torn.contains(t));
+        self.apps
+            .iter()
+            .any(|a| !a.terminating && a.id() == id && !torn(&a.namespace))
     }
 
     /// Whether `provider` still renders and provides `class`.
@@ -449,6 +473,15 @@ impl Facts {
                 && self.renders(p)
                 && self.stated.kind(&p.kind).is_some_and(|k| k.provides.contains(&class))
         })
+    }
+
+    /// The instances of `kind` in `namespace`'s scope: every one, off its slot or terminating
+    /// too (the count reads what exists).
+    fn count(&self, kind: &str, per: Per, namespace: &str) -> usize {
+        self.apps
+            .iter()
+            .filter(|a| a.kind == kind && (per == Per::Cluster || a.namespace == namespace))
+            .count()
     }
 
     /// Whether the app `id` is of a kind the settings protect from deletion.
@@ -565,6 +598,11 @@ impl Facts {
             if kind.kind == "Tenant" && statement::groups_collide(ask.namespace, ask.name) {
                 return refused(Refuses::Groups);
             }
+            if let Some((per, max)) = kind.limit
+                && self.count(kind.kind, per, ask.namespace) >= max
+            {
+                return refused(Refuses::Count);
+            }
             let release = format!("{}{}", kind.prefix, ask.name);
             let tenant = self.is_tenant(ask.namespace);
             if let Some(renders) =
@@ -590,12 +628,7 @@ impl Facts {
         let Some(kind) = self.stated.kind(ask.kind) else {
             return false;
         };
-        let count = |kind: &str, per: Per, namespace: &str| {
-            self.apps
-                .iter()
-                .filter(|a| a.kind == kind && (per == Per::Cluster || a.namespace == namespace))
-                .count()
-        };
+        let count = |kind: &str, per: Per, namespace: &str| self.count(kind, per, namespace);
         match &ask.op {
             Op::Create(spec) => {
                 let release = format!("{}{}", kind.prefix, ask.name);

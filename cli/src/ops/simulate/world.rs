@@ -136,6 +136,10 @@ pub enum Action {
     /// deployment's settings name the new release from this step (docs/releases.md: the
     /// policy judges the release the settings name).
     Upgrade(Arc<Upgrade>),
+    /// helm-controller finishes uninstalling a release being deleted (its finalizer's work,
+    /// which outlives the step that deleted it): a Tenant's cleanup Job deletes its apps, then
+    /// its modules, then its namespaces go; any other release is gone.
+    Finish { namespace: String, name: String },
     /// A platform component writes what its release never renders, or renders only beside
     /// what it found ([`Stray`]).
     Stray(Stray),
@@ -180,6 +184,7 @@ impl Action {
             } => Some((by, "Tenant", namespace, name)),
             Action::Leftover { .. }
             | Action::Reconcile { .. }
+            | Action::Finish { .. }
             | Action::Upgrade(_)
             | Action::Stray(_)
             | Action::Flux { .. }
@@ -208,6 +213,7 @@ impl Action {
             Action::Leftover { kind, .. } => format!("leftover {kind}"),
             Action::Reconcile { .. } => "reconcile Tenant".to_owned(),
             Action::Upgrade(to) => format!("upgrade to {}", to.release),
+            Action::Finish { .. } => "finish uninstall".to_owned(),
             Action::Stray(Stray::Namespace { .. }) => "platform relabels Namespace".to_owned(),
             Action::Stray(Stray::Release { .. }) => "Flux writes app HelmRelease".to_owned(),
             Action::Flux { .. } => "Flux change set".to_owned(),
@@ -276,6 +282,9 @@ impl Action {
             }
             Action::Reconcile { namespace, name } => {
                 format!("helm-controller reconciles Tenant {namespace}/{name}")
+            }
+            Action::Finish { namespace, name } => {
+                format!("helm-controller finishes uninstalling HelmRelease {namespace}/{name}")
             }
             Action::Upgrade(to) => format!(
                 "the operator upgrades Cozystack to {} and names it in the settings",
@@ -501,6 +510,7 @@ impl Action {
             }
             Action::Leftover { .. }
             | Action::Reconcile { .. }
+            | Action::Finish { .. }
             | Action::Upgrade(_)
             | Action::Stray(_)
             | Action::Flux { .. } => Vec::new(),
@@ -794,6 +804,7 @@ impl<'p> World<'p> {
                 self.reconcile(namespace, name, &mut played)?
             }
             Action::Upgrade(to) => self.upgrade(to)?,
+            Action::Finish { namespace, name } => self.finish(namespace, name, &mut played)?,
             Action::Stray(stray) => self.stray(stray, &mut played)?,
             Action::Leftover {
                 kind,
@@ -812,6 +823,29 @@ impl<'p> World<'p> {
             | Action::Switch { .. } => self.application(action, &mut played)?,
         }
         Ok(played)
+    }
+
+    /// helm-controller's uninstall of `namespace/name`, being deleted, comes to its end.
+    fn finish(&mut self, namespace: &str, name: &str, played: &mut Played) -> Result<(), Error> {
+        let Some(release) = self
+            .state
+            .get(RELEASE_API, "HelmRelease", name, Some(namespace))
+            .filter(sequence::terminating)
+        else {
+            played.rejected = true;
+            return Ok(());
+        };
+        played.before = Some(self.state.cluster().clone());
+        let mut outcome = Outcome::default();
+        let mut module = self.module();
+        if writes::is_tenant_release(&release) {
+            self.platform
+                .teardown(&mut self.state, &release, &mut module, &mut outcome)?;
+        } else {
+            self.state.remove(&release);
+        }
+        Self::keep(outcome, played);
+        Ok(())
     }
 
     /// The operator's upgrade to `to` (an action of its own: nothing is judged, the policy
@@ -1103,7 +1137,7 @@ impl<'p> World<'p> {
             &account,
             write,
             &mut module,
-            Uninstall::Now,
+            Uninstall::Later,
         )?;
         Self::keep(outcome, played);
         Ok(())
