@@ -11,6 +11,7 @@ use cozystack_policy::error::Error;
 use cozystack_policy::ops::simulate;
 use cozystack_policy::ops::simulate::statement::Against;
 use cozystack_policy::ops::simulate::streams::Streams;
+use cozystack_policy::ops::simulate::validation;
 use cozystack_policy::ops::simulate::world::Upgrade;
 use cozystack_policy::settings::Origin;
 use cozystack_policy::source::Source;
@@ -163,6 +164,29 @@ fn report(
     );
     if !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    // Validation first: settings broken in one place are refused, naming the path.
+    for (deployment, seeds) in sets {
+        let run = &deployment.run;
+        let found = validation::check(run.policy, &run.settings, &run.cluster, seeds.first)?;
+        if let Some(found) = found {
+            std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
+            let path = out.join("settings.yaml");
+            let text = serde_yaml::to_string(&found.settings).map_err(|e| Error::Encode {
+                what: "the settings",
+                reason: e.to_string(),
+            })?;
+            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
+            println!("{}", deployment.given.judged_by()?);
+            println!(
+                "BROKEN {}\n  seed {}: {}\n  settings: {}",
+                validation::INVARIANT,
+                seeds.first,
+                found.what,
+                path.display()
+            );
+            return Ok(ExitCode::FAILURE);
+        }
     }
     let runs: Vec<(&simulate::Run<'_>, simulate::Seeds)> =
         sets.iter().map(|(d, seeds)| (&d.run, *seeds)).collect();

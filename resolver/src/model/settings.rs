@@ -353,8 +353,19 @@ impl Settings {
             }
             check_kind(|| format!("tenantModules.{key}"), kind, "the value")?;
         }
-        for kind in self.release_prefixes.keys() {
+        for (kind, prefix) in &self.release_prefixes {
             check_kind(|| format!("releasePrefixes.{kind:?}"), kind, "the key")?;
+            // The ApplicationDefinition CRD's pattern for `spec.release.prefix` (cozystack
+            // d443a092a): a prefix outside it names no release a definition can make.
+            let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+            if !prefix.chars().all(allowed) {
+                return Err(RuleError::Invalid {
+                    path: format!("releasePrefixes.{kind}"),
+                    reason: format!(
+                        "{prefix:?} is no release prefix an ApplicationDefinition can have (lowercase letters, digits and '-' only)"
+                    ),
+                });
+            }
         }
         Ok(())
     }
@@ -445,6 +456,17 @@ mod tests {
             Settings::from_json("{}").unwrap().definition_source,
             DefinitionSource::Builtin
         );
+    }
+
+    /// A release prefix no ApplicationDefinition can have (the CRD's `^[a-z0-9-]*$`) names no
+    /// release: refused, as the simulator's grammar of broken settings found it accepted.
+    #[test]
+    fn a_release_prefix_is_one_a_definition_can_have() {
+        assert_eq!(
+            err(r#"{"releasePrefixes":{"Postgres":"Pg_"}}"#),
+            "releasePrefixes.Postgres: \"Pg_\" is no release prefix an ApplicationDefinition can have (lowercase letters, digits and '-' only)"
+        );
+        assert!(Settings::from_json(r#"{"releasePrefixes":{"Postgres":"pg-","ExternalDNS":""}}"#).is_ok());
     }
 
     /// A mistyped kind under `definitions` would judge nothing; the kinds of the built-in set,

@@ -8,6 +8,7 @@
 pub mod oracle;
 pub mod statement;
 pub mod streams;
+pub mod validation;
 pub mod world;
 
 use std::collections::BTreeMap;
@@ -1491,7 +1492,8 @@ mod tests {
                 spec: spec.clone(),
             };
             let platform = (TenantChart::of(&resolved), Api::of(&resolved));
-            let mut world = World::new(&policy, &settings, platform, cluster.clone());
+            let shared = Arc::new(settings.clone());
+            let mut world = World::new(&policy, shared, platform, cluster.clone());
             let played = world.play(&action).unwrap_or_else(|e| panic!("{e}"));
             let simulated: Vec<Value> = played
                 .writes

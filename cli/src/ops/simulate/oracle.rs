@@ -748,10 +748,15 @@ mod tests {
             "metadata": {"name": name, "namespace": namespace, "labels": {KIND_LABEL: kind}}})
     }
 
+    /// The stock statement, on `main`.
+    fn stock() -> Arc<Statement> {
+        Arc::new(Statement::under(&json!({}), statement::Against::Settings).unwrap())
+    }
+
     /// The facts of `objects` beside the root Tenant's release, which every install has.
     fn facts(objects: Vec<Value>) -> Facts {
         let root = app(ROOT, ROOT, "Tenant");
-        Facts::of(&objects.into_iter().chain([root]).collect(), true)
+        Facts::of(&objects.into_iter().chain([root]).collect(), &stock())
     }
 
     #[test]
@@ -761,12 +766,12 @@ mod tests {
             &[app("tenant-a", "tenant-root", "Tenant")]
                 .into_iter()
                 .collect(),
-            true,
+            &stock(),
         );
         assert!(without.broken().contains(&Broken::RootTenant));
         let mut terminating = app(ROOT, ROOT, "Tenant");
         terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        let terminating = Facts::of(&[terminating].into_iter().collect(), true);
+        let terminating = Facts::of(&[terminating].into_iter().collect(), &stock());
         assert_eq!(
             newly_broken(&facts(vec![]), &terminating),
             [Broken::RootTenant]

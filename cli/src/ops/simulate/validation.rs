@@ -1,0 +1,246 @@
+//! Validation is a promise too: settings broken in one place, drawn from the settings' own
+//! grammar (docs/settings.md), are refused by `validate_settings` with the path named, and a
+//! request judged under them anyway is refused (400), never judged by a reading the validation
+//! did not make; every supported release name is accepted and judged. Drawn once per stream
+//! from its settings and seed, before its runs.
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64;
+use serde_json::{Value, json};
+
+use super::statement;
+use crate::error::Error;
+use crate::ops::evaluate::on_state as evaluate;
+use crate::platform::writes::Kinds;
+use crate::state::State;
+use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::policy::Policy;
+
+/// The promise, as the report names it.
+pub const INVARIANT: &str =
+    "validation: settings broken in one place are refused naming the path, and judged as validated";
+
+/// How many broken settings a stream draws.
+const DRAWN: usize = 12;
+
+/// The release names the settings accept (docs/releases.md).
+const RELEASES: &[&str] = &[
+    "v1.5.0", "v1.5.1", "v1.5.2", "v1.5.3", "v1.5.4", "v1.6.0", "v1.6.1", "v1.6.2", "main",
+];
+
+/// A setting broken in one place: the path validation must name, the settings, and which
+/// requests a module asked to judge under them anyway must refuse.
+#[derive(Debug, Clone)]
+pub struct Broken {
+    pub path: String,
+    pub settings: Value,
+    pub refused: Refused,
+}
+
+/// The requests settings broken at a path make the module refuse (400): every one for a shared
+/// field, those of the kind whose block it is (the module decodes a block when a request of its
+/// kind needs it), none it must for a key that names no kind (validation alone refuses it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    Every,
+    Kind(String),
+    Validation,
+}
+
+/// What the promise found wrong.
+#[derive(Debug)]
+pub struct Finding {
+    pub settings: Value,
+    pub what: String,
+}
+
+/// One malformed value at one path of `base`, as an operator mistypes it.
+fn draw(rng: &mut Pcg64, base: &Value) -> Broken {
+    let kinds: Vec<&str> = statement::KINDS.iter().map(|k| k.kind).collect();
+    let kind = kinds[rng.random_range(0..kinds.len())];
+    // Under `applicationDefinitions` the cluster's definitions say which kinds exist: the
+    // module cannot list them, the operator's tool holds the keys against them (docs/settings.md).
+    let listed = base["definitionSource"] == "applicationDefinitions";
+    let which = match rng.random_range(0..12) {
+        8 if listed => 7,
+        which => which,
+    };
+    let mut one = |choices: &[Value]| choices[rng.random_range(0..choices.len())].clone();
+    let block = Refused::Kind(kind.to_owned());
+    let (path, value, refused): (Vec<String>, Value, Refused) = match which {
+        0 => (
+            vec!["platformWriters".into()],
+            one(&[json!("Warn"), json!("allow"), json!(1)]),
+            Refused::Every,
+        ),
+        1 => (
+            vec!["definitionSource".into()],
+            one(&[json!("builtIn"), json!("cluster"), json!(true)]),
+            Refused::Every,
+        ),
+        2 => (
+            vec!["cozystackRelease".into()],
+            one(&[
+                json!(" v1.6.2"),
+                json!("v1.6.2 "),
+                json!("v1.6"),
+                json!("1.6.2"),
+                json!("V1.6.2"),
+                json!("v1.7.0"),
+            ]),
+            Refused::Every,
+        ),
+        3 => (
+            vec!["definitions".into(), kind.into(), "cardinality".into()],
+            one(&[
+                json!({"scope": "tenant", "max": -1}),
+                json!({"scope": "tenant", "max": 1.5}),
+                json!({"scope": "tenant", "max": "1"}),
+                json!({"scope": "tenants", "max": 1}),
+            ]),
+            block.clone(),
+        ),
+        4 => (
+            vec!["definitions".into(), kind.into(), "dashboard".into()],
+            one(&[json!({"visibility": "Module"}), json!({"visibility": "private"})]),
+            block.clone(),
+        ),
+        5 => (
+            vec!["definitions".into(), kind.into(), "protection".into()],
+            one(&[json!({"deletion": "protected"}), json!({"edit": "admin"})]),
+            block.clone(),
+        ),
+        6 => (
+            vec!["definitions".into(), kind.into(), "capability".into()],
+            one(&[
+                json!({"provides": [""]}),
+                json!({"provides": ["Bad Class"]}),
+                json!({"share": "children"}),
+                json!({"consumes": "etcd"}),
+            ]),
+            block.clone(),
+        ),
+        7 => (
+            vec!["definitions".into(), kind.into(), "cardinalty".into()],
+            json!({"scope": "tenant", "max": 1}),
+            block,
+        ),
+        8 => (
+            vec!["definitions".into(), format!("{kind}s")],
+            json!({"dashboard": {"visibility": "module"}}),
+            Refused::Validation,
+        ),
+        9 => (
+            vec!["releasePrefixes".into(), kind.into()],
+            one(&[json!(5), json!("Bad_")]),
+            Refused::Every,
+        ),
+        10 => (
+            vec!["auditScannerUsername".into()],
+            one(&[json!(5), json!([])]),
+            Refused::Every,
+        ),
+        _ => (vec!["platformWriter".into()], json!("warn"), Refused::Every),
+    };
+    let mut settings = base.clone();
+    let mut at = &mut settings;
+    for key in &path[..path.len() - 1] {
+        if !at[key.as_str()].is_object() {
+            at[key.as_str()] = json!({});
+        }
+        at = &mut at[key.as_str()];
+    }
+    at[path[path.len() - 1].as_str()] = value;
+    Broken {
+        path: path.join("."),
+        settings,
+        refused,
+    }
+}
+
+/// A request a rule of `kind` judges: the audit scanner's replay of an instance of it in
+/// tenant-root, as cozystack-api writes its release (the module decodes a kind's block when a
+/// request of that kind needs it).
+fn probe(cluster: &ClusterObjects, kind: &str) -> Result<Option<Value>, Error> {
+    let kinds = Kinds::read(cluster);
+    let Some(served) = kinds.get(kind) else {
+        return Ok(None);
+    };
+    let app = super::world::app_object(kind, "tenant-root", "probe", &json!({}));
+    let release = served.release_for(&app, None);
+    Ok(Some(cozystack_policy_runtime::audit::replay_request(&release)?))
+}
+
+/// Draws the stream's broken settings from `seed` and checks each, then every release name.
+pub fn check(
+    policy: &Policy,
+    base: &Value,
+    cluster: &ClusterObjects,
+    seed: u64,
+) -> Result<Option<Finding>, Error> {
+    let mut rng = Pcg64::seed_from_u64(seed ^ 0x7661_6c69_64);
+    let mut state = State::new(cluster.clone());
+    for _ in 0..DRAWN {
+        let broken = draw(&mut rng, base);
+        let answer = policy.validate_settings(&broken.settings)?;
+        let message = answer["message"].as_str().unwrap_or_default();
+        // The unknown key is named where the path's last key is the mistake.
+        let named = message.contains(&broken.path)
+            || broken
+                .path
+                .rsplit('.')
+                .next()
+                .is_some_and(|key| message.contains(&format!("`{key}`")));
+        if answer["valid"] == true || !named {
+            return Ok(Some(Finding {
+                what: format!(
+                    "{} at {}: validate_settings answered {answer}",
+                    if answer["valid"] == true {
+                        "accepted a malformed value"
+                    } else {
+                        "refused without naming the path"
+                    },
+                    broken.path
+                ),
+                settings: broken.settings,
+            }));
+        }
+        // The policy-server never serves them; a request judged under them anyway is refused.
+        let kind = match &broken.refused {
+            Refused::Every => "Postgres",
+            Refused::Kind(kind) => kind.as_str(),
+            Refused::Validation => continue,
+        };
+        let Some(request) = probe(cluster, kind)? else {
+            continue;
+        };
+        let answer = evaluate(policy, &broken.settings, &mut state, &request)?;
+        if answer["accepted"] == true {
+            return Ok(Some(Finding {
+                what: format!(
+                    "a {kind} request was judged under settings validation refuses at {}: {answer}",
+                    broken.path
+                ),
+                settings: broken.settings,
+            }));
+        }
+    }
+    for release in RELEASES {
+        let mut settings = base.clone();
+        settings["cozystackRelease"] = json!(release);
+        let answer = policy.validate_settings(&settings)?;
+        let Some(request) = probe(cluster, "Postgres")? else {
+            continue;
+        };
+        let judged = evaluate(policy, &settings, &mut state, &request)?;
+        if answer["valid"] != true || judged["code"] == 400 {
+            return Ok(Some(Finding {
+                what: format!(
+                    "the supported release {release} is not accepted and judged: validate_settings {answer}, a Postgres request {judged}"
+                ),
+                settings,
+            }));
+        }
+    }
+    Ok(None)
+}
