@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::platform::application::Api;
-use crate::platform::writes::TenantChart;
+use crate::platform::writes::{RELEASE_API, TenantChart};
 use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
 use cozystack_policy_runtime::policy::{Policy, rule_of, warned_by};
 use rand::{RngExt, SeedableRng};
@@ -324,7 +324,9 @@ impl Run<'_> {
             }
             tick();
         }
-        Ok((played, None))
+        // The audit scanner's last word on what the run left, held against the statement.
+        let audited = player.audit_agrees()?;
+        Ok((played, audited))
     }
 
     /// Plays `actions` from the start: the index and the violation of the first step that
@@ -342,7 +344,12 @@ impl Run<'_> {
                 return Ok(Some((i, violation)));
             }
         }
-        Ok(None)
+        match player.audit_agrees()? {
+            Some(violation) if target.same_cause(&violation) && !actions.is_empty() => {
+                Ok(Some((actions.len() - 1, violation)))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// The shortest sequence found (removing chunks, then single actions, as delta debugging
@@ -517,6 +524,10 @@ const WAIVED_INVARIANT: &str = "platform: no write a stock component makes is re
 /// warning breaks.
 const AWAITING_INVARIANT: &str =
     "awaiting: a consumer created where its class has no live provider is told it waits";
+
+/// The promise an audit replay answered otherwise than the statement breaks.
+const AUDIT_INVARIANT: &str =
+    "one answer: the audit scanner refuses exactly what the statement says breaks a rule";
 
 /// The promise a platform write the rules admit, refused or waived, breaks.
 const STRAY_INVARIANT: &str =
@@ -958,6 +969,51 @@ impl Player<'_> {
 
     /// One answer: the audit scanner's replay of the release admission let in, on the state it
     /// left, is accepted too.
+    /// The audit scanner replays every live app release on the state the run left: it refuses
+    /// exactly those the statement says it must ([`Facts::audited`]), naming that rule.
+    fn audit_agrees(&mut self) -> Result<Option<Violation>, Error> {
+        // What exists now, not what the next reconcile would make of it: the scanner reads it.
+        let cluster = self.world.state.cluster().clone();
+        let facts = Facts::of(&cluster, &self.stated);
+        let expected = facts.audited();
+        for (id, namespace, name) in facts.live() {
+            let Some(release) = cluster.get(RELEASE_API, "HelmRelease", &name, Some(&namespace))
+            else {
+                continue;
+            };
+            let replayed = self.world.replay(&release)?;
+            let refused = replayed["accepted"] != true;
+            let rule = expected.get(&id).copied();
+            let cited = rule_of(&replayed);
+            let agrees = match rule {
+                None => !refused,
+                Some(rule) => refused && cited.is_some_and(|c| rows_through(Some(rule)).contains(&c)),
+            };
+            if !agrees {
+                let request = cozystack_policy_runtime::audit::replay_request(&release)?;
+                return Ok(Some(Violation {
+                    invariant: AUDIT_INVARIANT.into(),
+                    what: format!(
+                        "the audit scanner's replay of {id} answered {}, the statement says {}",
+                        match refused {
+                            true => format!("refused ({})", replayed["message"].as_str().unwrap_or_default()),
+                            false => "accepted".to_owned(),
+                        },
+                        match rule {
+                            Some(rule) => format!("refused by {rule}"),
+                            None => "accepted".to_owned(),
+                        }
+                    ),
+                    request,
+                    expect_allowed: rule.is_none(),
+                    rule,
+                    cluster,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
     /// The kind of a race of two creates of one kind the statement counts without slots.
     fn unslotted_race(&self, action: &Action) -> Option<&str> {
         let Action::Race { first, .. } = action else {
@@ -1081,7 +1137,7 @@ fn draw_finish(rng: &mut Pcg64, cluster: &ClusterObjects) -> Option<Action> {
     let terminating: Vec<(String, String)> = cluster
         .keys()
         .enumerate()
-        .filter(|(_, (api, kind, _, _))| api == crate::platform::writes::RELEASE_API && kind == "HelmRelease")
+        .filter(|(_, (api, kind, _, _))| api == RELEASE_API && kind == "HelmRelease")
         .filter_map(|(at, _)| cluster.value(at))
         .filter(crate::platform::sequence::terminating)
         .map(|hr| {
@@ -1146,7 +1202,7 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     let mut apps: Vec<(String, String)> = cluster
         .keys()
         .filter(|(api, kind, _, _)| {
-            api == crate::platform::writes::RELEASE_API && kind == "HelmRelease"
+            api == RELEASE_API && kind == "HelmRelease"
         })
         .map(|(_, _, namespace, name)| (namespace.clone(), name.clone()))
         .collect();
@@ -1155,7 +1211,7 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
         .into_iter()
         .filter_map(|(ns, name)| {
             let object = cluster.get(
-                crate::platform::writes::RELEASE_API,
+                RELEASE_API,
                 "HelmRelease",
                 &name,
                 Some(&ns),

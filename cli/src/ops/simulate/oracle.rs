@@ -484,6 +484,50 @@ impl Facts {
             .count()
     }
 
+    /// The app releases the audit scanner's replay must refuse, by the statement, each with
+    /// the rule that refuses it; the others it must accept. A replay is a CREATE of what exists
+    /// (docs/rules.md): a release under a name Cozystack renders for another kind (`names`),
+    /// and one that finds `max` others of its kind in its scope, terminating ones too, unless it
+    /// holds its slot (the one its scope keeps, `cardinality`). Releases being uninstalled are
+    /// not held to it.
+    pub fn audited(&self) -> BTreeMap<String, &'static str> {
+        let mut out = BTreeMap::new();
+        for app in self.apps.iter().filter(|a| !a.terminating) {
+            let Some(kind) = self.stated.kind(&app.kind) else {
+                continue;
+            };
+            let tenant = self.is_tenant(&app.namespace);
+            if self
+                .stated
+                .rendered(&app.namespace, &app.name, tenant)
+                .is_some_and(|holder| holder != Some(kind.kind))
+            {
+                out.insert(app.id(), "names");
+                continue;
+            }
+            let Some((per, max)) = kind.limit else {
+                continue;
+            };
+            let on_slot = kind.slot.is_some_and(|(slot, home)| {
+                app.name == format!("{}{slot}", kind.prefix)
+                    && home.is_none_or(|home| home == app.namespace)
+            });
+            if !on_slot && self.count(kind.kind, per, &app.namespace) > max {
+                out.insert(app.id(), "cardinality");
+            }
+        }
+        out
+    }
+
+    /// Each live app release, with its id, for the audit scanner to replay.
+    pub fn live(&self) -> Vec<(String, String, String)> {
+        self.apps
+            .iter()
+            .filter(|a| !a.terminating)
+            .map(|a| (a.id(), a.namespace.clone(), a.name.clone()))
+            .collect()
+    }
+
     /// Whether the app `id` is of a kind the settings protect from deletion.
     fn protected(&self, id: &str) -> bool {
         self.apps
