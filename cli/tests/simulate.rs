@@ -54,6 +54,9 @@ fn fixed_seeds_play_the_same_lifecycles_and_break_no_guarantee() {
         "race create",
         "create app HelmRelease",
         "delete app HelmRelease",
+        "finish uninstall",
+        "platform relabels Namespace",
+        "Flux writes app HelmRelease",
     ] {
         assert!(lines[1].contains(action), "{action}: {}", lines[1]);
     }
@@ -141,6 +144,91 @@ fn a_deployment_without_the_ingress_protection_is_caught_with_a_scenario() {
     case.settings = None;
     let stock = scenario::run(&policy, &bundle, &case).unwrap_or_else(|e| panic!("{e}"));
     assert!(stock.passed(), "the stock settings refuse it");
+}
+
+/// The statement follows the settings it runs under: the deployment without the ingress
+/// protection, held to its own rules, breaks nothing on the seeds where, held to the stock
+/// rules, it is caught.
+#[test]
+fn the_statement_follows_the_settings() {
+    let mut settings: serde_json::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(workspace().join("e2e/cluster/settings.yaml"))
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    settings["definitions"]["Ingress"]["protection"] = serde_json::json!({"deletion": "allow"});
+    let path = scratch("own-rules.json");
+    std::fs::write(&path, settings.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let (code, stdout) = simulate(
+        path.to_str().unwrap_or_default(),
+        &["--seed", "1", "--runs", "1", "--steps", "100"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    // A block the statement cannot follow (a slot the charts never render for it) is exit 2.
+    settings["definitions"]["Ingress"]["cardinality"]["slots"] = serde_json::json!(["edge"]);
+    std::fs::write(&path, settings.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cozystack-policy"))
+        .current_dir(workspace())
+        .args(["simulate", "--dump", "e2e/cluster", "--runs", "1", "--settings"])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).lines().last(),
+        Some(
+            "error: the simulator's statement cannot follow the settings: definitions.Ingress.cardinality.slots: the slots are the names the charts render: restated, not changed"
+        )
+    );
+}
+
+/// Streams play together: each reports the settings and release that judged it, an upgrade
+/// stream the path it moved through, and the run ends with the total.
+#[test]
+fn streams_play_each_deployment_and_the_upgrade_path() {
+    let file = scratch("streams.yaml");
+    std::fs::write(
+        &file,
+        "streams:
+  - {name: deny, dump: e2e/cluster, settings: e2e/cluster/settings.yaml, set: {platformWriters: deny}, seed: 3, runs: 2, steps: 40}
+  - name: upgrade
+    dump: e2e/cluster
+    set: {cozystackRelease: v1.6.2}
+    upgrades: [{release: main, dump: e2e/cluster}]
+    seed: 5
+    runs: 1
+    steps: 40
+",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cozystack-policy"))
+        .current_dir(workspace())
+        .args(["simulate", "--streams"])
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with(
+            "judged by: stream deny: settings e2e/cluster/settings.yaml, changed by the stream; rules: the cluster's ApplicationDefinitions"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(lines[1], "2 runs (seeds 3..=4), 80 steps: no guarantee broken");
+    let upgrade = lines.iter().position(|l| l.starts_with("judged by: stream upgrade: no --settings, the stock deployment, changed by the stream; rules: the built-in rule set"));
+    let upgrade = upgrade.unwrap_or_else(|| panic!("{stdout}"));
+    assert!(lines[upgrade].ends_with("release: Cozystack v1.6.2"), "{stdout}");
+    assert_eq!(
+        lines[upgrade + 1],
+        "upgraded through: main (at even steps, the settings naming each)"
+    );
+    assert!(lines[upgrade + 3].contains("upgrade to main 1"), "{stdout}");
+    assert_eq!(
+        lines.last().map(|l| l.split(" played").next()),
+        Some(Some("2 streams, 120 steps"))
+    );
 }
 
 /// The stock deployment's settings (`definitionSource: builtin`) with `block` of kind `kind`

@@ -177,9 +177,18 @@ fn report(
                 reason: e.to_string(),
             })?;
             std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
+            let scenario = validation::scenario(&found, seeds.first)?;
+            let shown = match scenario {
+                Some(text) => {
+                    let scenario = out.join("counterexample.yaml");
+                    std::fs::write(&scenario, text).map_err(|e| Error::write(&scenario, e))?;
+                    format!(", counterexample: {}", scenario.display())
+                }
+                None => String::new(),
+            };
             println!("{}", deployment.given.judged_by()?);
             println!(
-                "BROKEN {}\n  seed {}: {}\n  settings: {}",
+                "BROKEN {}\n  seed {}: {}\n  settings: {}{shown}",
                 validation::INVARIANT,
                 seeds.first,
                 found.what,

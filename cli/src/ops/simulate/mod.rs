@@ -49,6 +49,8 @@ const KINDS: &[&str] = &[
 ];
 /// The catalog kinds, each released under its own prefix: what a GitOps repository applies.
 const CATALOG: &[&str] = &["Postgres", "Redis", "Bucket", "Kubernetes", "Harbor"];
+/// The kinds whose HelmReleases a GitOps repository holds, in the simulator's draws.
+const STRAY_KINDS: &[&str] = &["Postgres", "Redis", "Bucket", "Kubernetes", "ExternalDNS"];
 /// One step in this many is preceded by a user's label of a Namespace.
 const LABEL_ODDS: u32 = 30;
 /// Mixed into a run's seed for the stream labels are drawn from.
@@ -1158,8 +1160,9 @@ fn draw_finish(rng: &mut Pcg64, cluster: &ClusterObjects) -> Option<Action> {
 fn draw_stray(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     let namespaces = tenant_namespaces(cluster);
     if rng.random_range(0..3) == 0 {
+        // ExternalDNS's prefix is "": any name it takes is its release, one Cozystack may render.
         return Action::Stray(Stray::Release {
-            kind: pick(rng, CATALOG).copied().unwrap_or("Postgres").to_owned(),
+            kind: pick(rng, STRAY_KINDS).copied().unwrap_or("Postgres").to_owned(),
             namespace: pick(rng, &namespaces)
                 .cloned()
                 .unwrap_or_else(|| "tenant-root".to_owned()),

@@ -705,8 +705,11 @@ impl Facts {
             }
             Op::Delete => match kind.slot {
                 Some((slot, _)) if kind.protected => {
-                    ask.name != slot
-                        && (!kind.runs_off_slot || !self.consumers(ask.namespace, kind))
+                    let unconsumed = !self.consumers(ask.namespace, kind);
+                    // A module whose Tenant is being torn down is rendered by nothing more.
+                    let torn = self.torn.contains(ask.namespace);
+                    (ask.name != slot && (!kind.runs_off_slot || unconsumed))
+                        || (ask.name == slot && torn && unconsumed)
                 }
                 _ => !kind.protected,
             },

@@ -47,11 +47,13 @@ pub enum Refused {
     Validation,
 }
 
-/// What the promise found wrong.
+/// What the promise found wrong: the settings, what was answered, and a request the module
+/// must refuse (400) under them.
 #[derive(Debug)]
 pub struct Finding {
     pub settings: Value,
     pub what: String,
+    pub request: Option<Value>,
 }
 
 /// One malformed value at one path of `base`, as an operator mistypes it.
@@ -171,6 +173,28 @@ fn probe(cluster: &ClusterObjects, kind: &str) -> Result<Option<Value>, Error> {
     Ok(Some(cozystack_policy_runtime::audit::replay_request(&release)?))
 }
 
+/// The finding as an e2e scenario: the request judged under the broken settings is refused
+/// with 400 (what the landed module answers, and what a module that judges them otherwise
+/// does not).
+pub fn scenario(found: &Finding, seed: u64) -> Result<Option<String>, Error> {
+    let Some(request) = &found.request else {
+        return Ok(None);
+    };
+    let scenario = json!([{
+        "name": format!("simulate-validation-seed-{seed}"),
+        "description": format!("Found by the lifecycle simulator's validation promise (seed {seed}): {}", found.what),
+        "settings": found.settings,
+        "admissionRequest": request,
+        "expect": {"allowed": false, "code": 400},
+    }]);
+    serde_yaml::to_string(&scenario)
+        .map(Some)
+        .map_err(|e| Error::Encode {
+            what: "the counterexample",
+            reason: e.to_string(),
+        })
+}
+
 /// Draws the stream's broken settings from `seed` and checks each, then every release name.
 pub fn check(
     policy: &Policy,
@@ -191,8 +215,18 @@ pub fn check(
                 .rsplit('.')
                 .next()
                 .is_some_and(|key| message.contains(&format!("`{key}`")));
+        let kind = match &broken.refused {
+            Refused::Every => Some("Postgres"),
+            Refused::Kind(kind) => Some(kind.as_str()),
+            Refused::Validation => None,
+        };
+        let request = match kind {
+            Some(kind) => probe(cluster, kind)?,
+            None => None,
+        };
         if answer["valid"] == true || !named {
             return Ok(Some(Finding {
+                request,
                 what: format!(
                     "{} at {}: validate_settings answered {answer}",
                     if answer["valid"] == true {
@@ -206,22 +240,19 @@ pub fn check(
             }));
         }
         // The policy-server never serves them; a request judged under them anyway is refused.
-        let kind = match &broken.refused {
-            Refused::Every => "Postgres",
-            Refused::Kind(kind) => kind.as_str(),
-            Refused::Validation => continue,
-        };
-        let Some(request) = probe(cluster, kind)? else {
+        let Some(request) = request else {
             continue;
         };
         let answer = evaluate(policy, &broken.settings, &mut state, &request)?;
         if answer["accepted"] == true {
             return Ok(Some(Finding {
                 what: format!(
-                    "a {kind} request was judged under settings validation refuses at {}: {answer}",
+                    "a {} request was judged under settings validation refuses at {}: {answer}",
+                    kind.unwrap_or_default(),
                     broken.path
                 ),
                 settings: broken.settings,
+                request: Some(request),
             }));
         }
     }
@@ -239,6 +270,7 @@ pub fn check(
                     "the supported release {release} is not accepted and judged: validate_settings {answer}, a Postgres request {judged}"
                 ),
                 settings,
+                request: None,
             }));
         }
     }
