@@ -51,7 +51,11 @@ impl fmt::Display for Origin {
                 from,
                 changed,
             } => {
-                let how = if *changed { ", changed by the stream" } else { "" };
+                let how = if *changed {
+                    ", changed by the stream"
+                } else {
+                    ""
+                };
                 write!(f, "stream {name}: {from}{how}")
             }
         }

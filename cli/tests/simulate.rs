@@ -169,7 +169,14 @@ fn the_statement_follows_the_settings() {
     std::fs::write(&path, settings.to_string()).unwrap_or_else(|e| panic!("{e}"));
     let out = Command::new(env!("CARGO_BIN_EXE_cozystack-policy"))
         .current_dir(workspace())
-        .args(["simulate", "--dump", "e2e/cluster", "--runs", "1", "--settings"])
+        .args([
+            "simulate",
+            "--dump",
+            "e2e/cluster",
+            "--runs",
+            "1",
+            "--settings",
+        ])
         .arg(&path)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -216,10 +223,16 @@ fn streams_play_each_deployment_and_the_upgrade_path() {
         ),
         "{stdout}"
     );
-    assert_eq!(lines[1], "2 runs (seeds 3..=4), 80 steps: no guarantee broken");
+    assert_eq!(
+        lines[1],
+        "2 runs (seeds 3..=4), 80 steps: no guarantee broken"
+    );
     let upgrade = lines.iter().position(|l| l.starts_with("judged by: stream upgrade: no --settings, the stock deployment, changed by the stream; rules: the built-in rule set"));
     let upgrade = upgrade.unwrap_or_else(|| panic!("{stdout}"));
-    assert!(lines[upgrade].ends_with("release: Cozystack v1.6.2"), "{stdout}");
+    assert!(
+        lines[upgrade].ends_with("release: Cozystack v1.6.2"),
+        "{stdout}"
+    );
     assert_eq!(
         lines[upgrade + 1],
         "upgraded through: main (at even steps, the settings naming each)"

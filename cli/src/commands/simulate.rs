@@ -13,10 +13,10 @@ use cozystack_policy::ops::simulate::statement::Against;
 use cozystack_policy::ops::simulate::streams::Streams;
 use cozystack_policy::ops::simulate::validation;
 use cozystack_policy::ops::simulate::world::Upgrade;
-use cozystack_policy::settings::Origin;
-use cozystack_policy::source::Source;
 use cozystack_policy::platform::application::Api;
 use cozystack_policy::platform::writes::TenantChart;
+use cozystack_policy::settings::Origin;
+use cozystack_policy::source::Source;
 
 use super::*;
 
@@ -103,11 +103,16 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
             budget: None,
             steps: stream.steps,
         };
-        sets.push((Deployment::new(given, &policy, cluster, upgrades, args.against)?, seeds));
+        sets.push((
+            Deployment::new(given, &policy, cluster, upgrades, args.against)?,
+            seeds,
+        ));
     }
     let code = report(&sets, &args.out, started)?;
     if code == ExitCode::SUCCESS {
-        let steps = sets.iter().map(|(_, seeds)| seeds.runs.unwrap_or(0) * seeds.steps as u64);
+        let steps = sets
+            .iter()
+            .map(|(_, seeds)| seeds.runs.unwrap_or(0) * seeds.steps as u64);
         let steps = steps.sum::<u64>() as usize;
         println!(
             "{} streams, {steps} steps played in {:.0} s ({:.0} steps/s), none broken",
@@ -171,11 +176,13 @@ fn report(
         let found = validation::check(run.policy, &run.settings, &run.cluster, seeds.first)?;
         if let Some(found) = found {
             std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
-            let path = out.join("settings.yaml");
-            let text = serde_yaml::to_string(&found.settings).map_err(|e| Error::Encode {
-                what: "the settings",
-                reason: e.to_string(),
-            })?;
+            // JSON: the scenario runner reads every YAML file of a counterexample's folder.
+            let path = out.join("settings.json");
+            let text =
+                serde_json::to_string_pretty(&found.settings).map_err(|e| Error::Encode {
+                    what: "the settings",
+                    reason: e.to_string(),
+                })?;
             std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
             let scenario = validation::scenario(&found, seeds.first)?;
             let shown = match scenario {

@@ -466,7 +466,10 @@ mod tests {
             err(r#"{"releasePrefixes":{"Postgres":"Pg_"}}"#),
             "releasePrefixes.Postgres: \"Pg_\" is no release prefix an ApplicationDefinition can have (lowercase letters, digits and '-' only)"
         );
-        assert!(Settings::from_json(r#"{"releasePrefixes":{"Postgres":"pg-","ExternalDNS":""}}"#).is_ok());
+        assert!(
+            Settings::from_json(r#"{"releasePrefixes":{"Postgres":"pg-","ExternalDNS":""}}"#)
+                .is_ok()
+        );
     }
 
     /// A mistyped kind under `definitions` would judge nothing; the kinds of the built-in set,

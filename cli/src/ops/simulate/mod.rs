@@ -716,8 +716,7 @@ impl Player<'_> {
         let changed = matches!(
             action,
             Action::Leftover { .. } | Action::Reconcile { .. } | Action::Finish { .. }
-        )
-            || writes.iter().any(Judged::allowed);
+        ) || writes.iter().any(Judged::allowed);
         if !changed {
             return Ok(None);
         }
@@ -831,7 +830,9 @@ impl Player<'_> {
                     labels(&judged.request["object"]).unwrap_or_default(),
                 );
                 let ancestors = |l: &serde_json::Map<String, Value>| -> Vec<String> {
-                    let chain = l.keys().filter_map(|k| k.strip_prefix("tenant.cozystack.io/"));
+                    let chain = l
+                        .keys()
+                        .filter_map(|k| k.strip_prefix("tenant.cozystack.io/"));
                     let mut chain: Vec<String> = chain.map(str::to_owned).collect();
                     chain.sort();
                     chain
@@ -989,7 +990,9 @@ impl Player<'_> {
             let cited = rule_of(&replayed);
             let agrees = match rule {
                 None => !refused,
-                Some(rule) => refused && cited.is_some_and(|c| rows_through(Some(rule)).contains(&c)),
+                Some(rule) => {
+                    refused && cited.is_some_and(|c| rows_through(Some(rule)).contains(&c))
+                }
             };
             if !agrees {
                 let request = cozystack_policy_runtime::audit::replay_request(&release)?;
@@ -998,7 +1001,10 @@ impl Player<'_> {
                     what: format!(
                         "the audit scanner's replay of {id} answered {}, the statement says {}",
                         match refused {
-                            true => format!("refused ({})", replayed["message"].as_str().unwrap_or_default()),
+                            true => format!(
+                                "refused ({})",
+                                replayed["message"].as_str().unwrap_or_default()
+                            ),
                             false => "accepted".to_owned(),
                         },
                         match rule {
@@ -1162,7 +1168,10 @@ fn draw_stray(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     if rng.random_range(0..3) == 0 {
         // ExternalDNS's prefix is "": any name it takes is its release, one Cozystack may render.
         return Action::Stray(Stray::Release {
-            kind: pick(rng, STRAY_KINDS).copied().unwrap_or("Postgres").to_owned(),
+            kind: pick(rng, STRAY_KINDS)
+                .copied()
+                .unwrap_or("Postgres")
+                .to_owned(),
             namespace: pick(rng, &namespaces)
                 .cloned()
                 .unwrap_or_else(|| "tenant-root".to_owned()),
@@ -1204,21 +1213,14 @@ fn draw(rng: &mut Pcg64, cluster: &ClusterObjects) -> Action {
     let namespaces = tenant_namespaces(cluster);
     let mut apps: Vec<(String, String)> = cluster
         .keys()
-        .filter(|(api, kind, _, _)| {
-            api == RELEASE_API && kind == "HelmRelease"
-        })
+        .filter(|(api, kind, _, _)| api == RELEASE_API && kind == "HelmRelease")
         .map(|(_, _, namespace, name)| (namespace.clone(), name.clone()))
         .collect();
     apps.sort();
     let apps: Vec<(String, String, String)> = apps
         .into_iter()
         .filter_map(|(ns, name)| {
-            let object = cluster.get(
-                RELEASE_API,
-                "HelmRelease",
-                &name,
-                Some(&ns),
-            )?;
+            let object = cluster.get(RELEASE_API, "HelmRelease", &name, Some(&ns))?;
             let labels = &object["metadata"]["labels"];
             let kind = labels["apps.cozystack.io/application.kind"]
                 .as_str()?

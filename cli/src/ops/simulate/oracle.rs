@@ -314,7 +314,9 @@ impl Facts {
                     .iter()
                     .filter(|a| a.namespace == provider)
                     .filter(|a| {
-                        self.stated.kind(&a.kind).is_some_and(|k| k.provides.contains(class))
+                        self.stated
+                            .kind(&a.kind)
+                            .is_some_and(|k| k.provides.contains(class))
                     })
                     .collect();
                 !providers.is_empty() && providers.iter().all(|a| a.terminating)
@@ -394,8 +396,7 @@ impl Facts {
         // Names Cozystack renders.
         for app in &self.apps {
             let tenant = self.is_tenant(&app.namespace);
-            if let Some(kind) =
-                self.stated.rendered(&app.namespace, &app.name, tenant)
+            if let Some(kind) = self.stated.rendered(&app.namespace, &app.name, tenant)
                 && kind != Some(app.kind.as_str())
             {
                 out.insert(Broken::RenderedName {
@@ -471,7 +472,10 @@ impl Facts {
         self.apps.iter().any(|p| {
             p.id() == provider
                 && self.renders(p)
-                && self.stated.kind(&p.kind).is_some_and(|k| k.provides.contains(&class))
+                && self
+                    .stated
+                    .kind(&p.kind)
+                    .is_some_and(|k| k.provides.contains(&class))
         })
     }
 
@@ -649,8 +653,7 @@ impl Facts {
             }
             let release = format!("{}{}", kind.prefix, ask.name);
             let tenant = self.is_tenant(ask.namespace);
-            if let Some(renders) =
-                self.stated.rendered(ask.namespace, &release, tenant)
+            if let Some(renders) = self.stated.rendered(ask.namespace, &release, tenant)
                 && renders != Some(kind.kind)
             {
                 return refused(Refuses::Names);
@@ -768,7 +771,10 @@ pub fn newly_broken(before: &Facts, after: &Facts) -> Vec<Broken> {
         .collect();
     // Only a kind with `protection.deletion: protect` promises its consumers to stay.
     for (consumer, class, provider) in before.served() {
-        if before.protected(&provider) && after.holds(&consumer) && !after.provides(&provider, &class) {
+        if before.protected(&provider)
+            && after.holds(&consumer)
+            && !after.provides(&provider, &class)
+        {
             out.push(Broken::Stranded {
                 consumer,
                 class,

@@ -191,7 +191,9 @@ pub enum Against {
 
 impl Statement {
     pub fn under(settings: &serde_json::Value, against: Against) -> Result<Statement, Unstated> {
-        let release = settings["cozystackRelease"].as_str().filter(|r| !r.is_empty());
+        let release = settings["cozystackRelease"]
+            .as_str()
+            .filter(|r| !r.is_empty());
         let mut kinds = KINDS.to_vec();
         if against == Against::Stock {
             return Ok(Statement {
@@ -214,9 +216,14 @@ impl Statement {
         }
         // Under the other sources a kind without a block has no rules (the bundled definitions
         // state none): the statement follows only settings that state every rule it holds.
-        let builtin = settings["definitionSource"].as_str().is_none_or(|s| s == "builtin");
+        let builtin = settings["definitionSource"]
+            .as_str()
+            .is_none_or(|s| s == "builtin");
         let given = |kind: &str| settings["definitions"].get(kind).is_some();
-        if let Some(kind) = kinds.iter().find(|k| !builtin && k.ruled() && !given(k.kind)) {
+        if let Some(kind) = kinds
+            .iter()
+            .find(|k| !builtin && k.ruled() && !given(k.kind))
+        {
             return Err(Unstated {
                 path: format!("definitions.{}", kind.kind),
                 why: "no block, so no rule under this definitionSource; the statement holds its rules".into(),
@@ -282,7 +289,11 @@ impl Kind {
             match block.as_str() {
                 "dashboard" => {
                     // `module: true` is today's marker for `visibility: module`.
-                    let marker = if body["module"] == true { "module" } else { "catalog" };
+                    let marker = if body["module"] == true {
+                        "module"
+                    } else {
+                        "catalog"
+                    };
                     self.visible = match body["visibility"].as_str().unwrap_or(marker) {
                         "catalog" => Visible::Catalog,
                         "module" => Visible::Module,
@@ -294,7 +305,12 @@ impl Kind {
                     let per = match body["scope"].as_str() {
                         Some("tenant") => Per::Tenant,
                         Some("cluster") => Per::Cluster,
-                        _ => return Err(unstated("cardinality.scope", "stated for tenant and cluster only")),
+                        _ => {
+                            return Err(unstated(
+                                "cardinality.scope",
+                                "stated for tenant and cluster only",
+                            ));
+                        }
                     };
                     let slots: Vec<&str> = match &body["slots"] {
                         Value::Null => Vec::new(),
@@ -335,7 +351,11 @@ impl Kind {
                     };
                     // Every provider the charts render serves its tenant's children too.
                     let share = body["share"].as_str().unwrap_or("none");
-                    let shared = if self.provides.is_empty() { "none" } else { "children" };
+                    let shared = if self.provides.is_empty() {
+                        "none"
+                    } else {
+                        "children"
+                    };
                     if list("provides") != self.provides
                         || list("consumes") != self.consumes
                         || share != shared

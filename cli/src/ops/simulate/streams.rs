@@ -90,7 +90,13 @@ mod tests {
             json!({"platformWriters": "deny", "definitions": {"Info": {}}})
         );
         assert_eq!(stream.steps, 200);
-        let unknown = serde_yaml::from_str::<Stream>("name: x\ndump: d\nseed: 1\nruns: 1\nseeds: 2");
-        assert!(unknown.unwrap_err().to_string().contains("unknown field `seeds`"));
+        let unknown =
+            serde_yaml::from_str::<Stream>("name: x\ndump: d\nseed: 1\nruns: 1\nseeds: 2");
+        assert!(
+            unknown
+                .unwrap_err()
+                .to_string()
+                .contains("unknown field `seeds`")
+        );
     }
 }

@@ -47,11 +47,12 @@ pub enum Refused {
     Validation,
 }
 
-/// What the promise found wrong: the settings, what was answered, and a request the module
-/// must refuse (400) under them.
+/// What the promise found wrong: the settings, the path broken in them, what was answered,
+/// and a request the module must refuse (400) under them.
 #[derive(Debug)]
 pub struct Finding {
     pub settings: Value,
+    pub path: String,
     pub what: String,
     pub request: Option<Value>,
 }
@@ -104,7 +105,10 @@ fn draw(rng: &mut Pcg64, base: &Value) -> Broken {
         ),
         4 => (
             vec!["definitions".into(), kind.into(), "dashboard".into()],
-            one(&[json!({"visibility": "Module"}), json!({"visibility": "private"})]),
+            one(&[
+                json!({"visibility": "Module"}),
+                json!({"visibility": "private"}),
+            ]),
             block.clone(),
         ),
         5 => (
@@ -170,7 +174,9 @@ fn probe(cluster: &ClusterObjects, kind: &str) -> Result<Option<Value>, Error> {
     };
     let app = super::world::app_object(kind, "tenant-root", "probe", &json!({}));
     let release = served.release_for(&app, None);
-    Ok(Some(cozystack_policy_runtime::audit::replay_request(&release)?))
+    Ok(Some(cozystack_policy_runtime::audit::replay_request(
+        &release,
+    )?))
 }
 
 /// The finding as an e2e scenario: the request judged under the broken settings is refused
@@ -185,7 +191,14 @@ pub fn scenario(found: &Finding, seed: u64) -> Result<Option<String>, Error> {
         "description": format!("Found by the lifecycle simulator's validation promise (seed {seed}): {}", found.what),
         "settings": found.settings,
         "admissionRequest": request,
-        "expect": {"allowed": false, "code": 400},
+        // validate_settings refuses them; a request judged under them anyway is refused with
+        // the path in its message.
+        "expect": {
+            "settingsValid": false,
+            "allowed": false,
+            "code": 400,
+            "messageMatches": regex::escape(&found.path),
+        },
     }]);
     serde_yaml::to_string(&scenario)
         .map(Some)
@@ -226,6 +239,7 @@ pub fn check(
         };
         if answer["valid"] == true || !named {
             return Ok(Some(Finding {
+                path: broken.path.clone(),
                 request,
                 what: format!(
                     "{} at {}: validate_settings answered {answer}",
@@ -251,6 +265,7 @@ pub fn check(
                     kind.unwrap_or_default(),
                     broken.path
                 ),
+                path: broken.path.clone(),
                 settings: broken.settings,
                 request: Some(request),
             }));
@@ -269,6 +284,7 @@ pub fn check(
                 what: format!(
                     "the supported release {release} is not accepted and judged: validate_settings {answer}, a Postgres request {judged}"
                 ),
+                path: "cozystackRelease".into(),
                 settings,
                 request: None,
             }));

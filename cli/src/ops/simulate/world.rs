@@ -1027,10 +1027,12 @@ impl<'p> World<'p> {
         if let Some(new) = landed {
             self.state.put(new);
         }
-        played.writes.extend(outcome.sent.into_iter().map(|sent| Judged {
-            writer: Writer::Stray,
-            ..Judged::from(sent)
-        }));
+        played
+            .writes
+            .extend(outcome.sent.into_iter().map(|sent| Judged {
+                writer: Writer::Stray,
+                ..Judged::from(sent)
+            }));
         // The Namespace's own Tenant renders its labels again on its next reconcile (the
         // chart's, as the release writes them): a stray label does not outlive the step.
         if let Stray::Namespace { namespace, .. } = stray
