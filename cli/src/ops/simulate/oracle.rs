@@ -711,8 +711,10 @@ impl Facts {
                     let unconsumed = !self.consumers(ask.namespace, kind);
                     // A module whose Tenant is being torn down is rendered by nothing more.
                     let torn = self.torn.contains(ask.namespace);
-                    (ask.name != slot && (!kind.runs_off_slot || unconsumed))
-                        || (ask.name == slot && torn && unconsumed)
+                    match ask.name == slot {
+                        true => torn && unconsumed,
+                        false => !kind.runs_off_slot || unconsumed,
+                    }
                 }
                 _ => !kind.protected,
             },
