@@ -78,7 +78,7 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
             origin: Origin::Stream {
                 name: stream.name.clone(),
                 from: Box::new(from.origin),
-                changed: stream.set.is_some(),
+                changed: stream.set.is_some() || !stream.prefixes.is_empty(),
             },
         };
         let read = |dump: &Path| -> Result<_, Error> {
@@ -87,7 +87,8 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
                 kubeconfig: None,
                 context: None,
             };
-            judged_cluster(&at, args.evaluation.allow_empty, &given, &policy, None)
+            let cluster = judged_cluster(&at, args.evaluation.allow_empty, &given, &policy, None)?;
+            Ok(stream.cluster(cluster))
         };
         let cluster = read(&stream.dump)?;
         let mut upgrades = Vec::new();

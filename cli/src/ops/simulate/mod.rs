@@ -749,8 +749,12 @@ impl Player<'_> {
         // A consumer only the next reconcile would render (a switch an older chart ignored,
         // before the Tenant reconciles after an upgrade) had no provider yet to lose.
         let live = played.before.as_ref().map(|b| Facts::of(b, &self.stated));
+        // What the cluster already broke as it stood (a reconcile would have hidden it, as
+        // helm-controller adopting a name a switch renders) is not the step's doing.
+        let was = live.as_ref().map(Facts::broken).unwrap_or_default();
         Ok(oracle::newly_broken(&before, &self.facts)
             .into_iter()
+            .filter(|broken| !was.contains(broken))
             .find(|broken| match broken {
                 oracle::Broken::Cardinality { kind, .. } => Some(kind) != raced.as_ref(),
                 oracle::Broken::Stranded { consumer, .. } => {
@@ -863,7 +867,7 @@ impl Player<'_> {
                 name,
             } => {
                 let stated = self.stated.kind(kind)?;
-                let release = format!("{}{name}", stated.prefix);
+                let release = format!("{}{name}", self.stated.prefix(stated));
                 let tenant = namespace.starts_with("tenant-");
                 let refuse = self
                     .stated

@@ -332,7 +332,7 @@ impl Facts {
         match self.stated.kind(&app.kind) {
             Some(kind) => match (kind.slot, kind.runs_off_slot) {
                 (Some((slot, home)), false) => {
-                    app.name == format!("{}{slot}", kind.prefix)
+                    app.name == format!("{}{slot}", self.stated.prefix(kind))
                         && home.is_none_or(|home| home == app.namespace)
                 }
                 _ => true,
@@ -513,7 +513,7 @@ impl Facts {
                 continue;
             };
             let on_slot = kind.slot.is_some_and(|(slot, home)| {
-                app.name == format!("{}{slot}", kind.prefix)
+                app.name == format!("{}{slot}", self.stated.prefix(kind))
                     && home.is_none_or(|home| home == app.namespace)
             });
             if !on_slot && self.count(kind.kind, per, &app.namespace) > max {
@@ -651,7 +651,7 @@ impl Facts {
             {
                 return refused(Refuses::Count);
             }
-            let release = format!("{}{}", kind.prefix, ask.name);
+            let release = format!("{}{}", self.stated.prefix(kind), ask.name);
             let tenant = self.is_tenant(ask.namespace);
             if let Some(renders) = self.stated.rendered(ask.namespace, &release, tenant)
                 && renders != Some(kind.kind)
@@ -678,7 +678,7 @@ impl Facts {
         let count = |kind: &str, per: Per, namespace: &str| self.count(kind, per, namespace);
         match &ask.op {
             Op::Create(spec) => {
-                let release = format!("{}{}", kind.prefix, ask.name);
+                let release = format!("{}{}", self.stated.prefix(kind), ask.name);
                 let on_slot = kind.slot.is_none_or(|(slot, home)| {
                     ask.name == slot && home.is_none_or(|home| home == ask.namespace)
                 });
@@ -701,7 +701,10 @@ impl Facts {
             // the rendered rule do not judge it again (docs/rules.md).
             Op::Delete
                 if self
-                    .app(ask.namespace, &format!("{}{}", kind.prefix, ask.name))
+                    .app(
+                        ask.namespace,
+                        &format!("{}{}", self.stated.prefix(kind), ask.name),
+                    )
                     .is_some_and(|a| a.terminating) =>
             {
                 true

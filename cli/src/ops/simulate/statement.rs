@@ -163,6 +163,8 @@ pub fn module(key: &str) -> Option<&'static Kind> {
 #[derive(Debug, Clone)]
 pub struct Statement {
     kinds: Vec<Kind>,
+    /// The release prefixes the settings' `releasePrefixes` give, over the definitions'.
+    prefixes: std::collections::BTreeMap<String, String>,
     pub compute_plane: bool,
     /// Whether the platform may write the shorter ancestor chain ([`admits_short_chain`]).
     pub short_chain: bool,
@@ -198,6 +200,7 @@ impl Statement {
         if against == Against::Stock {
             return Ok(Statement {
                 kinds,
+                prefixes: prefixes(settings)?,
                 compute_plane: renders_compute_plane(release),
                 short_chain: admits_short_chain(release),
             });
@@ -231,9 +234,17 @@ impl Statement {
         }
         Ok(Statement {
             kinds,
+            prefixes: prefixes(settings)?,
             compute_plane: renders_compute_plane(release),
             short_chain: admits_short_chain(release),
         })
+    }
+
+    /// The release prefix of `kind`: the settings', else its definition's.
+    pub fn prefix<'k>(&'k self, kind: &'k Kind) -> &'k str {
+        self.prefixes
+            .get(kind.kind)
+            .map_or(kind.prefix, String::as_str)
     }
 
     /// The statement of `kind`, when the simulator draws it.
@@ -259,6 +270,29 @@ impl Statement {
     ) -> Option<Option<&'static str>> {
         rendered(namespace, release, tenant, self.compute_plane)
     }
+}
+
+/// `releasePrefixes`: each kind's release prefix wherever its rules come from (docs/settings.md).
+fn prefixes(
+    settings: &serde_json::Value,
+) -> Result<std::collections::BTreeMap<String, String>, Unstated> {
+    let mut out = std::collections::BTreeMap::new();
+    for (name, prefix) in settings["releasePrefixes"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        match (KINDS.iter().any(|k| k.kind == name), prefix.as_str()) {
+            (true, Some(prefix)) => out.insert(name.clone(), prefix.to_owned()),
+            _ => {
+                return Err(Unstated {
+                    path: format!("releasePrefixes.{name}"),
+                    why: "a kind the statement does not hold, or no prefix".into(),
+                });
+            }
+        };
+    }
+    Ok(out)
 }
 
 impl Kind {

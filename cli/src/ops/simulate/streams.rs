@@ -3,12 +3,15 @@
 //! seeds it plays, and the releases it upgrades through. `make simulate-ci` plays them all, so
 //! a configuration an operator may deploy is a line of data, not a Makefile target.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::error::Error;
+use crate::platform::writes;
+use cozystack_policy_runtime::cluster::ClusterObjects;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,6 +41,10 @@ pub struct Stream {
     /// (its ApplicationDefinitions are what the upgrade ships).
     #[serde(default)]
     pub upgrades: Vec<UpgradeTo>,
+    /// Kinds whose ApplicationDefinitions this install gives another `spec.release.prefix`,
+    /// which its settings' `releasePrefixes` then state (docs/settings.md): both are set.
+    #[serde(default)]
+    pub prefixes: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -69,14 +76,39 @@ impl Stream {
         if let Some(patch) = &self.set {
             json_patch::merge(&mut settings, patch);
         }
+        if !self.prefixes.is_empty() {
+            json_patch::merge(&mut settings, &json!({"releasePrefixes": self.prefixes}));
+        }
         settings
+    }
+
+    /// `cluster` with the stream's release prefixes in its ApplicationDefinitions.
+    pub fn cluster(&self, mut cluster: ClusterObjects) -> ClusterObjects {
+        let definitions: Vec<usize> = cluster
+            .keys()
+            .enumerate()
+            .filter(|(_, (api, kind, _, _))| {
+                api == writes::DEFINITION_API && kind == writes::DEFINITION_KIND
+            })
+            .map(|(at, _)| at)
+            .collect();
+        for at in definitions {
+            let Some(mut definition) = cluster.value(at) else {
+                continue;
+            };
+            let kind = definition["spec"]["application"]["kind"].as_str();
+            if let Some(prefix) = kind.and_then(|kind| self.prefixes.get(kind)) {
+                definition["spec"]["release"]["prefix"] = json!(prefix);
+                cluster.set(at, &definition);
+            }
+        }
+        cluster
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn a_stream_changes_the_settings_it_starts_from_as_a_merge_patch() {
