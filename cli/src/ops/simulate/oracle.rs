@@ -613,12 +613,13 @@ impl Facts {
             && (module.kind != "ComputePlane" || self.stated.compute_plane)
         {
             let child = statement::child_namespace(ask.namespace, ask.name);
-            // A switch already on renders nothing new.
+            // A switch already on renders nothing new, nor does one of a Tenant being torn down.
             let was_on = self
                 .switches
                 .get(&child)
                 .is_some_and(|on| on.iter().any(|k| k == key));
             let over = !was_on
+                && !self.torn.contains(&child)
                 && self.apps.iter().any(|a| {
                     a.namespace == child
                         && !a.terminating
