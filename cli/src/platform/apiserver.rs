@@ -87,7 +87,19 @@ pub struct Admission<'a> {
     pub old: Option<&'a Value>,
 }
 
-impl Admission<'_> {
+impl<'a> Admission<'a> {
+    /// An update of Namespace `name` from `old` to `new` (a label write).
+    pub fn namespace_update(name: &'a str, old: &'a Value, new: &'a Value) -> Admission<'a> {
+        Admission {
+            operation: "UPDATE",
+            resource: NAMESPACES,
+            namespace: None,
+            name,
+            object: Some(new),
+            old: Some(old),
+        }
+    }
+
     /// The AdmissionRequest, numbered `uid`, `identity` sends through a client writing as field
     /// manager `manager` (a dry run when `dry_run`).
     pub fn request(&self, identity: &Identity, manager: &str, uid: usize, dry_run: bool) -> Value {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use crate::ops::evaluate::on_state as evaluate;
-use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES};
+use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity};
 use crate::platform::application::AppRef;
 use crate::platform::flux::apply::{self, Applier, ChangeSet, Disposition};
 use crate::platform::sequence::{
@@ -914,14 +914,7 @@ impl<'p> World<'p> {
                 None => labels.remove(key),
             };
         }
-        let write = Admission {
-            operation: "UPDATE",
-            resource: NAMESPACES,
-            namespace: None,
-            name: namespace,
-            object: Some(&new),
-            old: Some(&live),
-        };
+        let write = Admission::namespace_update(namespace, &live, &new);
         if self.user_write(write, &by.identity(), played)? {
             self.state.put(new);
         }
@@ -963,14 +956,7 @@ impl<'p> World<'p> {
                     labels.insert(format!("namespace.cozystack.io/{class}"), json!(to));
                 }
                 new["metadata"]["labels"] = Value::Object(labels);
-                let write = Admission {
-                    operation: "UPDATE",
-                    resource: NAMESPACES,
-                    namespace: None,
-                    name: namespace,
-                    object: Some(&new),
-                    old: Some(&live),
-                };
+                let write = Admission::namespace_update(namespace, &live, &new);
                 let admitted = self.platform.send(
                     &write,
                     Sender::HelmController,
