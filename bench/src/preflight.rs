@@ -78,8 +78,13 @@ pub fn simulate_run() -> SimulateRun {
         }
     };
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let summary = stdout.lines().next().unwrap_or_default().to_owned();
-    // `N runs (seeds …), N steps, R steps/s: …`
+    // The report opens with what judged it; the runs' line is `N runs (seeds …), N steps, R
+    // steps/s: …`.
+    let summary = stdout
+        .lines()
+        .find(|line| line.contains(" runs (seeds "))
+        .unwrap_or_default()
+        .to_owned();
     let steps_per_second = summary
         .split(", ")
         .find_map(|part| part.split_once(" steps/s").map(|(rate, _)| rate))

@@ -394,14 +394,18 @@ impl Platform {
         admit: &mut dyn Admit,
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
-        let before = state.cluster().clone();
-        state.put(release.clone());
+        // Only a Tenant's render is diffed against the cluster before it, and on a copy: the
+        // state the writes land in keeps its host caches (a fresh state per render made every
+        // later evaluation list the cluster again: `check` of 1,000 Tenants took 80 s).
         if !writes::is_tenant_release(&release) {
+            state.put(release);
             return Ok(());
         }
-        writes::render_tenant(state, &release, &self.chart);
-        let after = state.cluster().clone();
-        *state = State::new(before.clone());
+        let before = state.cluster().clone();
+        let mut render = State::new(before.clone());
+        render.put(release.clone());
+        writes::render_tenant(&mut render, &release, &self.chart);
+        let after = render.cluster().clone();
         state.put(release.clone());
         for Rendered { old, new } in rendered(&before, &after, &release) {
             let object = new.as_ref().or(old.as_ref()).cloned().unwrap_or_default();
