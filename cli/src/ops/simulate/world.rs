@@ -799,7 +799,10 @@ impl<'p> World<'p> {
                 namespace,
                 name,
                 delete,
-            } => self.release_write(by, kind, namespace, name, *delete, &mut played)?,
+            } => {
+                let by = by.identity();
+                self.release_write(&by, kind, namespace, name, *delete, &mut played)?
+            }
             Action::Reconcile { namespace, name } => {
                 self.reconcile(namespace, name, &mut played)?
             }
@@ -972,41 +975,13 @@ impl<'p> World<'p> {
                 namespace,
                 name,
             } => {
-                let Some(served) = self.platform.kinds.get(kind) else {
-                    played.rejected = true;
-                    return Ok(());
-                };
-                let release_name = served.release_name(name);
-                let taken = self
-                    .state
-                    .get(RELEASE_API, "HelmRelease", &release_name, Some(namespace))
-                    .is_some();
-                if taken || !self.admits_into(namespace) {
-                    played.rejected = true;
-                    return Ok(());
+                // As a user's direct write, but by kustomize-controller's account.
+                let flux = Identity::impersonated(FLUX, &[]);
+                self.release_write(&flux, kind, namespace, name, false, played)?;
+                for judged in &mut played.writes {
+                    judged.writer = Writer::Stray;
                 }
-                let new = served.release_for(&app_object(kind, namespace, name, &json!({})), None);
-                let write = Admission {
-                    operation: "CREATE",
-                    resource: HELM_RELEASES,
-                    namespace: Some(namespace),
-                    name: &release_name,
-                    object: Some(&new),
-                    old: None,
-                };
-                let flux = Sender::Client {
-                    identity: Identity::impersonated(FLUX, &[]),
-                    manager: Applier::Flux.manager(),
-                };
-                let admitted = self.platform.send(
-                    &write,
-                    flux,
-                    false,
-                    &mut self.state,
-                    &mut module,
-                    &mut outcome,
-                )?;
-                admitted.then_some(new)
+                return Ok(());
             }
         };
         let relabelled = landed.is_some() && matches!(stray, Stray::Namespace { .. });
@@ -1170,7 +1145,7 @@ impl<'p> World<'p> {
     /// role may): created as cozystack-api would write it, or the one there deleted.
     fn release_write(
         &mut self,
-        by: &Actor,
+        by: &Identity,
         kind: &str,
         namespace: &str,
         name: &str,
@@ -1205,7 +1180,7 @@ impl<'p> World<'p> {
             object: new.as_ref(),
             old: live.as_ref(),
         };
-        if self.user_write(write, &by.identity(), played)? {
+        if self.user_write(write, by, played)? {
             match (new, live) {
                 (Some(new), _) => self.state.put(new),
                 (None, Some(old)) => self.state.remove(&old),
