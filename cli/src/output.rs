@@ -1,7 +1,7 @@
 //! What every verb shares: reading the files it is given, and writing what it reports.
 
 use crate::error::Error;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub fn read(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| Error::read(path, e))
@@ -19,6 +19,14 @@ pub fn json(value: &impl serde::Serialize) -> Result<String, Error> {
             what: "JSON",
             reason: e.to_string(),
         })
+}
+
+/// Writes `text` to file `name` in folder `dir`, made if missing; the path written.
+pub fn write_in(dir: &Path, name: &str, text: &str) -> Result<PathBuf, Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
+    Ok(path)
 }
 
 /// Writes the verb's output; a reader that stopped early (`| head`) is not an error.

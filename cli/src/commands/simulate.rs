@@ -13,6 +13,7 @@ use cozystack_policy::ops::simulate::statement::Against;
 use cozystack_policy::ops::simulate::streams::Streams;
 use cozystack_policy::ops::simulate::validation;
 use cozystack_policy::ops::simulate::world::Upgrade;
+use cozystack_policy::output;
 use cozystack_policy::platform::application::Api;
 use cozystack_policy::platform::writes::TenantChart;
 use cozystack_policy::settings::Origin;
@@ -164,32 +165,16 @@ fn report(
         .iter()
         .map(|(_, seeds)| seeds.runs.map_or(0, |runs| runs * seeds.steps as u64))
         .sum();
-    let bar = indicatif::ProgressBar::new(total).with_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    if !std::io::stderr().is_terminal() {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
     // Validation first: settings broken in one place are refused, naming the path.
     for (deployment, seeds) in sets {
         let run = &deployment.run;
         let found = validation::check(run.policy, &run.settings, &run.cluster, seeds.first)?;
         if let Some(found) = found {
-            std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
             // JSON: the scenario runner reads every YAML file of a counterexample's folder.
-            let path = out.join("settings.json");
-            let text =
-                serde_json::to_string_pretty(&found.settings).map_err(|e| Error::Encode {
-                    what: "the settings",
-                    reason: e.to_string(),
-                })?;
-            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
-            let scenario = validation::scenario(&found, seeds.first)?;
-            let shown = match scenario {
+            let path = output::write_in(out, "settings.json", &output::json(&found.settings)?)?;
+            let shown = match validation::scenario(&found, seeds.first)? {
                 Some(text) => {
-                    let scenario = out.join("counterexample.yaml");
-                    std::fs::write(&scenario, text).map_err(|e| Error::write(&scenario, e))?;
+                    let scenario = output::write_in(out, "counterexample.yaml", &text)?;
                     format!(", counterexample: {}", scenario.display())
                 }
                 None => String::new(),
@@ -204,6 +189,13 @@ fn report(
             );
             return Ok(ExitCode::FAILURE);
         }
+    }
+    let bar = indicatif::ProgressBar::new(total).with_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     let runs: Vec<(&simulate::Run<'_>, simulate::Seeds)> =
         sets.iter().map(|(d, seeds)| (&d.run, *seeds)).collect();
@@ -233,10 +225,8 @@ fn report(
         };
         let found = actions.len();
         let (actions, violation) = run.shrink(actions, violation)?;
-        std::fs::create_dir_all(out).map_err(|e| Error::write(out, e))?;
-        let path = out.join("counterexample.yaml");
         let text = simulate::scenario(run, &actions, &violation, seed)?;
-        std::fs::write(&path, text).map_err(|e| Error::write(&path, e))?;
+        let path = output::write_in(out, "counterexample.yaml", &text)?;
         println!(
             "BROKEN {}\n  seed {seed}, step {found}, shrunk to {} steps: {}\n  {}\n  counterexample: {} (an e2e scenario: add it to e2e/scenarios/ once fixed)",
             violation.invariant,

@@ -56,14 +56,22 @@ pub struct Kinds {
     by_kind: HashMap<String, Served>,
 }
 
+/// Where `cluster` holds its ApplicationDefinitions.
+pub fn definition_positions(cluster: &ClusterObjects) -> Vec<usize> {
+    cluster
+        .keys()
+        .enumerate()
+        .filter(|(_, (api, kind, _, _))| api == DEFINITION_API && kind == DEFINITION_KIND)
+        .map(|(at, _)| at)
+        .collect()
+}
+
 impl Kinds {
     pub fn read(cluster: &ClusterObjects) -> Kinds {
         let mut by_kind = HashMap::new();
-        let definitions = cluster
-            .keys()
-            .enumerate()
-            .filter(|(_, (api, kind, _, _))| api == DEFINITION_API && kind == DEFINITION_KIND)
-            .filter_map(|(at, _)| cluster.value(at));
+        let definitions = definition_positions(cluster)
+            .into_iter()
+            .filter_map(|at| cluster.value(at));
         for definition in definitions {
             let spec = &definition["spec"];
             let Some(kind) = spec["application"]["kind"].as_str() else {

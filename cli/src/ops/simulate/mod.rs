@@ -746,13 +746,18 @@ impl Player<'_> {
         {
             return Ok(Some(violation));
         }
-        // A consumer only the next reconcile would render (a switch an older chart ignored,
-        // before the Tenant reconciles after an upgrade) had no provider yet to lose.
+        let newly = oracle::newly_broken(&before, &self.facts);
+        if newly.is_empty() {
+            return Ok(None);
+        }
+        // The cluster as it stood, read only when something broke: a consumer only the next
+        // reconcile would render (a switch an older chart ignored, before the Tenant reconciles
+        // after an upgrade) had no provider yet to lose, and what it already broke (a reconcile
+        // would have hidden it, as helm-controller adopting a name a switch renders) is not the
+        // step's doing.
         let live = played.before.as_ref().map(|b| Facts::of(b, &self.stated));
-        // What the cluster already broke as it stood (a reconcile would have hidden it, as
-        // helm-controller adopting a name a switch renders) is not the step's doing.
         let was = live.as_ref().map(Facts::broken).unwrap_or_default();
-        Ok(oracle::newly_broken(&before, &self.facts)
+        Ok(newly
             .into_iter()
             .filter(|broken| !was.contains(broken))
             .find(|broken| match broken {

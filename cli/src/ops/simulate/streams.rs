@@ -84,15 +84,7 @@ impl Stream {
 
     /// `cluster` with the stream's release prefixes in its ApplicationDefinitions.
     pub fn cluster(&self, mut cluster: ClusterObjects) -> ClusterObjects {
-        let definitions: Vec<usize> = cluster
-            .keys()
-            .enumerate()
-            .filter(|(_, (api, kind, _, _))| {
-                api == writes::DEFINITION_API && kind == writes::DEFINITION_KIND
-            })
-            .map(|(at, _)| at)
-            .collect();
-        for at in definitions {
+        for at in writes::definition_positions(&cluster) {
             let Some(mut definition) = cluster.value(at) else {
                 continue;
             };

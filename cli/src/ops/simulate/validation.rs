@@ -167,11 +167,10 @@ fn draw(rng: &mut Pcg64, base: &Value) -> Broken {
     }
 }
 
-/// A request a rule of `kind` judges: the audit scanner's replay of an instance of it in
-/// tenant-root, as cozystack-api writes its release (the module decodes a kind's block when a
+/// A request a rule of `kind` judges, among the kinds the cluster serves: the audit scanner's
+/// replay of an instance of it in tenant-root, as cozystack-api writes its release (the module decodes a kind's block when a
 /// request of that kind needs it).
-fn probe(cluster: &ClusterObjects, kind: &str) -> Result<Option<Value>, Error> {
-    let kinds = Kinds::read(cluster);
+fn probe(kinds: &Kinds, kind: &str) -> Result<Option<Value>, Error> {
     let Some(served) = kinds.get(kind) else {
         return Ok(None);
     };
@@ -220,6 +219,7 @@ pub fn check(
 ) -> Result<Option<Finding>, Error> {
     let mut rng = Pcg64::seed_from_u64(seed ^ VALIDATION_STREAM);
     let mut state = State::new(cluster.clone());
+    let kinds = Kinds::read(cluster);
     for _ in 0..DRAWN {
         let broken = draw(&mut rng, base);
         let answer = policy.validate_settings(&broken.settings)?;
@@ -237,7 +237,7 @@ pub fn check(
             Refused::Validation => None,
         };
         let request = match kind {
-            Some(kind) => probe(cluster, kind)?,
+            Some(kind) => probe(&kinds, kind)?,
             None => None,
         };
         if answer["valid"] == true || !named {
@@ -274,14 +274,15 @@ pub fn check(
             }));
         }
     }
+    let request = probe(&kinds, "Postgres")?;
     for release in RELEASES {
         let mut settings = base.clone();
         settings["cozystackRelease"] = json!(release);
         let answer = policy.validate_settings(&settings)?;
-        let Some(request) = probe(cluster, "Postgres")? else {
-            continue;
+        let judged = match &request {
+            Some(request) => evaluate(policy, &settings, &mut state, request)?,
+            None => Value::Null,
         };
-        let judged = evaluate(policy, &settings, &mut state, &request)?;
         if answer["valid"] != true || judged["code"] == 400 {
             return Ok(Some(Finding {
                 what: format!(

@@ -620,13 +620,9 @@ pub struct Upgrade {
 impl Upgrade {
     /// `release`, with the ApplicationDefinitions `cluster` holds.
     pub fn of(release: &str, cluster: &ClusterObjects) -> Upgrade {
-        let definitions = cluster
-            .keys()
-            .enumerate()
-            .filter(|(_, (api, kind, _, _))| {
-                api == writes::DEFINITION_API && kind == writes::DEFINITION_KIND
-            })
-            .filter_map(|(at, _)| cluster.value(at))
+        let definitions = writes::definition_positions(cluster)
+            .into_iter()
+            .filter_map(|at| cluster.value(at))
             .collect();
         Upgrade {
             release: release.to_owned(),
