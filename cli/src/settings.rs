@@ -79,6 +79,13 @@ pub fn read(path: Option<&Path>) -> Result<Given, Error> {
         });
     };
     let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    // An empty file is what a failed `kubectl get … > settings.yaml` leaves, not `{}`.
+    if text.trim().is_empty() {
+        return Err(Error::Invalid(format!(
+            "{} holds no settings: an empty file is what a failed `kubectl get clusteradmissionpolicy … -o yaml` leaves; write `{{}}` in it, or leave out --settings, to judge as the stock deployment does",
+            path.display()
+        )));
+    }
     let value: Value = serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
     let policy = (value["kind"] == "ClusterAdmissionPolicy").then(|| {
         value["metadata"]["name"]
@@ -233,6 +240,21 @@ mod tests {
     }
 
     const BARE: &str = "apiVersion: cozystack.io/v1alpha1\nkind: ApplicationDefinition\nmetadata: {name: monitoring}\nspec:\n  application: {kind: Monitoring}\n  dashboard: {module: true}\n";
+
+    /// An empty settings file is refused, never read as the stock deployment's `{}`.
+    #[test]
+    fn an_empty_settings_file_is_refused() {
+        let path = std::env::temp_dir().join("cozystack-policy-empty-settings.yaml");
+        std::fs::write(&path, "  \n").unwrap();
+        let err = read(Some(&path)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{} holds no settings: an empty file is what a failed `kubectl get clusteradmissionpolicy … -o yaml` leaves; write `{{}}` in it, or leave out --settings, to judge as the stock deployment does",
+                path.display()
+            )
+        );
+    }
 
     #[test]
     fn the_stock_deployment_is_named_with_its_rules_and_release() {
