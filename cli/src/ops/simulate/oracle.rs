@@ -319,7 +319,17 @@ impl Facts {
                             .is_some_and(|k| k.provides.contains(class))
                     })
                     .collect();
-                !providers.is_empty() && providers.iter().all(|a| a.terminating)
+                // A module its Tenant's switch renders that is gone comes back at the next
+                // reconcile: whether the class waits is then the chart's to say, as with none.
+                let rendered_again = self.switches.get(provider).is_some_and(|on| {
+                    on.iter().any(|key| {
+                        self.stated
+                            .module(key)
+                            .is_some_and(|m| m.provides.contains(class))
+                            && self.app(provider, key).is_none()
+                    })
+                });
+                !providers.is_empty() && providers.iter().all(|a| a.terminating) && !rendered_again
             })
             .collect()
     }
