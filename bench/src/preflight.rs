@@ -347,10 +347,7 @@ pub fn live_preflight(policy: &Policy, bundle: &Bundle, items: Vec<Value>) -> Li
         500,
         &workspace().join("target/tmp/bench-live"),
     );
-    let target = cozystack_policy::live::Target {
-        kubeconfig: Some(api.kubeconfig.clone()),
-        context: None,
-    };
+    let target = cozystack_policy::live::Target::of(api.kubeconfig.clone());
     let started = Instant::now();
     let snapshot =
         cozystack_policy::live::read(&target, &policy.metadata.context_aware_resources, None);

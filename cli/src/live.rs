@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use cozystack_policy_runtime::cluster::{ClusterObjects, Keep, index_key, strip_store_fields};
 use cozystack_policy_runtime::host::ContextAwareResource;
@@ -17,22 +18,62 @@ use thiserror::Error;
 const PAGE: u32 = 500;
 
 /// Which cluster: the current context of `$KUBECONFIG` (or `~/.kube/config`) unless told;
-/// without any kubeconfig, inside a Pod, its ServiceAccount.
-#[derive(Debug, Clone, Default)]
+/// without any kubeconfig, inside a Pod, its ServiceAccount. And how long it may take: an API
+/// server that accepts the connection and never answers must not hold a CI job to its limit.
+#[derive(Debug, Clone)]
 pub struct Target {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
+    /// Each request's connect and read timeout.
+    pub timeout: Duration,
+    /// When every read of the verb must be done, whatever each request's timeout.
+    pub deadline: Instant,
+    /// How long the verb was given (for the message when the deadline passes).
+    pub budget: Duration,
+}
+
+/// Each request's connect and read timeout unless told (`--request-timeout`), in seconds.
+pub const REQUEST_TIMEOUT: u64 = 30;
+/// All of a verb's reads together unless told (`--deadline`), in seconds.
+pub const DEADLINE: u64 = 300;
+
+impl Target {
+    /// `kubeconfig`'s `context`, with a request timeout and a deadline `budget` from `started`.
+    pub fn new(
+        kubeconfig: Option<PathBuf>,
+        context: Option<String>,
+        timeout: Duration,
+        budget: Duration,
+        started: Instant,
+    ) -> Target {
+        Target {
+            kubeconfig,
+            context,
+            timeout,
+            deadline: started + budget,
+            budget,
+        }
+    }
+
+    /// The current context of `kubeconfig`, with the default limits from now.
+    pub fn of(kubeconfig: PathBuf) -> Target {
+        let seconds = Duration::from_secs;
+        Target::new(
+            Some(kubeconfig),
+            None,
+            seconds(REQUEST_TIMEOUT),
+            seconds(DEADLINE),
+            Instant::now(),
+        )
+    }
 }
 
 #[derive(Debug, Error)]
 pub enum LiveError {
     #[error("cannot read the kubeconfig: {0}")]
     Kubeconfig(String),
-    #[error("cannot reach the cluster of context {context}: {source}")]
-    Client {
-        context: String,
-        source: Box<kube::Error>,
-    },
+    #[error("cannot reach the cluster of context {context}: {cause}")]
+    Client { context: String, cause: String },
     #[error(
         "listing {resource} in all namespaces is forbidden for the current user of context {context} ({message}): grant it `list` on {resource} cluster-wide (deploy/preflight-rbac.yaml; check with `kubectl auth can-i list {resource} --all-namespaces`), or run on a dump (`kubectl get {all} -A -o yaml > dump.yaml`, then --dump dump.yaml)"
     )]
@@ -43,11 +84,19 @@ pub enum LiveError {
         context: String,
         message: String,
     },
-    #[error("listing {resource} in context {context} failed: {source}")]
+    #[error("reading {resource} from context {context} failed: {cause}")]
     List {
         resource: String,
         context: String,
-        source: Box<kube::Error>,
+        cause: String,
+    },
+    #[error(
+        "{request} on context {context}: not done within the deadline of {seconds} s (--deadline): the API server, or a proxy before it, accepts the connection and does not answer in time"
+    )]
+    Deadline {
+        request: String,
+        context: String,
+        seconds: u64,
     },
     #[error(
         "context {context} has no ClusterAdmissionPolicy {name} (`kubectl get clusteradmissionpolicies` lists them); name a deployed one, or pass its settings with --settings"
@@ -68,9 +117,14 @@ pub enum LiveError {
         message: String,
     },
     #[error(
-        "cannot ask context {context} who its credentials are (SelfSubjectReview, `kubectl auth whoami`): {message}; pass --as USER [--as-group GROUP]"
+        "cannot ask context {context} who its credentials are (SelfSubjectReview, `kubectl auth whoami`): {message}{advice}"
     )]
-    WhoAmI { context: String, message: String },
+    WhoAmI {
+        context: String,
+        message: String,
+        /// `--as` helps only where the server answered and could not say.
+        advice: &'static str,
+    },
     #[error("cannot start the client runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -83,22 +137,78 @@ pub struct Snapshot {
     pub listed: Vec<String>,
 }
 
-/// Runs one read to completion on a runtime of its own: the CLI is synchronous around it.
-fn block_on<T>(
-    read: impl std::future::Future<Output = Result<T, LiveError>>,
+/// Runs one read of `target` to completion on a runtime of its own (the CLI is synchronous
+/// around it), with its client and context, within the verb's deadline.
+fn read_with<T>(
+    target: &Target,
+    request: impl Into<String>,
+    read: impl AsyncFnOnce(kube::Client, String) -> Result<T, LiveError>,
 ) -> Result<T, LiveError> {
-    tokio::runtime::Builder::new_current_thread()
+    let request = request.into();
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(LiveError::Runtime)?
-        .block_on(read)
+        .map_err(LiveError::Runtime)?;
+    runtime.block_on(async {
+        let deadline = tokio::time::Instant::from_std(target.deadline);
+        let (client, context) = client(target).await?;
+        let read = read(client, context.clone());
+        tokio::time::timeout_at(deadline, read)
+            .await
+            .unwrap_or_else(|_| {
+                Err(LiveError::Deadline {
+                    request,
+                    context,
+                    seconds: target.budget.as_secs(),
+                })
+            })
+    })
+}
+
+/// What went wrong with a request, in one line: the API server's status and message, or the
+/// transport's chain of causes (connection refused, TLS, a timeout), never a bare wrapper.
+pub fn cause(error: &kube::Error) -> String {
+    if let kube::Error::Api(status) = error {
+        let reason = match status.reason.as_str() {
+            // kube-rs's stand-in reason when the body is no Status (a proxy's page, or none).
+            "Failed to parse error data" | "" => String::new(),
+            reason => format!(" {reason}"),
+        };
+        return match status.message.trim() {
+            "" => format!("HTTP {}{reason} with an empty body", status.code),
+            message => format!("HTTP {}{reason}: {message}", status.code),
+        };
+    }
+    let mut causes: Vec<String> = Vec::new();
+    let mut next: Option<&dyn std::error::Error> = Some(error);
+    while let Some(error) = next {
+        let text = error.to_string();
+        // The wrappers' own words ("ServiceError: client error (Connect)") say nothing the
+        // innermost cause does not; each says once what it adds.
+        let text = text
+            .trim_start_matches("ServiceError: ")
+            .trim_start_matches("HyperError: ")
+            .to_owned();
+        if !causes.iter().any(|c| c.contains(&text)) {
+            causes.push(text);
+        }
+        next = error.source();
+    }
+    let timed_out = causes.iter().any(|c| {
+        c.contains("timed out") || c.contains("deadline has elapsed") || c.contains("Elapsed")
+    });
+    let mut line = causes.join(": ");
+    if timed_out && !line.contains("timed out") {
+        line.push_str(" (timed out)");
+    }
+    line
 }
 
 /// The settings of a deployed ClusterAdmissionPolicy (`spec.settings`, `{}` when it has none):
 /// what the policy-server evaluates the requests of `target` with.
 pub fn policy_settings(target: &Target, name: &str) -> Result<Value, LiveError> {
-    block_on(async {
-        let (client, context) = client(target).await?;
+    let request = format!("get clusteradmissionpolicies.policies.kubewarden.io {name}");
+    read_with(target, request, async |client, context| {
         let api = ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk(
                 "policies.kubewarden.io",
@@ -122,7 +232,7 @@ pub fn policy_settings(target: &Target, name: &str) -> Result<Value, LiveError> 
             source => LiveError::List {
                 resource: resource.clone(),
                 context: context.clone(),
-                source: Box::new(source),
+                cause: cause(&source),
             },
         })?;
         Ok(policy
@@ -141,8 +251,8 @@ pub fn config_map(
     name: &str,
 ) -> Result<Option<Value>, LiveError> {
     use k8s_openapi::api::core::v1::ConfigMap;
-    block_on(async {
-        let (client, context) = client(target).await?;
+    let request = format!("get configmaps {namespace}/{name}");
+    read_with(target, request, async |client, context| {
         let maps: Api<ConfigMap> = Api::namespaced(client, namespace);
         match maps.get_opt(name).await {
             Ok(map) => Ok(map.map(|m| {
@@ -153,7 +263,7 @@ pub fn config_map(
             Err(source) => Err(LiveError::List {
                 resource: format!("configmaps {namespace}/{name}"),
                 context,
-                source: Box::new(source),
+                cause: cause(&source),
             }),
         }
     })
@@ -168,8 +278,8 @@ pub fn object(
     name: &str,
 ) -> Result<Option<Value>, LiveError> {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-    block_on(async {
-        let (client, context) = client(target).await?;
+    let request = format!("get {plural} {namespace}/{name}");
+    read_with(target, request, async |client, context| {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         let resource =
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
@@ -179,7 +289,7 @@ pub fn object(
             Err(source) => Err(LiveError::List {
                 resource: format!("{plural} {namespace}/{name}"),
                 context,
-                source: Box::new(source),
+                cause: cause(&source),
             }),
         }
     })
@@ -189,30 +299,40 @@ pub fn object(
 /// SelfSubjectReview (`kubectl auth whoami`), with the context it asked.
 pub fn whoami(target: &Target) -> Result<(String, Vec<String>, String), LiveError> {
     use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-    block_on(async {
-        let (client, context) = client(target).await?;
-        let reviews: Api<SelfSubjectReview> = Api::all(client);
-        let failed = |message: String| LiveError::WhoAmI {
-            context: context.clone(),
-            message,
-        };
-        let review = reviews
-            .create(
-                &kube::api::PostParams::default(),
-                &SelfSubjectReview::default(),
-            )
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let user = review
-            .status
-            .and_then(|s| s.user_info)
-            .ok_or_else(|| failed("the answer names no user".into()))?;
-        let username = user
-            .username
-            .filter(|u| !u.is_empty())
-            .ok_or_else(|| failed("the answer names no user".into()))?;
-        Ok((username, user.groups.unwrap_or_default(), context.clone()))
-    })
+    read_with(
+        target,
+        "create selfsubjectreviews",
+        async |client, context| {
+            let reviews: Api<SelfSubjectReview> = Api::all(client);
+            // `--as` helps where the API server answered and could not say who; not where it
+            // cannot be reached at all.
+            const AS: &str = "; pass --as USER [--as-group GROUP]";
+            let failed = |message: String, advice: &'static str| LiveError::WhoAmI {
+                context: context.clone(),
+                message,
+                advice,
+            };
+            let review = reviews
+                .create(
+                    &kube::api::PostParams::default(),
+                    &SelfSubjectReview::default(),
+                )
+                .await
+                .map_err(|e| match e {
+                    kube::Error::Api(_) => failed(cause(&e), AS),
+                    e => failed(cause(&e), ""),
+                })?;
+            let user = review
+                .status
+                .and_then(|s| s.user_info)
+                .ok_or_else(|| failed("the answer names no user".into(), AS))?;
+            let username = user
+                .username
+                .filter(|u| !u.is_empty())
+                .ok_or_else(|| failed("the answer names no user".into(), AS))?;
+            Ok((username, user.groups.unwrap_or_default(), context.clone()))
+        },
+    )
 }
 
 /// The resource name kubectl uses (`helmreleases.helm.toolkit.fluxcd.io`).
@@ -243,7 +363,7 @@ async fn client(target: &Target) -> Result<(kube::Client, String), LiveError> {
         Some(path) => Kubeconfig::read_from(path),
         None => Kubeconfig::read(),
     };
-    let (config, context) = match kubeconfig {
+    let (mut config, context) = match kubeconfig {
         Ok(kubeconfig) => {
             let context = target
                 .context
@@ -281,14 +401,22 @@ async fn client(target: &Target) -> Result<(kube::Client, String), LiveError> {
             )));
         }
     };
-    // Messages name the proxy a request went through: its failure is not the API server's.
+    // Messages name the server, and the proxy a request went through: its failure is not
+    // the API server's.
+    let server = config.cluster_url.to_string();
+    let server = server.trim_end_matches('/');
     let context = match &config.proxy_url {
-        Some(proxy) => format!("{context} (through proxy {proxy})"),
-        None => context,
+        Some(proxy) => format!("{context} at {server} (through proxy {proxy})"),
+        None => format!("{context} at {server}"),
     };
+    // No request waits for ever: each connect and read is bounded, and the verb's deadline
+    // bounds them all (`read_with`).
+    config.connect_timeout = Some(target.timeout);
+    config.read_timeout = Some(target.timeout);
+    config.write_timeout = Some(target.timeout);
     let client = kube::Client::try_from(config).map_err(|source| LiveError::Client {
         context: context.clone(),
-        source: Box::new(source),
+        cause: cause(&source),
     })?;
     Ok((client, context))
 }
@@ -343,7 +471,7 @@ async fn list_all(
             source => LiveError::List {
                 resource: resource_name(api),
                 context: context.to_owned(),
-                source: Box::new(source),
+                cause: cause(&source),
             },
         })?;
         pages += 1;
@@ -385,14 +513,13 @@ pub fn read(
     resources: &BTreeSet<ContextAwareResource>,
     keep: Keep<'_>,
 ) -> Result<Snapshot, LiveError> {
-    block_on(async {
-        let (client, context) = client(target).await?;
+    let apis: Vec<ApiResource> = resources.iter().map(api_resource).collect();
+    let all = apis.iter().map(resource_name).collect::<Vec<_>>().join(",");
+    read_with(target, format!("list {all}"), async |client, context| {
         let mut snapshot = Snapshot {
             context: context.clone(),
             ..Snapshot::default()
         };
-        let apis: Vec<ApiResource> = resources.iter().map(api_resource).collect();
-        let all = apis.iter().map(resource_name).collect::<Vec<_>>().join(",");
         for api in &apis {
             let (items, pages) =
                 list_all(&client, &context, api, &all, keep, &mut snapshot.cluster).await?;

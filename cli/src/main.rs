@@ -33,8 +33,9 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Judge a change set against the cluster as Flux applies it (sorted into stages, each
     /// dry-run whole before any of it is applied, then the prunes), or in order (--in-order).
-    /// Exit 0 every write admitted, 1 one refused, 2 when the input, the settings or the cluster
-    /// cannot be used.
+    /// Exit 0 every write admitted, 1 one refused or a Kustomization that never lands (a
+    /// dependency missing, never Ready, or in a cycle), 2 when the input, the settings or the
+    /// cluster cannot be used.
     Check(commands::check::CheckArgs),
     /// Replay every Namespace and HelmRelease as the audit scanner would and report what the
     /// policy flags. Exit 0 clean, 1 findings, 2 when the cluster or settings cannot be used.
@@ -77,6 +78,8 @@ const UNUSABLE: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The verb's deadline for its cluster reads counts from here.
+    commands::started();
     let result = match cli.command {
         Command::Run(args) => commands::run::exec(args),
         Command::Check(args) => commands::check::exec(args),

@@ -87,6 +87,19 @@ pub fn read(path: Option<&Path>) -> Result<Given, Error> {
         )));
     }
     let value: Value = serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
+    // A file of comments, or `null`, states nothing either: it is as empty as an empty one.
+    if value.is_null() {
+        return Err(Error::Invalid(format!(
+            "{} holds no settings (only comments, or null): write `{{}}` in it, or leave out --settings, to judge as the stock deployment does",
+            path.display()
+        )));
+    }
+    if !value.is_object() {
+        return Err(Error::Invalid(format!(
+            "{}: the settings are no mapping (a YAML object of the fields docs/settings.md lists)",
+            path.display()
+        )));
+    }
     let policy = (value["kind"] == "ClusterAdmissionPolicy").then(|| {
         value["metadata"]["name"]
             .as_str()
@@ -181,11 +194,16 @@ fn rule_blocks() -> Vec<&'static str> {
 /// all (the ApplicationDefinitions of every supported release state none of the design's
 /// blocks), and, under `applicationDefinitions`, a kind under `definitions` the cluster does not
 /// define: either would judge nothing and say nothing of it.
-pub fn check_rules_stated(settings: &Value, cluster: &ClusterObjects) -> Result<(), Error> {
+/// `allow_empty` waives the first (nothing to judge), never the second (a typo).
+pub fn check_rules_stated(
+    settings: &Value,
+    cluster: &ClusterObjects,
+    allow_empty: bool,
+) -> Result<(), Error> {
     let settings = resolved(settings)?;
     match settings.definition_source {
         DefinitionSource::Builtin => Ok(()),
-        DefinitionSource::Settings if settings.definitions.is_empty() => Err(
+        DefinitionSource::Settings if settings.definitions.is_empty() && !allow_empty => Err(
             "the settings state no rule: definitionSource: settings with no definitions judges no count, protection or capability; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
                 .into(),
         ),
@@ -218,7 +236,7 @@ pub fn check_rules_stated(settings: &Value, cluster: &ClusterObjects) -> Result<
                     .iter()
                     .any(|block| d["spec"].get(*block).is_some_and(|b| !b.is_null()))
             });
-            if states_rule || !settings.definitions.is_empty() {
+            if states_rule || !settings.definitions.is_empty() || allow_empty {
                 return Ok(());
             }
             Err(format!(
@@ -256,6 +274,36 @@ mod tests {
         );
     }
 
+    /// A file of comments or `null` states nothing, and a list is no settings.
+    #[test]
+    fn settings_that_are_no_mapping_are_refused() {
+        for (name, text, said) in [
+            (
+                "comment",
+                "# cozystackRelease: v1.6.2\n",
+                "holds no settings (only comments, or null)",
+            ),
+            (
+                "null",
+                "null\n",
+                "holds no settings (only comments, or null)",
+            ),
+            (
+                "list",
+                "- definitionSource\n",
+                "the settings are no mapping",
+            ),
+        ] {
+            let path = std::env::temp_dir().join(format!("cozystack-policy-{name}-settings.yaml"));
+            std::fs::write(&path, text).unwrap();
+            let err = read(Some(&path)).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&path.display().to_string()) && err.contains(said),
+                "{err}"
+            );
+        }
+    }
+
     #[test]
     fn the_stock_deployment_is_named_with_its_rules_and_release() {
         let given = read(None).unwrap();
@@ -283,25 +331,27 @@ mod tests {
         let bare = cluster(BARE);
         let listed = json!({"definitionSource": "applicationDefinitions"});
         assert_eq!(
-            check_rules_stated(&listed, &bare).unwrap_err().to_string(),
+            check_rules_stated(&listed, &bare, false)
+                .unwrap_err()
+                .to_string(),
             "the settings state no rule on this cluster: definitionSource: applicationDefinitions, and none of its 1 ApplicationDefinitions states cardinality, protection, capability (no supported Cozystack release's do) nor do the settings' definitions; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
         );
         assert_eq!(
-            check_rules_stated(&json!({"definitionSource": "settings"}), &bare)
+            check_rules_stated(&json!({"definitionSource": "settings"}), &bare, false)
                 .unwrap_err()
                 .to_string(),
             "the settings state no rule: definitionSource: settings with no definitions judges no count, protection or capability; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
         );
         // The built-in set, a definition stating a block, or settings giving one, are rules.
-        check_rules_stated(&json!({}), &bare).unwrap();
+        check_rules_stated(&json!({}), &bare, false).unwrap();
         let stated = cluster(&BARE.replace(
             "dashboard: {module: true}",
             "cardinality: {scope: tenant, max: 1}",
         ));
-        check_rules_stated(&listed, &stated).unwrap();
+        check_rules_stated(&listed, &stated, false).unwrap();
         let given = json!({"definitionSource": "applicationDefinitions",
             "definitions": {"Monitoring": {"cardinality": {"scope": "tenant", "max": 1}}}});
-        check_rules_stated(&given, &bare).unwrap();
+        check_rules_stated(&given, &bare, false).unwrap();
     }
 
     #[test]
@@ -309,21 +359,30 @@ mod tests {
         let given = json!({"definitionSource": "applicationDefinitions",
             "definitions": {"Monitorng": {"cardinality": {"scope": "tenant", "max": 1}}}});
         assert_eq!(
-            check_rules_stated(&given, &cluster(BARE))
+            check_rules_stated(&given, &cluster(BARE), false)
                 .unwrap_err()
                 .to_string(),
             "the settings are invalid: definitions.Monitorng: neither the cluster's ApplicationDefinitions nor the built-in rule set has kind Monitorng (the cluster's kinds: Monitoring)"
         );
+        // --allow-empty waives emptiness, never a typo.
+        assert!(
+            check_rules_stated(&given, &cluster(BARE), true)
+                .unwrap_err()
+                .to_string()
+                .contains("definitions.Monitorng")
+        );
+        let listed = json!({"definitionSource": "applicationDefinitions"});
+        check_rules_stated(&listed, &cluster(BARE), true).unwrap();
         // Gateway is rendered with no definition of its own; ComputePlane is a stock kind a
         // v1.6 cluster does not serve; a kind of one's own is named by its release prefix.
         for kind in ["Gateway", "ComputePlane"] {
             let given = json!({"definitionSource": "applicationDefinitions",
                 "definitions": {kind: {"cardinality": {"scope": "tenant", "max": 1}}}});
-            check_rules_stated(&given, &cluster(BARE)).unwrap();
+            check_rules_stated(&given, &cluster(BARE), false).unwrap();
         }
         let own = json!({"definitionSource": "applicationDefinitions",
             "definitions": {"MyApp": {"cardinality": {"scope": "tenant", "max": 1}}},
             "releasePrefixes": {"MyApp": "myapp-"}});
-        check_rules_stated(&own, &cluster(BARE)).unwrap();
+        check_rules_stated(&own, &cluster(BARE), false).unwrap();
     }
 }

@@ -302,8 +302,10 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
     let from_dump = check(&args(&[&[commit], DUMP, ALICE, IN_ORDER]), None);
     assert_eq!(live.stdout, from_dump.stdout);
     assert!(
-        live.stderr
-            .contains("identity: alice (SelfSubjectReview in context loopback)"),
+        live.stderr.contains(&format!(
+            "identity: alice (SelfSubjectReview in context loopback at {})",
+            api.url
+        )),
         "{}",
         live.stderr
     );
@@ -906,7 +908,7 @@ fn flux_dry_runs_each_stage_whole_before_it_applies_any_of_it() {
              ALLOWED  CREATE Monitoring tenant-acme/monitoring ({set}, document 1) | {LANDED}; it stays although Monitoring tenant-acme/metrics failed the dry run of its stage\n\
              ALLOWED  UPDATE Postgres tenant-acme/shop ({set}, document 3) | {LANDED}; it stays although Monitoring tenant-acme/metrics failed the dry run of its stage\n\
              \n4 manifests: 3 writes judged (2 allowed, 0 with warnings, 1 denied), 0 not judged by this policy, 0 absent, 0 errors\n\
-             1 admitted but not applied, as an earlier failure stops Flux\n\
+             1 not applied by Flux: each line says what stops it\n\
              2 written by cozystack-api during the dry run of a stage that failed: they stay in the cluster\n"
         )
     );
@@ -963,8 +965,15 @@ fn cozystack_api_makes_an_application_s_dry_run_and_it_stays_when_the_stage_fail
     );
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
+    // What the live inventory will have Flux delete is said first.
     assert_eq!(
-        lines[..6],
+        lines[0],
+        format!(
+            "Kustomization cozy-fluxcd/htdev prunes 1 of the 1 objects its live status.inventory ({inventory}) lists; these DELETEs will be judged, as system:serviceaccount:tenant-ktj-htdev:tenant-ktj-htdev (groups system:serviceaccounts, system:serviceaccounts:tenant-ktj-htdev, system:authenticated) (Flux sends one for each that carries its owner labels): Postgres tenant-ktj-htdev/orders"
+        )
+    );
+    assert_eq!(
+        lines[2..8],
         [
             "stage 3, resources: every other object, all dry-run before any is applied",
             format!("ALLOWED  CREATE Bucket tenant-ktj-htdev/a ({set}, document 2) | {LANDED}; it stays although Bucket tenant-ktj-htdev/b failed the dry run of its stage").as_str(),
@@ -1145,7 +1154,9 @@ fn a_server_side_apply_keeps_what_the_manifest_omits_unless_flux_alone_owned_it(
     assert_eq!(
         out.stdout,
         format!(
-            "stage 3, resources: every other object, all dry-run before any is applied\n\
+            "Kustomization cozy-fluxcd/htdev prunes 1 of the 2 objects its live status.inventory ({inventory}) lists; these DELETEs will be judged, as system:serviceaccount:cozy-fluxcd:flux (groups system:serviceaccounts, system:serviceaccounts:cozy-fluxcd, system:authenticated) (Flux sends one for each that carries its owner labels): Postgres tenant-ktj-htdev/db\n\
+             \n\
+             stage 3, resources: every other object, all dry-run before any is applied\n\
              ALLOWED  UPDATE Tenant tenant-root/ktj ({set}, document 1)\n\
              ALLOWED  UPDATE HelmRelease tenant-ktj-htdev/cache ({set}, document 2)\n\
              prune: what the change set no longer holds, in reverse apply order, once every stage has applied\n\
@@ -1369,14 +1380,18 @@ fn kustomizations_are_judged_in_depends_on_order_each_on_what_the_ones_before_le
         "{}",
         out.stdout
     );
-    // A cycle: kustomize-controller applies none of them.
+    // A cycle: kustomize-controller applies none of them, each waiting for the other to be
+    // Ready at this revision; the run fails, both named, and nothing of theirs is judged.
     let cyclic = kustomization("tenants", ", dependsOn: [{name: apps}]");
     let out = with_apps(&cyclic);
-    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
     assert!(
-        out.stderr.contains("depend on each other in a cycle"),
+        out.stdout.contains("BLOCKED  Tenant tenant-root/my-shop (")
+            && out.stdout.contains("BLOCKED  Postgres tenant-shop/db (")
+            && out.stdout.contains("FAILED: Kustomization cozy-fluxcd/apps never applies: dependency 'cozy-fluxcd/tenants' is not ready")
+            && out.stdout.contains("cozy-fluxcd/apps, cozy-fluxcd/tenants depend on each other in a cycle"),
         "{}",
-        out.stderr
+        out.stdout
     );
 }
 

@@ -208,8 +208,9 @@ fn a_dependency_without_a_namespace_is_in_the_kustomization_s_own() {
     args.extend(DUMP);
     let out = check(&args);
     // dependsOn [{name: acme-base}] of tenant-acme/acme is tenant-acme/acme-base: not the one
-    // in cozy-fluxcd, and not in the cluster: kustomize-controller never applies acme.
-    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    // in cozy-fluxcd, and not in the cluster: kustomize-controller never applies acme, and
+    // the change never lands: a failure.
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
     assert!(
         out.stdout.contains("BLOCKED  Postgres tenant-acme/db (")
             && out.stdout.contains("not applied: it depends on the Kustomization tenant-acme/acme-base, which does not exist (a dependsOn without a namespace names one in the Kustomization's own)"),
@@ -370,5 +371,232 @@ fn a_file_given_with_a_kustomization_that_transforms_it_is_built_with_it() {
             .contains("ALLOWED  CREATE Postgres tenant-acme/team-db ("),
         "{}",
         out.stdout
+    );
+}
+
+/// The bundled install after a platform team's Kustomization `tenant-root/root-values`, which
+/// applies as tenant-root's ServiceAccount, server-side applied the root Tenant from git (to
+/// keep its switches there): cozystack-api carries Flux's owner labels onto the release,
+/// prefixed (`rest.go` `convertApplicationToHelmRelease`, `addPrefixedMap`), and the live
+/// Kustomization's `status.inventory` lists the Tenant. Written into `dir` as a dump folder.
+fn root_tenant_in_git(dir: &str, with_kustomization: bool) -> PathBuf {
+    let dump = scratch(dir);
+    let _ = std::fs::remove_dir_all(&dump);
+    std::fs::create_dir_all(&dump).unwrap_or_else(|e| panic!("{e}"));
+    for file in ["definitions.yaml", "namespaces.yaml", "releases.yaml"] {
+        let text = std::fs::read_to_string(workspace().join("e2e/cluster").join(file))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let owned = text.replace(
+            "    apps.cozystack.io/application.name: root\n  managedFields:",
+            "    apps.cozystack.io/application.name: root\n    apps.cozystack.io-kustomize.toolkit.fluxcd.io/name: root-values\n    apps.cozystack.io-kustomize.toolkit.fluxcd.io/namespace: tenant-root\n  managedFields:",
+        );
+        assert!(
+            file != "releases.yaml" || owned != text,
+            "the root release moved"
+        );
+        std::fs::write(dump.join(file), owned).unwrap_or_else(|e| panic!("{e}"));
+    }
+    if with_kustomization {
+        std::fs::write(
+            dump.join("flux.yaml"),
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: root-values, namespace: tenant-root}\nspec: {prune: true, path: ./tenant-root, serviceAccountName: tenant-root, interval: 10m, sourceRef: {kind: GitRepository, name: platform, namespace: cozy-fluxcd}}\nstatus:\n  conditions:\n  - {type: Ready, status: 'True', reason: ReconciliationSucceeded}\n  inventory:\n    entries:\n    - {id: tenant-root_root_apps.cozystack.io_Tenant, v: v1alpha1}\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    dump
+}
+
+#[test]
+fn a_repository_prunes_what_its_live_kustomization_applied() {
+    // The commit removes the root Tenant's file: its folder holds a kustomization naming
+    // nothing (git keeps no empty folder). The repository's Kustomization carries no status;
+    // Flux prunes from the live one's inventory, so the DELETE of the root Tenant is sent, as
+    // tenant-root's ServiceAccount, and refused.
+    let root = repository(
+        "prune-live",
+        &[
+            (
+                "tenant-root/kustomization.yaml",
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\n",
+            ),
+            (
+                "clusters/root.yaml",
+                &kustomization(
+                    "tenant-root",
+                    "root-values",
+                    "./tenant-root",
+                    ", serviceAccountName: tenant-root",
+                ),
+            ),
+        ],
+    );
+    let dump = root_tenant_in_git("prune-live-dump", true);
+    let settings = ["--settings", "deploy/policy-protect.yaml"];
+    let refused = "Tenant tenant-root/root is the root tenant: deleting it uninstalls every tenant of the platform";
+    let from = "(Kustomization tenant-root/root-values (from the dump), inventory entry 1)";
+    let note = "Kustomization tenant-root/root-values prunes 1 of the 1 objects its live status.inventory (Kustomization tenant-root/root-values (from the dump)) lists; these DELETEs will be judged, as system:serviceaccount:tenant-root:tenant-root (groups system:serviceaccounts, system:serviceaccounts:tenant-root, system:authenticated) (Flux sends one for each that carries its owner labels): Tenant tenant-root/root\n";
+    let mut args = vec![path(&root), "--dump", path(&dump)];
+    args.extend(settings);
+    let out = check(&args);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    let report = out
+        .stdout
+        .split_once('\n')
+        .map(|(_, r)| r)
+        .unwrap_or_default();
+    assert!(report.starts_with(note), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!(
+            "DENIED   DELETE Tenant tenant-root/root {from}: {refused}"
+        )),
+        "{}",
+        out.stdout
+    );
+    // The same Kustomization named, read from the dump: the same prune, the same verdict.
+    let folder = root.join("tenant-root");
+    let mut args = vec![
+        path(&folder),
+        "--kustomization",
+        "tenant-root/root-values",
+        "--dump",
+        path(&dump),
+    ];
+    args.extend(settings);
+    let named = check(&args);
+    assert_eq!(named.code, Some(1), "{}\n{}", named.stdout, named.stderr);
+    assert!(
+        named.stdout.contains(&format!(
+            "DENIED   DELETE Tenant tenant-root/root {from}: {refused}"
+        )),
+        "{}",
+        named.stdout
+    );
+    // The repository's file given: its live twin's inventory still decides.
+    let file = root.join("clusters/root.yaml");
+    let mut args = vec![
+        path(&folder),
+        "--kustomization",
+        path(&file),
+        "--dump",
+        path(&dump),
+    ];
+    args.extend(settings);
+    let given = check(&args);
+    assert_eq!(given.code, Some(1), "{}\n{}", given.stdout, given.stderr);
+    assert!(given.stdout.contains(note), "{}", given.stdout);
+    // A Kustomization the cluster does not hold yet has applied nothing: nothing to prune,
+    // said; with nothing else in the change set there is nothing to judge.
+    let fresh = root_tenant_in_git("prune-fresh-dump", false);
+    let mut args = vec![path(&root), "--dump", path(&fresh)];
+    args.extend(settings);
+    let out = check(&args);
+    assert_eq!(out.code, Some(2), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("the cluster holds no Kustomization tenant-root/root-values yet: it has applied nothing, so Flux prunes nothing")
+            && out.stderr.contains("nothing to judge"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_kustomization_that_never_lands_fails_the_run_and_the_rest_is_judged() {
+    // acme waits on a Kustomization that does not exist; a and b wait on each other; shop
+    // depends on none and is judged.
+    let root = repository(
+        "never-lands",
+        &[
+            ("tenants/acme/db.yaml", SHARED_DB),
+            (
+                "tenants/a/db.yaml",
+                &SHARED_DB.replace("name: db", "name: a"),
+            ),
+            (
+                "tenants/b/db.yaml",
+                &SHARED_DB.replace("name: db", "name: b"),
+            ),
+            (
+                "tenants/shop/db.yaml",
+                &SHARED_DB.replace("name: db", "name: store"),
+            ),
+            (
+                "clusters/acme.yaml",
+                &kustomization(
+                    "cozy-fluxcd",
+                    "acme",
+                    "./tenants/acme",
+                    ", dependsOn: [{name: gone}]",
+                ),
+            ),
+            (
+                "clusters/a.yaml",
+                &kustomization(
+                    "cozy-fluxcd",
+                    "a",
+                    "./tenants/a",
+                    ", dependsOn: [{name: b}]",
+                ),
+            ),
+            (
+                "clusters/b.yaml",
+                &kustomization(
+                    "cozy-fluxcd",
+                    "b",
+                    "./tenants/b",
+                    ", dependsOn: [{name: a}]",
+                ),
+            ),
+            (
+                "clusters/shop.yaml",
+                &kustomization("cozy-fluxcd", "shop", "./tenants/shop", ""),
+            ),
+        ],
+    );
+    let mut args = vec![path(&root)];
+    args.extend(DUMP);
+    let out = check(&args);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("ALLOWED  CREATE Postgres tenant-acme/store ("),
+        "{}",
+        out.stdout
+    );
+    for (name, failure) in [
+        (
+            "db",
+            "FAILED: Kustomization cozy-fluxcd/acme never applies: dependency 'cozy-fluxcd/gone' not found (kustomize-controller retries it, and the change never lands); it depends on the Kustomization cozy-fluxcd/gone, which does not exist",
+        ),
+        (
+            "a",
+            "FAILED: Kustomization cozy-fluxcd/a never applies: dependency 'cozy-fluxcd/b' is not ready (kustomize-controller retries it, and the change never lands); it depends on the Kustomization cozy-fluxcd/b, and cozy-fluxcd/a, cozy-fluxcd/b depend on each other in a cycle",
+        ),
+        (
+            "b",
+            "FAILED: Kustomization cozy-fluxcd/b never applies: dependency 'cozy-fluxcd/a' is not ready",
+        ),
+    ] {
+        assert!(
+            out.stdout
+                .contains(&format!("BLOCKED  Postgres tenant-acme/{name} (")),
+            "{name}: {}",
+            out.stdout
+        );
+        assert!(out.stdout.contains(failure), "{failure}: {}", out.stdout);
+    }
+    assert!(
+        !out.stdout.contains("earlier failure"),
+        "nothing failed before them: {}",
+        out.stdout
+    );
+    // JUnit: each Kustomization that never lands is a failing test case.
+    let mut args = vec![path(&root), "--output", "junit"];
+    args.extend(DUMP);
+    let junit = check(&args);
+    assert_eq!(junit.code, Some(1), "{}", junit.stderr);
+    assert!(
+        junit.stdout.contains("<testcase classname=\"flux\" name=\"Kustomization cozy-fluxcd/acme\">\n      <failure type=\"never-applies\" message=\"Kustomization cozy-fluxcd/acme never applies: dependency &apos;cozy-fluxcd/gone&apos; not found"),
+        "{}",
+        junit.stdout
     );
 }

@@ -228,6 +228,27 @@ fn a_cluster_newer_than_the_matrix_is_judged_as_main_with_a_warning() {
             Some(format!("warning: Release: judged for {judged}")),
         );
     }
+    // A stamp older than v1.5.0's (45) is no build between releases: it predates them all.
+    let older = preflight::run(&policy, stamped("44"), &serde_json::json!({}), &|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        older.text(false).lines().nth(1).map(str::to_owned),
+        Some(format!(
+            "warning: Release: judged for {any}; the cluster's migration stamp 44 (cozy-system/cozystack-version) is older than every supported release's: upgrade the cluster to a supported release first (docs/releases.md)"
+        )),
+    );
+    // Between two releases' stamps (46 is v1.5.4's, 54 v1.6.0's): a build between releases.
+    let between = preflight::run(&policy, stamped("50"), &serde_json::json!({}), &|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        between
+            .text(false)
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.contains("stamp 50 (cozy-system/cozystack-version) is no supported release's: a build between releases")),
+        "{}",
+        between.text(false)
+    );
 }
 
 #[test]
@@ -473,7 +494,7 @@ fn preflight_reports_exactly_the_known_problems() {
     let stderr = utf8(&live.stderr);
     assert!(
         stderr.contains(
-            "read from context loopback: 4 applicationdefinitions.cozystack.io (1 page), 12 helmreleases.helm.toolkit.fluxcd.io (3 pages), 7 namespaces (2 pages) in "
+            &format!("read from context loopback at {}: 4 applicationdefinitions.cozystack.io (1 page), 12 helmreleases.helm.toolkit.fluxcd.io (3 pages), 7 namespaces (2 pages) in ", api.url)
         ) && stderr.lines().count() == 4
             // The same objects read live: the same estimate.
             && stderr.contains(&estimate),
@@ -510,7 +531,7 @@ fn preflight_reports_exactly_the_known_problems() {
     );
     assert_eq!(elsewhere.status.code(), Some(2));
     assert!(
-        utf8(&elsewhere.stderr).contains("in context elsewhere failed"),
+        utf8(&elsewhere.stderr).contains("from context elsewhere at http://127.0.0.1:1 failed: "),
         "{}",
         utf8(&elsewhere.stderr)
     );
@@ -533,7 +554,10 @@ fn preflight_reports_exactly_the_known_problems() {
     assert_eq!(forbidden.status.code(), Some(2));
     assert_eq!(
         utf8(&forbidden.stderr).lines().last().unwrap_or_default(),
-        "error: listing helmreleases.helm.toolkit.fluxcd.io in all namespaces is forbidden for the current user of context loopback (helmreleases.helm.toolkit.fluxcd.io is forbidden: User \"preflight\" cannot list resource \"helmreleases\" in API group \"helm.toolkit.fluxcd.io\" at the cluster scope): grant it `list` on helmreleases.helm.toolkit.fluxcd.io cluster-wide (deploy/preflight-rbac.yaml; check with `kubectl auth can-i list helmreleases.helm.toolkit.fluxcd.io --all-namespaces`), or run on a dump (`kubectl get applicationdefinitions.cozystack.io,helmreleases.helm.toolkit.fluxcd.io,namespaces -A -o yaml > dump.yaml`, then --dump dump.yaml)"
+        format!(
+            "error: listing helmreleases.helm.toolkit.fluxcd.io in all namespaces is forbidden for the current user of context loopback at {} (helmreleases.helm.toolkit.fluxcd.io is forbidden: User \"preflight\" cannot list resource \"helmreleases\" in API group \"helm.toolkit.fluxcd.io\" at the cluster scope): grant it `list` on helmreleases.helm.toolkit.fluxcd.io cluster-wide (deploy/preflight-rbac.yaml; check with `kubectl auth can-i list helmreleases.helm.toolkit.fluxcd.io --all-namespaces`), or run on a dump (`kubectl get applicationdefinitions.cozystack.io,helmreleases.helm.toolkit.fluxcd.io,namespaces -A -o yaml > dump.yaml`, then --dump dump.yaml)",
+            api.url
+        )
     );
 
     // The deployed policy's settings, unreadable: the missing `get`, named, and exit 2.
@@ -546,6 +570,9 @@ fn preflight_reports_exactly_the_known_problems() {
     assert_eq!(forbidden.status.code(), Some(2));
     assert_eq!(
         utf8(&forbidden.stderr).trim_end(),
-        "error: reading ClusterAdmissionPolicy cozystack-capabilities is forbidden for the current user of context loopback (clusteradmissionpolicies.policies.kubewarden.io is forbidden: User \"preflight\" cannot get resource \"clusteradmissionpolicies\" in API group \"policies.kubewarden.io\" at the cluster scope): grant it `get` on clusteradmissionpolicies.policies.kubewarden.io (deploy/preflight-rbac.yaml), or pass the settings with --settings"
+        format!(
+            "error: reading ClusterAdmissionPolicy cozystack-capabilities is forbidden for the current user of context loopback at {} (clusteradmissionpolicies.policies.kubewarden.io is forbidden: User \"preflight\" cannot get resource \"clusteradmissionpolicies\" in API group \"policies.kubewarden.io\" at the cluster scope): grant it `get` on clusteradmissionpolicies.policies.kubewarden.io (deploy/preflight-rbac.yaml), or pass the settings with --settings",
+            api.url
+        )
     );
 }

@@ -112,7 +112,14 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         .args(["run", "--settings", settings, "--dump", "e2e/cluster"])
         .arg(&denied));
     assert_eq!(out.code, Some(1), "{}", out.stderr);
-    let lines: Vec<&str> = out.stdout.lines().collect();
+    // Which settings judged it comes first, as every verb says it.
+    let (judged_by, rest) = out.stdout.split_once('\n').unwrap_or_default();
+    assert!(
+        judged_by.starts_with("judged by: settings e2e/cluster/settings.yaml; rules: "),
+        "{}",
+        out.stdout
+    );
+    let lines: Vec<&str> = rest.lines().collect();
     assert_eq!(
         lines[..4],
         [
@@ -203,7 +210,8 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
     assert_eq!(live.code, Some(0), "{}", live.stderr);
     assert_eq!(live.stdout, from_dump.stdout);
     assert!(
-        live.stderr.contains("read from context loopback: "),
+        live.stderr
+            .contains(&format!("read from context loopback at {}: ", api.url)),
         "{}",
         live.stderr
     );
@@ -224,9 +232,10 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
     let through_proxy = proxied("example.com");
     assert_eq!(through_proxy.code, Some(2), "{}", through_proxy.stdout);
     assert!(
-        through_proxy
-            .stderr
-            .contains("in context loopback (through proxy http://127.0.0.1:1/) failed: "),
+        through_proxy.stderr.contains(&format!(
+            "from context loopback at {} (through proxy http://127.0.0.1:1/) failed: ",
+            api.url
+        )),
         "{}",
         through_proxy.stderr
     );
@@ -247,16 +256,12 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
         ])
         .arg(&denied));
     assert_eq!(deployed.code, Some(1), "{}", deployed.stderr);
-    // The same verdict, each naming where its settings came from on its last line.
-    let (verdict, named) = deployed
-        .stdout
-        .trim_end()
-        .rsplit_once('\n')
-        .unwrap_or_default();
+    // The same verdict, each naming where its settings came from on its first line.
+    let (named, verdict) = deployed.stdout.split_once('\n').unwrap_or_default();
     assert_eq!(
         manifest.stdout,
         format!(
-            "{verdict}\n{}\n",
+            "{}\n{verdict}",
             named.replace(
                 "ClusterAdmissionPolicy cozystack-capabilities, read from the cluster",
                 "ClusterAdmissionPolicy cozystack-capabilities in deploy/policy-protect.yaml"
@@ -274,7 +279,10 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
     assert_eq!(missing.code, Some(2));
     assert_eq!(
         missing.stderr.trim_end(),
-        "error: context loopback has no ClusterAdmissionPolicy capabilities (`kubectl get clusteradmissionpolicies` lists them); name a deployed one, or pass its settings with --settings"
+        format!(
+            "error: context loopback at {} has no ClusterAdmissionPolicy capabilities (`kubectl get clusteradmissionpolicies` lists them); name a deployed one, or pass its settings with --settings",
+            api.url
+        )
     );
 
     // What cannot be evaluated says why, with exit 2.

@@ -28,6 +28,8 @@ pub const ELSEWHERE: &[&str] = &[
 
 pub struct Loopback {
     pub kubeconfig: PathBuf,
+    /// The server's URL, as the kubeconfig names it (`http://127.0.0.1:PORT`).
+    pub url: String,
     /// Every request's path and query, in order.
     pub seen: Arc<Mutex<Vec<String>>>,
     server: Arc<tiny_http::Server>,
@@ -237,7 +239,58 @@ current-context: loopback
     std::fs::write(&kubeconfig, text).unwrap_or_else(|e| panic!("loopback API: {e}"));
     Loopback {
         kubeconfig,
+        url: format!("http://127.0.0.1:{port}"),
         seen,
         server,
+    }
+}
+
+/// An API server that accepts every connection and never answers (a stuck load balancer, a
+/// dead `kubectl proxy` backend), with a kubeconfig pointing at it; it stops when dropped.
+pub struct Silent {
+    pub kubeconfig: PathBuf,
+    pub url: String,
+    _listener: std::net::TcpListener,
+    held: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.kubeconfig);
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+pub fn silent(dir: &Path) -> Silent {
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("silent API: {e}"));
+    let port = listener
+        .local_addr()
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("silent API: {e}"));
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let (accepting, kept) = (
+        listener
+            .try_clone()
+            .unwrap_or_else(|e| panic!("silent API: {e}")),
+        held.clone(),
+    );
+    // Accept and hold each connection, reading nothing and writing nothing.
+    std::thread::spawn(move || {
+        for stream in accepting.incoming().flatten() {
+            kept.lock().unwrap_or_else(|e| e.into_inner()).push(stream);
+        }
+    });
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("silent API: {e}"));
+    let kubeconfig = dir.join(format!("kubeconfig-silent-{port}.yaml"));
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: silent\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\nusers:\n- name: preflight\n  user: {{token: read-only}}\ncontexts:\n- name: silent\n  context: {{cluster: silent, user: preflight}}\ncurrent-context: silent\n"
+    );
+    std::fs::write(&kubeconfig, text).unwrap_or_else(|e| panic!("silent API: {e}"));
+    Silent {
+        kubeconfig,
+        url: format!("http://127.0.0.1:{port}"),
+        _listener: listener,
+        held,
     }
 }

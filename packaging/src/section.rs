@@ -9,15 +9,36 @@ pub const METADATA_SECTION: &str = "io.kubewarden.metadata";
 
 #[derive(Debug, Error)]
 pub enum SectionError {
-    #[error("not a valid wasm module: {0}")]
-    Parse(#[from] wasmparser::BinaryReaderError),
+    #[error("not a wasm module: it does not begin with the wasm magic number (\\0asm)")]
+    NotWasm,
+    #[error("not a valid wasm module: {message} (at byte {offset})")]
+    Parse { message: String, offset: usize },
     #[error("the {METADATA_SECTION} section is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl From<wasmparser::BinaryReaderError> for SectionError {
+    /// One line: wasmparser's own message spells a bad magic number out byte by byte.
+    fn from(error: wasmparser::BinaryReaderError) -> SectionError {
+        SectionError::Parse {
+            message: error.message().replace('\n', " "),
+            offset: error.offset(),
+        }
+    }
+}
+
+/// The bytes every wasm module begins with.
+fn check_magic(wasm: &[u8]) -> Result<(), SectionError> {
+    match wasm.starts_with(b"\0asm") {
+        true => Ok(()),
+        false => Err(SectionError::NotWasm),
+    }
 }
 
 /// Returns `wasm` with its metadata section replaced by `metadata` (every other section is
 /// copied byte for byte, in order).
 pub fn write_metadata(wasm: &[u8], metadata: &serde_json::Value) -> Result<Vec<u8>, SectionError> {
+    check_magic(wasm)?;
     let mut module = Module::new();
     for payload in Parser::new(0).parse_all(wasm) {
         let payload = payload?;
@@ -43,6 +64,7 @@ pub fn write_metadata(wasm: &[u8], metadata: &serde_json::Value) -> Result<Vec<u
 
 /// The metadata embedded in `wasm`, if it was annotated.
 pub fn read_metadata(wasm: &[u8]) -> Result<Option<serde_json::Value>, SectionError> {
+    check_magic(wasm)?;
     for payload in Parser::new(0).parse_all(wasm) {
         if let Payload::CustomSection(reader) = payload?
             && reader.name() == METADATA_SECTION
@@ -57,6 +79,22 @@ pub fn read_metadata(wasm: &[u8]) -> Result<Option<serde_json::Value>, SectionEr
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_file_that_is_no_module_is_said_in_one_line() {
+        let err = read_metadata(b"apiVersion: v1\nkind: List\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "not a wasm module: it does not begin with the wasm magic number (\\0asm)"
+        );
+        let err = read_metadata(b"\0asm\x01\0\0\0\x01")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("not a valid wasm module: ") && !err.contains('\n'),
+            "{err}"
+        );
+    }
 
     /// A minimal module: header, a type section and one custom section of someone else's.
     fn module() -> Vec<u8> {

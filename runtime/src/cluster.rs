@@ -448,12 +448,20 @@ impl ClusterObjects {
             path: path.to_owned(),
             reason,
         };
+        // What `seen` heard already (the first buffer, or a List read that gave up), which a
+        // whole read reads again: the bar counts each byte of the file once.
+        let told = std::cell::Cell::new(0u64);
+        let tell = |n: u64| {
+            told.set(told.get() + n);
+            seen(n)
+        };
         let file = std::fs::File::open(path).map_err(unread)?;
-        let file = Counted { inner: file, seen };
+        let file = Counted {
+            inner: file,
+            seen: &tell,
+        };
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
         let json = is_json(reader.fill_buf().map_err(unread)?);
-        // What `seen` heard already: the first buffer, which a whole read reads again.
-        let buffered = reader.buffer().len();
         let listed = match json {
             true => None,
             false => list_items(reader, keep).map_err(unparsed)?,
@@ -462,14 +470,14 @@ impl ClusterObjects {
             Some(read) => read,
             None => {
                 let text = std::fs::read_to_string(path).map_err(unread)?;
-                seen(text.len().saturating_sub(buffered) as u64);
+                seen((text.len() as u64).saturating_sub(told.get()));
                 whole(&text, keep).map_err(unparsed)?
             }
         };
         Ok(ClusterObjects::of(read))
     }
 
-    /// Loads every `*.yaml` of a directory, in name order.
+    /// Loads every dump file of a directory ([`crate::dump_files`]), in name order.
     pub fn load_dir(dir: &Path) -> Result<ClusterObjects, Error> {
         Self::load_dir_keeping(dir, None, &|_| {})
     }
@@ -480,7 +488,7 @@ impl ClusterObjects {
         seen: Seen<'_>,
     ) -> Result<ClusterObjects, Error> {
         let mut cluster = ClusterObjects::default();
-        let paths = crate::yaml_files(dir)?;
+        let paths = crate::dump_files(dir)?;
         // settings.yaml beside the manifests is the bundle's settings, not a manifest.
         for path in paths
             .iter()
@@ -688,6 +696,41 @@ impl ClusterObjects {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bar over a dump counts each byte of each file once, however it is read: a List item
+    /// by item, a JSON file or several documents read whole after the first buffer, or a List
+    /// read that gave up and read the file again.
+    #[test]
+    fn what_seen_hears_adds_up_to_the_files() {
+        let dir = std::env::temp_dir().join(format!("cozystack-seen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = [
+            ("list.yaml", LIST.to_owned()),
+            // Over the reader's 1 MiB buffer: read as a List first, then whole.
+            (
+                "documents.yaml",
+                (0..24_000)
+                    .map(|i| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns-{i}}}\n"))
+                    .collect::<Vec<_>>()
+                    .join("---\n"),
+            ),
+            ("dump.json", r#"{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "c"}}]}"#.to_owned()),
+        ];
+        for (name, text) in &files {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            let heard = std::cell::Cell::new(0u64);
+            let seen = |n: u64| heard.set(heard.get() + n);
+            let read = ClusterObjects::read_dump_seen(&[path], None, &seen).unwrap();
+            assert!(!read.is_empty(), "{name}");
+            assert_eq!(heard.get(), text.len() as u64, "{name}");
+        }
+        // A folder of them: `*.json` and `*.yml` are dump files too.
+        std::fs::rename(dir.join("documents.yaml"), dir.join("documents.yml")).unwrap();
+        let all = ClusterObjects::read_dump(std::slice::from_ref(&dir)).unwrap();
+        assert_eq!(all.len(), 2 + 24_000 + 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// What serde_yaml reads from the whole text: the reference the item-by-item read must equal.
     fn reference(text: &str) -> Vec<Value> {

@@ -13,15 +13,28 @@ pub mod selector;
 
 use std::path::{Path, PathBuf};
 
-/// The `*.yaml` files of a directory, in name order (dumps, fixtures and scenarios alike).
+/// The `*.yaml` files of a directory, in name order (fixtures and scenarios).
 pub fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, error::Error> {
+    files_ending(dir, &["yaml"])
+}
+
+/// The files of a dump folder, in name order: what `kubectl get -o yaml` or `-o json` writes
+/// (`*.yaml`, `*.yml`, `*.json`).
+pub fn dump_files(dir: &Path) -> Result<Vec<PathBuf>, error::Error> {
+    files_ending(dir, &["yaml", "yml", "json"])
+}
+
+fn files_ending(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>, error::Error> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|source| error::Error::Read {
             path: dir.to_owned(),
             source,
         })?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| extensions.iter().any(|e| x == *e))
+        })
         .collect();
     paths.sort();
     Ok(paths)

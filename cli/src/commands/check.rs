@@ -55,7 +55,7 @@ pub struct CheckArgs {
     in_order: bool,
     /// Judge the writes as this user (as `kubectl --as`); live, the default is who the current
     /// credentials are (SelfSubjectReview); with --dump it is required.
-    #[arg(long = "as", value_name = "USER")]
+    #[arg(long = "as", value_name = "USER", value_parser = cozystack_policy::platform::apiserver::parse_user)]
     as_user: Option<String>,
     /// A group of that user (as `kubectl --as-group`); repeatable.
     #[arg(long = "as-group", value_name = "GROUP", requires = "as_user")]
@@ -168,9 +168,10 @@ const GIT_REPOSITORY: (&str, &str, &str) = (
 /// or else from the live cluster; and how to name where it came from.
 fn flux_object(
     reference: &Path,
-    (api_version, kind, plural): (&str, &str, &str),
+    flux_kind: (&str, &str, &str),
     sources: &FluxSources,
 ) -> Result<(Value, String), Error> {
+    let kind = flux_kind.1;
     let shown = reference.display().to_string();
     if reference.is_file() || shown == "-" {
         let text = read_text(reference)?;
@@ -183,6 +184,23 @@ fn flux_object(
     else {
         return Err(format!("{shown}: no such file, nor a {kind} named namespace/name").into());
     };
+    find_flux(flux_kind, namespace, name, sources)?.ok_or_else(|| {
+        let from = match sources.cluster.dump.is_empty() {
+            true => "the cluster",
+            false => "the dump",
+        };
+        format!("{kind} {namespace}/{name}: not in {from}").into()
+    })
+}
+
+/// The Flux object `namespace/name` as the dump holds it or, without one, the live cluster;
+/// `None` when there is none. Named with where it was read.
+fn find_flux(
+    (api_version, kind, plural): (&str, &str, &str),
+    namespace: &str,
+    name: &str,
+    sources: &FluxSources,
+) -> Result<Option<(Value, String)>, Error> {
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     let dump = sources.dump()?;
     let found = match dump {
@@ -205,8 +223,26 @@ fn flux_object(
         Some(_) => "the dump",
         None => "the cluster",
     };
-    let object = found.ok_or_else(|| format!("{kind} {namespace}/{name}: not in {from}"))?;
-    Ok((object, format!("{kind} {namespace}/{name} (from {from})")))
+    Ok(found.map(|object| (object, format!("{kind} {namespace}/{name} (from {from})"))))
+}
+
+/// The live Kustomization whose `status.inventory` Flux prunes from: the one given when it
+/// carries a status (`kubectl get … -o yaml`, or read by name), else the one of its name the
+/// dump or the cluster holds (a repository's file carries none); `None` when there is none.
+fn live_kustomization(
+    object: &Value,
+    origin: &str,
+    sources: &FluxSources,
+) -> Result<Option<(Value, String)>, Error> {
+    if object.get("status").is_some() {
+        return Ok(Some((object.clone(), origin.to_owned())));
+    }
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    if namespace.is_empty() || name.is_empty() {
+        return Ok(None);
+    }
+    find_flux(KUSTOMIZATION, namespace, name, sources)
 }
 
 /// The closing line on stderr, the report in the format asked, and the exit code it comes to.
@@ -294,12 +330,14 @@ fn check_kustomizations(
         let path = root.join(object["spec"]["path"].as_str().unwrap_or("./"));
         let applies = flux::build::build(&path, &spec, &variables, repository)?;
         let identity = check_identity(args, Some(&spec))?;
+        let live = live_kustomization(&object, &origin, sources)?;
         units.push(kustomizations::Unit {
             object,
             spec,
             origin,
             applies,
             identity,
+            live,
         });
     }
     // Who the report names: `--as`, else the controller's account; each Kustomization applies
@@ -322,7 +360,8 @@ fn check_kustomizations(
     let mut outside = std::collections::BTreeMap::new();
     for key in units.iter().flat_map(kustomizations::Unit::depends_on) {
         if units.iter().all(|u| u.spec.name != key) && !outside.contains_key(&key) {
-            let found = flux_object(Path::new(&key), KUSTOMIZATION, sources).ok();
+            let (namespace, name) = key.split_once('/').unwrap_or_default();
+            let found = find_flux(KUSTOMIZATION, namespace, name, sources)?;
             outside.insert(
                 key,
                 kustomizations::Outside::of(found.as_ref().map(|(o, _)| o)),
@@ -337,6 +376,14 @@ fn check_kustomizations(
         &outside,
         &mut observe,
     )?;
+    // Kustomizations that build nothing and prune nothing: no clean bill of health.
+    if report.steps.is_empty() && report.failures.is_empty() && !args.evaluation.allow_empty {
+        return Err(Error::Invalid(format!(
+            "{}: its Kustomizations build no manifest and prune nothing ({}): nothing to judge; pass --allow-empty if that is what you meant",
+            root.display(),
+            report.notes.join("; ")
+        )));
+    }
     finish(args, &report, &identity, &settings.judged_by()?, started)
 }
 
@@ -397,14 +444,28 @@ fn read_change_set(
         return Err(Error::Invalid(error));
     }
     // Nothing to judge is no clean bill of health: a wrong path or a build that wrote nothing.
-    if applies.is_empty() && deletes.is_empty() && !args.evaluation.allow_empty {
-        let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
-        return Err(Error::Invalid(format!(
-            "{}: the change set holds no manifest: nothing to judge; name the folder or files Flux applies, or pass --allow-empty",
-            shown.join(", ")
-        )));
+    // Through a Kustomization an emptied path is a change: Flux prunes its whole inventory.
+    if kustomization.is_none() {
+        nothing_to_judge(args, &applies, &deletes, "")?;
     }
     Ok((applies, deletes))
+}
+
+/// Exit 2 when there is nothing to apply and nothing to delete (`why` says what was asked).
+fn nothing_to_judge(
+    args: &CheckArgs,
+    applies: &[manifests::Manifest],
+    deletes: &[manifests::Manifest],
+    why: &str,
+) -> Result<(), Error> {
+    if !applies.is_empty() || !deletes.is_empty() || args.evaluation.allow_empty {
+        return Ok(());
+    }
+    let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+    Err(Error::Invalid(format!(
+        "{}: the change set holds no manifest{why}: nothing to judge; name the folder or files Flux applies, or pass --allow-empty",
+        shown.join(", ")
+    )))
 }
 
 /// What `check` shows of each judged request: a count on a terminal, and with
@@ -434,7 +495,34 @@ fn observer(
     }
 }
 
+/// `check`; with `--output json|junit`, every exit after the arguments are parsed writes a valid
+/// report, a failure as an error (naming the settings that judged, where they were read): the
+/// CI recipe uploads the file whatever happened.
 pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
+    let error = match judge(&args) {
+        Ok(code) => return Ok(code),
+        Err(error) => error,
+    };
+    let judged_by = judged_by().map(str::to_owned).or_else(|| {
+        // The change set is read before the settings; a local settings file still names them.
+        let given = (args.evaluation.from_policy.is_none())
+            .then(|| cozystack_policy::settings::read(args.evaluation.settings.as_deref()).ok())?;
+        given?.judged_by().ok()
+    });
+    match args.output {
+        CheckOutput::Text => return Err(error),
+        CheckOutput::Junit => {
+            emit(&check::Report::unreadable(&error.to_string()).junit(judged_by.as_deref()))?
+        }
+        CheckOutput::Json => emit(&json(
+            &serde_json::json!({"error": error.to_string(), "judgedBy": judged_by}),
+        )?)?,
+    }
+    eprintln!("error: {error}");
+    Ok(ExitCode::from(2))
+}
+
+fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     // The input first: a change set that cannot be read or built is refused before any
     // cluster is read.
@@ -470,23 +558,15 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
                 root.display(),
                 kustomizations.len()
             );
-            return check_kustomizations(&args, kustomizations, &repository, &sources, started);
+            return check_kustomizations(args, kustomizations, &repository, &sources, started);
         }
     }
     if kustomizations.len() > 1 {
-        return check_kustomizations(&args, kustomizations, &repository, &sources, started);
+        return check_kustomizations(args, kustomizations, &repository, &sources, started);
     }
     let kustomization = kustomizations.pop();
-    let read = read_change_set(&args, kustomization.as_ref(), &repository, &sources);
-    let (mut applies, mut deletes) = match read {
-        Ok(read) => read,
-        Err(error) if matches!(args.output, CheckOutput::Junit) => {
-            emit(&check::Report::unreadable(&error.to_string()).junit(None))?;
-            eprintln!("error: {error}");
-            return Ok(ExitCode::from(2));
-        }
-        Err(error) => return Err(error),
-    };
+    let (mut applies, mut deletes) =
+        read_change_set(args, kustomization.as_ref(), &repository, &sources)?;
     if let Some(ns) = &args.namespace {
         for manifest in applies.iter_mut().chain(deletes.iter_mut()) {
             if manifest.namespace().is_none() && manifest.kind() != "Namespace" {
@@ -495,7 +575,7 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         }
     }
     let evaluation = &args.evaluation;
-    let identity = check_identity(&args, kustomization.as_ref().map(|(_, spec, _)| spec))?;
+    let identity = check_identity(args, kustomization.as_ref().map(|(_, spec, _)| spec))?;
     // The managed fields of what the change set may apply over, for server-side apply's merge.
     let keep = check::applies_over(&applies);
     let (settings, policy, cluster) = prepare_keeping(evaluation, Some(&keep))?;
@@ -504,11 +584,19 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
     } else {
         check::Applier::Flux
     };
+    let mut notes = Vec::new();
     if let Some((object, spec, origin)) = &kustomization {
+        let live = live_kustomization(object, origin, &sources)?;
+        let live = live.as_ref().map(|(o, from)| (o, from.as_str()));
+        let pruned = check::pruned(object, live, &applies, origin)?;
+        if spec.prune {
+            notes.push(kustomizations::prune_note(&pruned, &identity));
+        }
         let check::Pruned {
             owner,
             deletes: pruned,
-        } = check::pruned(object, &applies, origin)?;
+            ..
+        } = pruned;
         if spec.prune {
             deletes.extend(pruned);
         } else if !deletes.is_empty() || !pruned.is_empty() {
@@ -523,6 +611,8 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         if !args.in_order {
             applier = check::Applier::Kustomization(owner);
         }
+        let why = format!(" and prunes nothing ({})", notes.join("; "));
+        nothing_to_judge(args, &applies, &deletes, &why)?;
     }
     eprintln!(
         "judging {} manifests and {} deletions as {}",
@@ -547,7 +637,7 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         false => indicatif::ProgressBar::hidden(),
     };
     let mut observe = observer(save, &bar);
-    let check::Applied { report, .. } = check::run(
+    let check::Applied { mut report, .. } = check::run(
         &policy,
         &settings.value,
         cluster,
@@ -557,5 +647,6 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
         &mut observe,
     )?;
     bar.finish_and_clear();
-    finish(&args, &report, &identity, &judged_by, started)
+    report.notes = notes;
+    finish(args, &report, &identity, &judged_by, started)
 }

@@ -46,7 +46,7 @@ pub struct PolicyArgs {
 }
 
 /// Which cluster the policy's host calls read.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct ClusterArgs {
     /// A `kubectl get -o yaml` dump (a List or several documents), a file or a folder of such
     /// files; repeatable. Without it the cluster is read live through the kubeconfig.
@@ -58,6 +58,14 @@ pub struct ClusterArgs {
     /// The kubeconfig context (default: the current context).
     #[arg(long, value_name = "NAME", conflicts_with = "dump")]
     pub context: Option<String>,
+    /// Live: how long one request to the API server may take to connect, and then to answer
+    /// (as `kubectl --request-timeout`).
+    #[arg(long, value_name = "SECONDS", default_value_t = live::REQUEST_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout: u64,
+    /// Live: how long all the verb's reads of the cluster may take together, from its start;
+    /// past it the verb stops with exit 2, naming the server and the request.
+    #[arg(long, value_name = "SECONDS", default_value_t = live::DEADLINE, value_parser = clap::value_parser!(u64).range(1..))]
+    pub deadline: u64,
 }
 
 /// What an evaluation needs: the settings, the cluster and the module.
@@ -115,9 +123,21 @@ fn prepare_from(
         Some(name) => Given::deployed(name, live::policy_settings(&target(&args.cluster), name)?),
         None => settings::read(args.settings.as_deref())?,
     };
+    // Settings the module will refuse name nothing yet; the module says why below.
+    if let Ok(judged_by) = settings.judged_by() {
+        let _ = JUDGED_BY.set(judged_by);
+    }
     let policy = load_policy(&args.policy, load)?;
     let cluster = judged_cluster(&args.cluster, args.allow_empty, &settings, &policy, keep)?;
     Ok((settings, policy, cluster))
+}
+
+/// Which settings, rules and release judge this run, once the settings were read: what a
+/// report written after a later failure still names.
+static JUDGED_BY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+pub fn judged_by() -> Option<&'static str> {
+    JUDGED_BY.get().map(String::as_str)
 }
 
 /// The module, loaded as `load` loads it; says on stderr which.
@@ -139,17 +159,27 @@ pub fn judged_cluster(
 ) -> Result<ClusterObjects, Error> {
     settings::check(policy, &settings.value)?;
     let cluster = cluster(args, policy, keep, allow_empty)?;
-    if !allow_empty {
-        settings::check_rules_stated(&settings.value, &cluster)?;
-    }
+    settings::check_rules_stated(&settings.value, &cluster, allow_empty)?;
     Ok(cluster)
 }
 
+/// The live cluster `args` name, with its request timeout and the verb's deadline (counted from
+/// the process's start, so every read of one verb shares it).
 pub fn target(args: &ClusterArgs) -> Target {
-    Target {
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-    }
+    let seconds = std::time::Duration::from_secs;
+    Target::new(
+        args.kubeconfig.clone(),
+        args.context.clone(),
+        seconds(args.request_timeout),
+        seconds(args.deadline),
+        started(),
+    )
+}
+
+/// When the verb started (`main` asks first).
+pub fn started() -> Instant {
+    static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(Instant::now)
 }
 
 /// The cluster: the dump (a bar over its bytes on a terminal) or the live cluster. Without
@@ -196,8 +226,40 @@ fn cluster(
     };
     if !allow_empty {
         check_not_empty(&cluster, &read_from)?;
+        if !args.dump.is_empty() {
+            check_every_kind(&cluster, &read_from, policy)?;
+        }
     }
     Ok(cluster)
+}
+
+/// A dump missing a kind the policy reads is a `kubectl get` that failed on it (a live list
+/// says so itself): a Cozystack cluster always holds Namespaces, ApplicationDefinitions and
+/// HelmReleases (every Tenant is one), and judging without them would find nothing wrong.
+fn check_every_kind(
+    cluster: &ClusterObjects,
+    read_from: &str,
+    policy: &Policy,
+) -> Result<(), Error> {
+    let missing: Vec<String> = policy
+        .metadata
+        .context_aware_resources
+        .iter()
+        .filter(|resource| {
+            !cluster.keys().any(|(api_version, kind, ..)| {
+                *api_version == resource.api_version && *kind == resource.kind
+            })
+        })
+        .map(|resource| format!("{} {}", resource.api_version, resource.kind))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{read_from} holds no {}: a Cozystack cluster always has them, so the `kubectl get` that made it failed on them; add them (`kubectl get namespaces,applicationdefinitions.cozystack.io,helmreleases.helm.toolkit.fluxcd.io -A -o yaml`), or pass --allow-empty",
+        missing.join(", no ")
+    )
+    .into())
 }
 
 /// A cluster with no object, or no tenant Namespace, is no Cozystack cluster to judge.
@@ -241,7 +303,7 @@ fn bytes_bar(paths: &[PathBuf]) -> indicatif::ProgressBar {
 fn dump_bytes(path: &Path) -> u64 {
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
     match path.is_dir() {
-        true => cozystack_policy_runtime::yaml_files(path)
+        true => cozystack_policy_runtime::dump_files(path)
             .map_or(0, |files| files.iter().map(|f| size(f)).sum()),
         false => size(path),
     }

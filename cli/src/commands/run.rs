@@ -27,14 +27,29 @@ pub enum RunOutput {
     Json,
 }
 
+/// With `--output json`, an exit that judged nothing still writes a report: the error, and
+/// which settings were read when they were.
 pub fn exec(args: RunArgs) -> Result<ExitCode, Error> {
+    match (evaluate_one(&args), args.output) {
+        (Err(error), RunOutput::Json) => {
+            let report = serde_json::json!({"error": error.to_string(), "judgedBy": judged_by()});
+            emit(&json(&report)?)?;
+            eprintln!("error: {error}");
+            Ok(ExitCode::from(2))
+        }
+        (result, _) => result,
+    }
+}
+
+fn evaluate_one(args: &RunArgs) -> Result<ExitCode, Error> {
     let request = evaluate::read_request(&args.request)?;
     let (settings, policy, cluster) = prepare(&args.evaluation)?;
     let judged_by = settings.judged_by()?;
     let evaluation = evaluate::evaluate(&policy, &request, &settings.value, cluster)?;
     match args.output {
+        // Which settings judged it first, as every verb says it.
         RunOutput::Text => emit(&format!(
-            "{}{judged_by}\n",
+            "{judged_by}\n{}",
             evaluate::text(&request, &evaluation)
         ))?,
         RunOutput::Json => {

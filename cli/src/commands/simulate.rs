@@ -32,15 +32,15 @@ pub struct SimulateArgs {
     /// The first seed; each run takes the next. The same seed plays the same run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Steps per run.
-    #[arg(long, default_value_t = 200)]
+    /// Steps per run (at least 1: none played proves nothing).
+    #[arg(long, default_value_t = 200, value_parser = at_least_one)]
     steps: usize,
     /// At most this many runs, one seed each (at least one runs).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     runs: Option<u64>,
-    /// Stop starting runs after this many seconds; with --runs, whichever comes first; with
-    /// neither, 60.
-    #[arg(long)]
+    /// Stop starting runs after this many seconds (a finite number above 0); with --runs,
+    /// whichever comes first; with neither, 60.
+    #[arg(long, value_parser = seconds)]
     seconds: Option<f64>,
     /// The rules the oracle holds the module to: the settings' (their blocks over the stock
     /// rows), or the stock rules whatever the blocks say (a relaxed row is then reported).
@@ -85,8 +85,7 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
         let read = |dump: &Path| -> Result<_, Error> {
             let at = ClusterArgs {
                 dump: vec![dump.to_owned()],
-                kubeconfig: None,
-                context: None,
+                ..args.evaluation.cluster.clone()
             };
             let cluster = judged_cluster(&at, args.evaluation.allow_empty, &given, &policy, None)?;
             Ok(stream.cluster(cluster))
@@ -289,4 +288,23 @@ fn summary(
 /// `key n` for each entry of a count.
 fn counted<K: std::fmt::Display>(map: &std::collections::BTreeMap<K, usize>) -> Vec<String> {
     map.iter().map(|(k, n)| format!("{k} {n}")).collect()
+}
+
+/// A count of at least one.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1: none played proves nothing".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A time budget: finite, above zero and at most a billion seconds (`inf` or `NaN` would
+/// never end, or never start; a larger one overflows a duration).
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 1e9 => Ok(s),
+        Ok(_) => Err("must be a finite number of seconds above 0 (at most 1e9)".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }

@@ -91,13 +91,16 @@ pub fn run_kustomizations<'a>(
 }
 
 impl Report {
-    /// 2 when a write cannot be made, 1 when one is refused; else 0, or `warn` when one was
-    /// admitted with a warning and the caller asked warnings to fail (under the stock
-    /// `platformWriters: warn`, every protection problem Flux would cause is a warning).
+    /// 2 when a write cannot be made, 1 when one is refused or a Kustomization never lands (a
+    /// dependency missing, not Ready or in a cycle: Flux retries forever); else 0, or `warn`
+    /// when one was admitted with a warning and the caller asked warnings to fail (under the
+    /// stock `platformWriters: warn`, every protection problem Flux would cause is a warning).
     pub fn exit_code(&self, warn: Option<u8>) -> u8 {
         if self.count(Disposition::Error) > 0 {
             2
-        } else if self.count(Disposition::Denied) + self.count(Disposition::Rejected) > 0 {
+        } else if self.count(Disposition::Denied) + self.count(Disposition::Rejected) > 0
+            || !self.failures.is_empty()
+        {
             1
         } else if self.count(Disposition::Warn) > 0 {
             warn.unwrap_or(0)
@@ -129,6 +132,7 @@ impl Report {
                 note: None,
                 then: Vec::new(),
             }],
+            ..Report::default()
         }
     }
 
@@ -136,6 +140,12 @@ impl Report {
     /// comes to.
     pub fn text(&self) -> String {
         let mut out = String::new();
+        for note in &self.notes {
+            out.push_str(&format!("{note}\n"));
+        }
+        if !self.notes.is_empty() {
+            out.push('\n');
+        }
         let mut stage = None;
         for step in &self.steps {
             if step.stage != stage {
@@ -186,7 +196,7 @@ impl Report {
             (Disposition::Unchanged, "left as they are by Flux"),
             (
                 Disposition::Blocked,
-                "admitted but not applied, as an earlier failure stops Flux",
+                "not applied by Flux: each line says what stops it",
             ),
         ] {
             let n = self.count(outcome);
@@ -203,6 +213,9 @@ impl Report {
             out.push_str(&format!(
                 "{landed} written by cozystack-api during the dry run of a stage that failed: they stay in the cluster\n"
             ));
+        }
+        for failure in &self.failures {
+            out.push_str(&format!("FAILED: {failure}\n"));
         }
         out
     }
@@ -227,6 +240,7 @@ impl Report {
             })
             .collect();
         json!({"identity": {"username": identity.username, "groups": identity.groups},
+            "notes": self.notes, "failures": self.failures,
             "steps": steps,
             "summary": {"manifests": self.steps.len(), "allowed": self.count(Disposition::Allowed),
                 "warn": self.count(Disposition::Warn), "denied": self.count(Disposition::Denied),
@@ -256,8 +270,10 @@ impl Report {
         }
         let mut out = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"cozystack-policy check\" tests=\"{n}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\">\n  <testsuite name=\"cozystack-capabilities\" tests=\"{n}\" failures=\"{f}\" errors=\"{e}\" skipped=\"{s}\">\n",
-            n = self.steps.len(),
-            f = self.count(Disposition::Denied) + self.count(Disposition::Rejected),
+            n = self.steps.len() + self.failures.len(),
+            f = self.count(Disposition::Denied)
+                + self.count(Disposition::Rejected)
+                + self.failures.len(),
             e = self.count(Disposition::Error),
             s = self.count(Disposition::NotJudged)
                 + self.count(Disposition::Absent)
@@ -315,6 +331,15 @@ impl Report {
                 ));
             }
             out.push_str("    </testcase>\n");
+        }
+        // A Kustomization that never lands fails the change, though no write of it was refused.
+        for failure in &self.failures {
+            let message = escape(&failure.to_string());
+            let name = format!("Kustomization {}", failure.kustomization);
+            out.push_str(&format!(
+                "    <testcase classname=\"flux\" name=\"{}\">\n      <failure type=\"never-applies\" message=\"{message}\">{message}</failure>\n    </testcase>\n",
+                escape(&name)
+            ));
         }
         out.push_str("  </testsuite>\n</testsuites>\n");
         out

@@ -201,6 +201,16 @@ impl ReleaseCheck {
     ) -> ReleaseCheck {
         let (namespace, name) = VERSION_CONFIGMAP;
         let newest = Release::all().max_by_key(|r| r.row().version_stamp);
+        let oldest = Release::all().map(|r| r.row().version_stamp).min();
+        if oldest.is_some_and(|oldest| stamp < oldest) {
+            return ReleaseCheck {
+                line: format!(
+                    "Release: {judged_line}; the cluster's migration stamp {stamp} ({namespace}/{name}) is older than every supported release's: upgrade the cluster to a supported release first (docs/releases.md)"
+                ),
+                mismatch: judged.0.is_some(),
+                warning: true,
+            };
+        }
         let Some(newest) = newest.filter(|r| stamp > r.row().version_stamp) else {
             return ReleaseCheck {
                 line: format!(

@@ -23,23 +23,28 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// `--as` and `--as-group` as the API server's impersonation filter turns them into a user:
-    /// a ServiceAccount without groups given gets its own (`system:serviceaccounts`,
-    /// `system:serviceaccounts:<ns>`), and every user but `system:anonymous` is
-    /// `system:authenticated`.
+    /// `--as` and `--as-group` as the API server's impersonation filter turns them into a user
+    /// (k8s.io/apiserver `filters/impersonation.go` `WithImpersonation`): a ServiceAccount
+    /// without groups given gets its own (`system:serviceaccounts`,
+    /// `system:serviceaccounts:<ns>`); every user but `system:anonymous` gets
+    /// `system:authenticated` unless `system:authenticated` or `system:unauthenticated` was
+    /// given; `system:anonymous` gets `system:unauthenticated`.
     pub fn impersonated(username: &str, groups: &[String]) -> Identity {
+        const AUTHENTICATED: &str = "system:authenticated";
+        const UNAUTHENTICATED: &str = "system:unauthenticated";
         let mut all: Vec<String> = groups.to_vec();
         if groups.is_empty()
-            && let Some(rest) = username.strip_prefix("system:serviceaccount:")
-            && let Some((namespace, _)) = rest.split_once(':')
+            && let Some((namespace, _)) = service_account(username)
         {
             all.push("system:serviceaccounts".into());
             all.push(format!("system:serviceaccounts:{namespace}"));
         }
-        let authenticated = "system:authenticated";
-        if username != "system:anonymous" && !all.iter().any(|g| g == authenticated) {
-            all.push(authenticated.into());
-        }
+        let has = |group: &str| all.iter().any(|g| g == group);
+        let added = match username {
+            "system:anonymous" => (!has(UNAUTHENTICATED)).then_some(UNAUTHENTICATED),
+            _ => (!has(AUTHENTICATED) && !has(UNAUTHENTICATED)).then_some(AUTHENTICATED),
+        };
+        all.extend(added.map(str::to_owned));
         Identity {
             username: username.to_owned(),
             groups: all,
@@ -49,6 +54,42 @@ impl Identity {
     pub fn describe(&self) -> String {
         format!("{} (groups {})", self.username, self.groups.join(", "))
     }
+}
+
+/// `system:serviceaccount:<namespace>:<name>` split as the API server splits it
+/// (`serviceaccount.SplitUsername`): exactly two parts, each a DNS label.
+fn service_account(username: &str) -> Option<(&str, &str)> {
+    let rest = username.strip_prefix("system:serviceaccount:")?;
+    let (namespace, name) = rest.split_once(':')?;
+    let label = |part: &str| {
+        !part.is_empty()
+            && part.len() <= 253
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && !part.starts_with(['-', '.'])
+            && !part.ends_with(['-', '.'])
+    };
+    (label(namespace) && label(name) && namespace.len() <= 63).then_some((namespace, name))
+}
+
+/// A user name as `--as` takes it: not empty (an unset variable), no surrounding space, and a
+/// ServiceAccount's well formed — the policy would otherwise judge a user nobody is.
+pub fn parse_user(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err(
+            "is empty (an unset variable?): name the user who applies the change set".into(),
+        );
+    }
+    if text.trim() != text {
+        return Err(format!("{text:?} has surrounding space"));
+    }
+    if text.starts_with("system:serviceaccount:") && service_account(text).is_none() {
+        return Err(format!(
+            "{text:?} is no ServiceAccount: write system:serviceaccount:NAMESPACE:NAME"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 /// A resource as an AdmissionRequest names it: its group, version and kind, and its plural.
@@ -340,10 +381,42 @@ mod tests {
         );
         let user = Identity::impersonated("alice", &["tenant-a-admin".into()]);
         assert_eq!(user.groups, ["tenant-a-admin", "system:authenticated"]);
-        assert!(
-            Identity::impersonated("system:anonymous", &[])
-                .groups
-                .is_empty()
+        assert_eq!(
+            Identity::impersonated("system:anonymous", &[]).groups,
+            ["system:unauthenticated"]
+        );
+        // Given system:unauthenticated, no system:authenticated is added.
+        let unauthenticated = Identity::impersonated("bob", &["system:unauthenticated".into()]);
+        assert_eq!(unauthenticated.groups, ["system:unauthenticated"]);
+        // Groups given: a ServiceAccount gets only those (and system:authenticated).
+        let sa = Identity::impersonated("system:serviceaccount:a:b", &["g".into()]);
+        assert_eq!(sa.groups, ["g", "system:authenticated"]);
+    }
+
+    #[test]
+    fn as_refuses_what_names_nobody() {
+        assert_eq!(parse_user("alice").as_deref(), Ok("alice"));
+        assert_eq!(
+            parse_user("system:serviceaccount:cozy-fluxcd:flux").as_deref(),
+            Ok("system:serviceaccount:cozy-fluxcd:flux")
+        );
+        for bad in [
+            "",
+            " ",
+            "system:serviceaccount::",
+            "system:serviceaccount:a",
+            "system:serviceaccount:a:b:c",
+            "system:serviceaccount:A:b",
+            " alice",
+        ] {
+            assert!(parse_user(bad).is_err(), "{bad:?} was taken");
+        }
+        assert_eq!(
+            parse_user(""),
+            Err(
+                "is empty (an unset variable?): name the user who applies the change set"
+                    .to_owned()
+            )
         );
     }
     use serde_json::json;

@@ -243,10 +243,34 @@ pub fn blocked_steps(manifests: &[Manifest], why: &str) -> Vec<Step> {
         .collect()
 }
 
-/// Every step, in the order judged.
+/// Every step, in the order judged; what the run will send before it is judged (the prunes
+/// each Kustomization's live inventory sets off); and the Kustomizations Flux never applies
+/// although nothing of theirs was refused (a dependency missing, not Ready, or in a cycle).
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     pub steps: Vec<Step>,
+    /// Said before the steps: which DELETEs will be judged, and where their inventory was read.
+    pub notes: Vec<String>,
+    /// The Kustomizations that never land: the change fails though no write was refused.
+    pub failures: Vec<NeverApplies>,
+}
+
+/// A Kustomization kustomize-controller never applies, and why, in its own words.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NeverApplies {
+    /// `namespace/name`.
+    pub kustomization: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for NeverApplies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Kustomization {} never applies: {}",
+            self.kustomization, self.reason
+        )
+    }
 }
 
 impl Report {
@@ -267,10 +291,12 @@ pub struct Applied {
     pub state: State,
 }
 
-/// What Flux prunes of a Kustomization's inventory, and the owner whose labels they carry.
+/// What Flux prunes of a Kustomization's inventory, the owner whose labels they carry, and
+/// where the inventory was read (a line for the report).
 pub struct Pruned {
     pub owner: Owner,
     pub deletes: Vec<Manifest>,
+    pub source: String,
 }
 
 const ABSENT: &str = "the cluster has no such object: nothing to delete (the API server answers 404 before any admission)";
@@ -916,21 +942,19 @@ pub fn applies_over(applies: &[Manifest]) -> impl Fn(&ObjectKey) -> bool + Sync 
     }
 }
 
-/// What Flux prunes: the entries of a Kustomization's `status.inventory` that the change set
-/// no longer holds, as manifests naming them (`<namespace>_<name>_<group>_<kind>`, version
-/// `v`), with the Kustomization whose owner labels they must carry.
-pub fn pruned(kustomization: &Value, applies: &[Manifest], origin: &str) -> Result<Pruned, Error> {
-    // A Kustomization read from the repository has no status: it never applied anything.
-    let never_applied = Vec::new();
-    let entries = match kustomization.get("status") {
-        None => &never_applied,
-        Some(status) => status
-            .pointer("/inventory/entries")
-            .and_then(Value::as_array)
-            .ok_or_else(|| {
-                format!("{origin}: no status.inventory.entries (a Flux Kustomization as `kubectl get kustomization NAME -n NS -o yaml` prints it)")
-            })?,
-    };
+/// What Flux prunes: the entries of the **live** Kustomization's `status.inventory` (the cluster's,
+/// the dump's, or a file `kubectl get kustomization -o yaml` wrote) that the change set no longer
+/// holds, as manifests naming them (`<namespace>_<name>_<group>_<kind>`, version `v`), with the
+/// Kustomization whose owner labels they must carry. kustomize-controller v1.8.0 diffs the new
+/// inventory against `obj.Status.Inventory`, never against the repository's file, which carries
+/// no status; a Kustomization the cluster does not hold yet (`live` `None`) has applied nothing,
+/// and one whose status has no inventory has applied nothing Flux tracks: nothing is pruned.
+pub fn pruned(
+    kustomization: &Value,
+    live: Option<(&Value, &str)>,
+    applies: &[Manifest],
+    origin: &str,
+) -> Result<Pruned, Error> {
     let owner = Owner {
         name: writes::str_of(kustomization, "/metadata/name").to_owned(),
         namespace: writes::str_of(kustomization, "/metadata/namespace").to_owned(),
@@ -940,6 +964,33 @@ pub fn pruned(kustomization: &Value, applies: &[Manifest], origin: &str) -> Resu
             "{origin}: the Kustomization has no metadata.name or metadata.namespace (its owner labels name both)"
         ).into());
     }
+    let reference = format!("{}/{}", owner.namespace, owner.name);
+    let Some((live, origin)) = live else {
+        return Ok(Pruned {
+            source: format!(
+                "the cluster holds no Kustomization {reference} yet: it has applied nothing, so Flux prunes nothing"
+            ),
+            owner,
+            deletes: Vec::new(),
+        });
+    };
+    let entries = match live.pointer("/status/inventory") {
+        None | Some(Value::Null) => {
+            return Ok(Pruned {
+                source: format!(
+                    "the live Kustomization {reference} has no status.inventory (it has applied nothing Flux tracks): Flux prunes nothing"
+                ),
+                owner,
+                deletes: Vec::new(),
+            });
+        }
+        Some(inventory) => match inventory.get("entries") {
+            None | Some(Value::Null) => &Vec::new(),
+            Some(entries) => entries.as_array().ok_or_else(|| {
+                format!("{origin}: status.inventory.entries is not a list (a Flux Kustomization as `kubectl get kustomization NAME -n NS -o yaml` prints it)")
+            })?,
+        },
+    };
     let kept: BTreeSet<(String, String, String, String)> = applies
         .iter()
         .map(|m| {
@@ -988,8 +1039,14 @@ pub fn pruned(kustomization: &Value, applies: &[Manifest], origin: &str) -> Resu
             object,
         });
     }
+    let source = format!(
+        "Kustomization {reference} prunes {} of the {} objects its live status.inventory ({origin}) lists",
+        out.len(),
+        entries.len()
+    );
     Ok(Pruned {
         owner,
         deletes: out,
+        source,
     })
 }

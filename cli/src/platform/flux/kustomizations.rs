@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::platform::apiserver::Identity;
-use crate::platform::flux::apply::{self, Applied, Applier, ChangeSet, Pruned, Report};
+use crate::platform::flux::apply::{
+    self, Applied, Applier, ChangeSet, NeverApplies, Pruned, Report,
+};
 use crate::platform::flux::build::Spec;
 use crate::platform::flux::manifests::{self, Manifest};
 use crate::platform::flux::sourceignore::{GitRepository, Packed};
@@ -22,14 +24,17 @@ use crate::platform::sequence::{Admit, Platform, Sender};
 use crate::platform::writes;
 use crate::state::State;
 
-/// One Kustomization: the object, its spec, where it was read, what it builds, and who
-/// applies it ([`Spec::service_account`], else the controller's account or the caller's).
+/// One Kustomization: the object, its spec, where it was read, what it builds, who applies it
+/// ([`Spec::service_account`], else the controller's account or the caller's), and the live
+/// object whose `status.inventory` Flux prunes from, with where it was read (`None`: the cluster
+/// does not hold it yet).
 pub struct Unit {
     pub object: Value,
     pub spec: Spec,
     pub origin: String,
     pub applies: Vec<Manifest>,
     pub identity: Identity,
+    pub live: Option<(Value, String)>,
 }
 
 impl Unit {
@@ -155,44 +160,93 @@ impl Outside {
 }
 
 /// The order kustomize-controller reaches them: each after its dependencies among them; the
-/// given order breaks ties. A cycle is an error naming it.
-pub fn order(units: &[Unit]) -> Result<Vec<usize>, Error> {
+/// given order breaks ties. Those it never reaches (in a cycle, or depending on one) come last,
+/// each with the dependency among them it waits for, and the members of the cycles.
+pub struct Order {
+    pub reached: Vec<usize>,
+    /// (unit, the dependency it waits for), in the given order.
+    pub stuck: Vec<(usize, String)>,
+    /// `namespace/name` of every unit in a cycle.
+    pub cycle: Vec<String>,
+}
+
+pub fn order(units: &[Unit]) -> Order {
     let index: BTreeMap<String, usize> = units
         .iter()
         .enumerate()
         .map(|(i, u)| (u.key(), i))
         .collect();
-    let mut done: Vec<usize> = Vec::new();
+    let among = |i: usize| -> Vec<usize> {
+        units[i]
+            .depends_on()
+            .iter()
+            .filter_map(|d| index.get(d).copied())
+            .collect()
+    };
+    let mut reached: Vec<usize> = Vec::new();
     let mut placed = BTreeSet::new();
-    while done.len() < units.len() {
-        let next = (0..units.len()).find(|i| {
-            !placed.contains(i)
-                && units[*i]
-                    .depends_on()
-                    .iter()
-                    .filter_map(|d| index.get(d))
-                    .all(|d| placed.contains(d))
-        });
-        let Some(next) = next else {
-            let stuck: Vec<String> = (0..units.len())
-                .filter(|i| !placed.contains(i))
-                .map(|i| units[i].key())
-                .collect();
-            return Err(format!(
-                "the Kustomizations {} depend on each other in a cycle: kustomize-controller applies none of them",
-                stuck.join(", ")
-            )
-            .into());
-        };
+    while let Some(next) = (0..units.len())
+        .find(|i| !placed.contains(i) && among(*i).iter().all(|d| placed.contains(d)))
+    {
         placed.insert(next);
-        done.push(next);
+        reached.push(next);
     }
-    Ok(done)
+    // Every unit left waits, directly or not, on a cycle: kustomize-controller checks no cycle,
+    // each member waits for the next to be Ready at this revision, and none ever is.
+    let left: Vec<usize> = (0..units.len()).filter(|i| !placed.contains(i)).collect();
+    let reaches = |from: usize, to: usize| {
+        let (mut seen, mut todo) = (BTreeSet::new(), among(from));
+        while let Some(i) = todo.pop() {
+            if i == to {
+                return true;
+            }
+            if seen.insert(i) {
+                todo.extend(among(i));
+            }
+        }
+        false
+    };
+    let cycle: Vec<String> = left
+        .iter()
+        .filter(|i| reaches(**i, **i))
+        .map(|i| units[*i].key())
+        .collect();
+    let stuck = left
+        .iter()
+        .map(|i| {
+            let waits = among(*i)
+                .into_iter()
+                .find(|d| !placed.contains(d))
+                .map(|d| units[d].key())
+                .unwrap_or_default();
+            (*i, waits)
+        })
+        .collect();
+    Order {
+        reached,
+        stuck,
+        cycle,
+    }
+}
+
+/// Why a unit never applies: the dependency, what it says of it, and kustomize-controller's
+/// own message (`checkDependencies`), which it repeats every retry.
+fn never_applies(report: &mut Report, applies: &[Manifest], unit: &str, blocker: &str, flux: &str) {
+    let why = format!("not applied: it depends on the Kustomization {blocker}");
+    report.steps.extend(apply::blocked_steps(applies, &why));
+    report.failures.push(NeverApplies {
+        kustomization: unit.to_owned(),
+        reason: format!(
+            "{flux} (kustomize-controller retries it, and the change never lands); it depends on the Kustomization {blocker}"
+        ),
+    });
 }
 
 /// Judges every unit's build in dependency order, each as its identity; one report of them all,
 /// each Kustomization's steps after the ones before it. A dependency outside the units counts
-/// as the cluster holds it (`outside`).
+/// as the cluster holds it (`outside`). A unit that waits forever (a dependency missing, not
+/// Ready, blocked, or in a cycle) is a failure of the run, named in Flux's words; the others
+/// are judged all the same.
 pub fn run(
     platform: &mut Platform,
     mut cluster: ClusterObjects,
@@ -202,31 +256,57 @@ pub fn run(
 ) -> Result<Report, Error> {
     let mut report = Report::default();
     // Per Kustomization: why it never becomes Ready, and the namespaces its Tenants' charts made.
-    let mut unready: BTreeMap<String, &str> = BTreeMap::new();
+    // (what it is, what kustomize-controller says of it as a dependency)
+    let mut unready: BTreeMap<String, (&str, &str)> = BTreeMap::new();
     let mut rendered: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for i in order(units)? {
+    let Order {
+        reached,
+        stuck,
+        cycle,
+    } = order(units);
+    // What each unit's live inventory will have Flux delete, said before anything is judged.
+    let mut prunes = Vec::with_capacity(units.len());
+    for unit in units {
+        let live = unit.live.as_ref().map(|(o, from)| (o, from.as_str()));
+        let pruned = apply::pruned(&unit.object, live, &unit.applies, &unit.origin)?;
+        if unit.spec.prune {
+            report.notes.push(prune_note(&pruned, &unit.identity));
+        }
+        prunes.push(Some(pruned));
+    }
+    for i in reached {
         let unit = &units[i];
         let applies = unit.applies.clone();
         let dependencies = unit.depends_on();
         let among = |d: &String| units.iter().any(|u| u.key() == *d);
-        let blocked = dependencies.iter().find_map(|d| match outside.get(d) {
-            _ if unready.contains_key(d) => Some(format!("{d}, {}", unready[d])),
+        let blocked = dependencies.iter().find_map(|d| match (unready.get(d), outside.get(d)) {
+            (Some((what, says)), _) => {
+                Some((format!("{d}, {what}"), format!("dependency '{d}' {says}")))
+            }
             _ if among(d) => None,
-            Some(Outside::Ready) => None,
-            Some(Outside::NotReady) => Some(format!("{d}, which is not Ready")),
-            Some(Outside::Missing) | None => Some(format!(
-                "{d}, which does not exist (a dependsOn without a namespace names one in the Kustomization's own)"
+            (_, Some(Outside::Ready)) => None,
+            (_, Some(Outside::NotReady)) => Some((
+                format!("{d}, which is not Ready"),
+                format!("dependency '{d}' is not ready"),
+            )),
+            (_, Some(Outside::Missing) | None) => Some((
+                format!(
+                    "{d}, which does not exist (a dependsOn without a namespace names one in the Kustomization's own)"
+                ),
+                format!("dependency '{d}' not found"),
             )),
         });
-        if let Some(blocker) = blocked {
-            unready.insert(unit.key(), "which is blocked itself");
-            let why = format!("not applied: it depends on the Kustomization {blocker}");
-            report.steps.extend(apply::blocked_steps(&applies, &why));
+        if let Some((blocker, flux)) = blocked {
+            unready.insert(unit.key(), ("which is blocked itself", "is not ready"));
+            never_applies(&mut report, &applies, &unit.key(), &blocker, &flux);
             continue;
         }
         // kustomize-controller skips a suspended Kustomization, and it never becomes Ready.
         if unit.object["spec"]["suspend"] == true {
-            unready.insert(unit.key(), "which is suspended");
+            unready.insert(
+                unit.key(),
+                ("which is suspended", "revision is not up to date"),
+            );
             let why = format!(
                 "not applied: the Kustomization {} is suspended (spec.suspend), so kustomize-controller applies nothing of it",
                 unit.key()
@@ -253,7 +333,9 @@ pub fn run(
             .filter(|o| !kept.contains(&index_key(o)))
             .collect();
         let before = namespaces(start.cluster());
-        let Pruned { owner, deletes } = apply::pruned(&unit.object, &applies, &unit.origin)?;
+        let Some(Pruned { owner, deletes, .. }) = prunes[i].take() else {
+            continue;
+        };
         let applied: BTreeSet<String> = applies
             .iter()
             .filter(|m| m.kind() == "Namespace")
@@ -279,7 +361,10 @@ pub fn run(
             admit,
         )?;
         if judged.failed() {
-            unready.insert(unit.key(), "whose apply failed, so it is never Ready");
+            unready.insert(
+                unit.key(),
+                ("whose apply failed, so it is never Ready", "is not ready"),
+            );
         }
         let made: BTreeSet<String> = namespaces(state.cluster())
             .difference(&before)
@@ -294,7 +379,35 @@ pub fn run(
         }
         cluster = state.cluster().clone();
     }
+    for (i, waits) in stuck {
+        let blocker = format!(
+            "{waits}, and {} depend on each other in a cycle",
+            cycle.join(", ")
+        );
+        let flux = format!("dependency '{waits}' is not ready");
+        never_applies(
+            &mut report,
+            &units[i].applies,
+            &units[i].key(),
+            &blocker,
+            &flux,
+        );
+    }
     Ok(report)
+}
+
+/// The report's line on what a Kustomization's prune will send, and as whom.
+pub fn prune_note(pruned: &Pruned, identity: &Identity) -> String {
+    if pruned.deletes.is_empty() {
+        return pruned.source.clone();
+    }
+    let objects: Vec<String> = pruned.deletes.iter().map(Manifest::reference).collect();
+    format!(
+        "{}; these DELETEs will be judged, as {} (Flux sends one for each that carries its owner labels): {}",
+        pruned.source,
+        identity.describe(),
+        objects.join(", ")
+    )
 }
 
 /// The cluster's Namespaces.

@@ -140,7 +140,7 @@ pub(crate) fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, 
             return Err(format!(
                 "{shown}: `{program} {} {shown}` failed: {}",
                 args.join(" "),
-                said.trim()
+                builder_error(&said)
             )
             .into());
         }
@@ -150,6 +150,28 @@ pub(crate) fn build(dir: &Path, builders: &[(&str, &[&str])]) -> Result<String, 
     Err(format!(
         "{shown} is a kustomize unit (it holds a kustomization) and neither kustomize nor kubectl is on PATH to build it: check what it builds, `kustomize build {shown} | cozystack-policy check -` (or `kubectl kustomize {shown}`, or `flux build kustomization NAME --path {shown}`)"
     ).into())
+}
+
+/// What a builder's stderr says, in one line: kustomize's `Error: …` lines without the log's
+/// prefixes (`Error: `, `error: `, a timestamp), several joined with `; `.
+fn builder_error(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let errors: Vec<&str> = lines
+        .iter()
+        .filter_map(|line| {
+            line.strip_prefix("Error: ")
+                .or_else(|| line.strip_prefix("error: "))
+        })
+        .collect();
+    let said = match errors.is_empty() {
+        true => lines,
+        false => errors,
+    };
+    said.join("; ")
 }
 
 /// Every manifest of `paths`, in order. A document that is not an object with apiVersion, kind
@@ -201,7 +223,13 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<Manifest>, Error> {
     let mut manifests = Vec::new();
     for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let origin = format!("{name}, document {}", i + 1);
-        let value = Value::deserialize(document).map_err(|e| format!("{origin}: {e}"))?;
+        // Read as YAML first: a key given twice is an error there, as in kustomize's and the
+        // API server's readers (files `cat`-ed together without `---` repeat `kind:` and
+        // `metadata:`); a JSON map would keep the last silently.
+        let yaml = serde_yaml::Value::deserialize(document).map_err(|e| {
+            format!("{origin}: {e}: kustomize-controller's build refuses it, so nothing of it lands (separate documents with `---`)")
+        })?;
+        let value = serde_json::to_value(yaml).map_err(|e| format!("{origin}: {e}"))?;
         match value {
             Value::Null => {}
             v if is_kustomize_config(&v) => {}
@@ -247,6 +275,16 @@ fn checked(manifest: Manifest) -> Result<Manifest, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_builder_error_is_one_line_without_its_log_prefix() {
+        let stderr = "# Warning: 'bases' is deprecated.\nError: accumulating resources: accumulation err='x'\n  must build at directory\nerror: second\n";
+        assert_eq!(
+            builder_error(stderr),
+            "accumulating resources: accumulation err='x'; second"
+        );
+        assert_eq!(builder_error("plain\n\nwords\n"), "plain; words");
+    }
 
     /// A fresh folder under the target directory's temporary space.
     fn folder(name: &str) -> PathBuf {
