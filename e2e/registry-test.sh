@@ -7,45 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The registry, and jq to read the tool's JSON output (Debian packages).
-missing=()
-command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
-command -v jq >/dev/null 2>&1 || missing+=(jq)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing ${missing[*]} (Debian packages)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-
-work=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
-# serve NAME [AUTH-YAML]: a registry on a free loopback port, storage under $work/NAME; sets
-# $served to the port once it answers (401 counts: an authenticating registry answers without
-# credentials).
-serve() {
-  local name=$1 auth=${2:-} port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  cat > "$work/$name.yml" <<CONF
-version: 0.1
-log: {level: warn}
-storage:
-  filesystem: {rootdirectory: $work/$name}
-http:
-  addr: 127.0.0.1:$port
-$auth
-CONF
-  docker-registry serve "$work/$name.yml" > "$work/$name.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 50); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" != 000 ] && break
-    sleep 0.2
-  done
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" != 000 ] ||
-    { cat "$work/$name.log" >&2; exit 1; }
-  served=$port
-}
+# The registry on loopback, and jq (e2e/registry-lib.sh).
+source e2e/registry-lib.sh
 serve data
 port=$served
 

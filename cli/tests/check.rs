@@ -1471,3 +1471,31 @@ fn a_kustomization_is_read_from_the_dump_or_the_cluster_by_its_name() {
         "{seen:?}"
     );
 }
+
+/// The deploy guide's end-to-end check (`kubectl -n tenant-x create -f
+/// deploy/second-monitoring.yaml --as=alice --as-group=tenant-x-admin`), applied to the bundled
+/// cluster as the API server would send it: refused with the cardinality message it promises.
+#[test]
+fn the_deploy_guide_s_check_is_refused_as_it_says() {
+    let out = check(
+        &[
+            "deploy/second-monitoring.yaml",
+            "-n",
+            "tenant-ktj",
+            "--dump",
+            "e2e/cluster",
+            "--as",
+            "alice",
+            "--as-group",
+            "tenant-ktj-admin",
+            "--in-order",
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("DENIED   CREATE Monitoring tenant-ktj/monitoring-2 (deploy/second-monitoring.yaml, document 1): Monitoring: at most 1 per tenant tenant-ktj; already present: monitoring; use or edit the existing Monitoring instead of creating another (cardinality tenant/1)"),
+        "{}",
+        out.stdout
+    );
+}

@@ -308,6 +308,33 @@ fn preflight_reports_exactly_the_known_problems() {
         preflight::to_yaml_stream(&report.policy_reports("cozystack-capabilities", &judged_by))
             .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(reports, committed("problems.policyreport.yaml"));
+    // The same findings as the OpenReports Kubewarden's audit scanner writes by default: valid
+    // under the CRDs Kubewarden installs, the scanner's fields, one report per object.
+    let open = report.open_reports("cozystack-capabilities", &judged_by, 1_765_000_000);
+    let crds = openreports_crds();
+    for report in &open {
+        let kind = report["kind"].as_str().unwrap_or_default();
+        let schema = crds
+            .get(kind)
+            .unwrap_or_else(|| panic!("no OpenReports CRD for kind {kind}"));
+        if let Err(at) = structural(schema, report, "") {
+            panic!("{kind} {}: {at}", report["metadata"]["name"]);
+        }
+    }
+    assert_eq!(
+        preflight::to_yaml_stream(&open).unwrap_or_else(|e| panic!("{e}")),
+        committed("problems.openreports.yaml")
+    );
+    assert_eq!(open.len(), report.judged.len());
+    let failing = open.iter().filter(|r| r["summary"]["fail"] == 1).count();
+    assert_eq!(
+        failing,
+        report
+            .judged
+            .iter()
+            .filter(|j| j.finding.as_ref().is_some_and(|f| f.result == "fail"))
+            .count()
+    );
 
     let clean = replay("clean.yaml");
     assert_eq!(clean.findings(), 0);
@@ -430,7 +457,7 @@ fn preflight_reports_exactly_the_known_problems() {
     let lines: Vec<&str> = stderr.lines().collect();
     assert!(
         lines.len() == 4
-            && lines[0] == "policy: the embedded policy v0.1.0"
+            && lines[0] == "policy: the embedded policy v0.2.0"
             && lines[1].starts_with("read 23 objects from the dump in ")
             && lines[2].starts_with("policy-server estimate for this cluster: 12 app releases (0.0 MB) and 7 Namespaces (0.0 MB) listed: about 84 MiB resident")
             && lines[2].contains("within the deployed timeoutEvalSeconds (5 s), one listing every app release 0.4 s, within it")
@@ -575,4 +602,88 @@ fn preflight_reports_exactly_the_known_problems() {
             api.url
         )
     );
+}
+
+/// Each OpenReports kind's openAPIV3Schema, from the CRDs Kubewarden installs.
+fn openreports_crds() -> std::collections::BTreeMap<String, serde_json::Value> {
+    use serde::Deserialize;
+    let text = committed("openreports-crds.yaml");
+    serde_yaml::Deserializer::from_str(&text)
+        .filter_map(|document| serde_json::Value::deserialize(document).ok())
+        .filter(|crd| crd["kind"] == "CustomResourceDefinition")
+        .map(|crd| {
+            let kind = crd["spec"]["names"]["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let version = &crd["spec"]["versions"][0];
+            assert_eq!(version["name"], "v1alpha1");
+            (kind, version["schema"]["openAPIV3Schema"].clone())
+        })
+        .collect()
+}
+
+/// Whether `value` fits a structural schema as the API server reads one: each field a
+/// property of its object (the server prunes the rest), of its type, every required field
+/// there. An error names the path.
+fn structural(
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    at: &str,
+) -> Result<(), String> {
+    use serde_json::Value;
+    let kind = schema["type"].as_str().unwrap_or_default();
+    let fits = match (kind, value) {
+        ("object", Value::Object(_))
+        | ("array", Value::Array(_))
+        | ("string", Value::String(_))
+        | ("boolean", Value::Bool(_)) => true,
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
+        ("", _) => true,
+        _ => false,
+    };
+    if !fits {
+        return Err(format!("{at}: {value} is no {kind}"));
+    }
+    if let Some(allowed) = schema["enum"].as_array()
+        && !allowed.contains(value)
+    {
+        return Err(format!("{at}: {value} is none of {allowed:?}"));
+    }
+    match value {
+        Value::Object(fields) => {
+            for required in schema["required"].as_array().into_iter().flatten() {
+                let name = required.as_str().unwrap_or_default();
+                if !fields.contains_key(name) {
+                    return Err(format!("{at}: no {name}, which the schema requires"));
+                }
+            }
+            let properties = schema["properties"].as_object();
+            for (name, field) in fields {
+                let path = format!("{at}.{name}");
+                match (
+                    properties.and_then(|p| p.get(name)),
+                    &schema["additionalProperties"],
+                ) {
+                    (Some(property), _) => structural(property, field, &path)?,
+                    (None, Value::Object(additional)) => {
+                        structural(&Value::Object(additional.clone()), field, &path)?
+                    }
+                    // metadata and other open objects declare no properties.
+                    (None, _) if properties.is_none() => {}
+                    (None, _) => {
+                        return Err(format!(
+                            "{path}: no such field (the API server would prune it)"
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, item)| structural(&schema["items"], item, &format!("{at}[{i}]"))),
+        _ => Ok(()),
+    }
 }

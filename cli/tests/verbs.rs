@@ -146,7 +146,7 @@ fn run_prints_the_verdict_the_message_and_the_host_calls() {
     );
     assert_eq!(
         out.stderr.lines().collect::<Vec<_>>()[0],
-        "policy: the embedded policy v0.1.0"
+        "policy: the embedded policy v0.2.0"
     );
 
     // The same review on standard input.
@@ -379,6 +379,8 @@ fn packaging_verbs_reproduce_what_the_build_ships() {
             "policy-metadata.yml",
             "--questions",
             "questions-ui.yml",
+            "--changelog",
+            "CHANGELOG.md",
             "-o",
         ])
         .arg(&package));

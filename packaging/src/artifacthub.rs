@@ -59,6 +59,71 @@ struct Annotations {
         skip_serializing_if = "Option::is_none"
     )]
     questions_ui: Option<String>,
+    /// What changed in this version, from CHANGELOG.md, as Artifact Hub shows it.
+    #[serde(
+        rename = "artifacthub.io/changes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    changes: Option<String>,
+}
+
+/// One entry of `artifacthub.io/changes`: its kind (Keep a Changelog's section, lowercase) and
+/// its description.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct Change {
+    pub kind: String,
+    pub description: String,
+}
+
+/// The changes of `version` in a Keep a Changelog document: every bullet under `### Added`,
+/// `Changed`, `Deprecated`, `Removed`, `Fixed` or `Security` of its `## [version]` section, each
+/// one line (Markdown emphasis and links kept as written). An error when the section is missing
+/// or holds none: a release says what changed.
+pub fn changes(changelog: &str, version: &str) -> Result<Vec<Change>, MetadataError> {
+    let heading = format!("## [{version}]");
+    let mut lines = changelog.lines().skip_while(|l| !l.starts_with(&heading));
+    if lines.next().is_none() {
+        return Err(MetadataError::Invalid(format!(
+            "CHANGELOG.md has no section {heading}"
+        )));
+    }
+    let mut out: Vec<Change> = Vec::new();
+    let mut kind: Option<String> = None;
+    for line in lines.take_while(|l| !l.starts_with("## ")) {
+        if let Some(name) = line.strip_prefix("### ") {
+            let name = name.trim().to_lowercase();
+            const KINDS: &[&str] = &[
+                "added",
+                "changed",
+                "deprecated",
+                "removed",
+                "fixed",
+                "security",
+            ];
+            if !KINDS.contains(&name.as_str()) {
+                return Err(MetadataError::Invalid(format!(
+                    "CHANGELOG.md {heading}: section ### {} is none of Keep a Changelog's ({})",
+                    name,
+                    KINDS.join(", ")
+                )));
+            }
+            kind = Some(name);
+        } else if let (Some(kind), Some(item)) = (&kind, line.strip_prefix("- ")) {
+            out.push(Change {
+                kind: kind.clone(),
+                description: item.trim().to_owned(),
+            });
+        } else if let (Some(last), true) = (out.last_mut(), line.starts_with("  ")) {
+            last.description.push(' ');
+            last.description.push_str(line.trim());
+        }
+    }
+    if out.is_empty() {
+        return Err(MetadataError::Invalid(format!(
+            "CHANGELOG.md {heading} lists no change"
+        )));
+    }
+    Ok(out)
 }
 
 /// The fields in the order `kwctl scaffold artifacthub` writes them.
@@ -84,14 +149,21 @@ struct Package {
 }
 
 /// The package document; `created_at` is kept from the previous one so that regenerating is
-/// reproducible, `questions_ui` is the Rancher UI form if any.
+/// reproducible, `questions_ui` is the Rancher UI form if any, `changelog` CHANGELOG.md, whose
+/// section for the version becomes `artifacthub.io/changes`.
 pub fn package(
     metadata: &Value,
     created_at: &str,
     questions_ui: Option<&str>,
+    changelog: Option<&str>,
 ) -> Result<String, MetadataError> {
     let get = |key: &str| annotation(metadata, key).map(str::to_owned);
     let version = get(VERSION)?;
+    let changes = changelog
+        .map(|text| changes(text, &version))
+        .transpose()?
+        .map(|changes| serde_yaml::to_string(&changes))
+        .transpose()?;
     let oci = get("io.kubewarden.policy.ociUrl")?;
     let source = get(SOURCE)?;
     let author = get("io.kubewarden.policy.author")?;
@@ -156,6 +228,7 @@ pub fn package(
             rules: yaml_block(&metadata["rules"])?,
             resources: get("io.artifacthub.resources")?,
             questions_ui: questions_ui.map(str::to_owned),
+            changes,
         },
         version,
     };
@@ -167,4 +240,40 @@ pub fn package(
 pub fn created_at(existing: &str) -> Option<String> {
     let doc: Value = serde_yaml::from_str(existing).ok()?;
     doc["createdAt"].as_str().map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "# Changelog\n\n## [0.2.0] - 2026-12-07\n\n### Changed\n\n- **Breaking:** the default\n  is builtin.\n\n### Added\n\n- A chart.\n\n## [0.1.0] - 2026-12-05\n\n### Added\n\n- The policy.\n";
+
+    #[test]
+    fn a_version_s_changes_are_its_section_s_bullets() {
+        assert_eq!(
+            changes(LOG, "0.2.0").unwrap(),
+            [
+                Change {
+                    kind: "changed".into(),
+                    description: "**Breaking:** the default is builtin.".into()
+                },
+                Change {
+                    kind: "added".into(),
+                    description: "A chart.".into()
+                },
+            ]
+        );
+        assert_eq!(changes(LOG, "0.1.0").unwrap().len(), 1);
+        assert_eq!(
+            changes(LOG, "0.3.0").unwrap_err().to_string(),
+            "policy metadata: CHANGELOG.md has no section ## [0.3.0]"
+        );
+        let odd = LOG.replace("### Added\n\n- A chart.", "### Improved\n\n- A chart.");
+        assert!(
+            changes(&odd, "0.2.0")
+                .unwrap_err()
+                .to_string()
+                .contains("### improved is none of")
+        );
+    }
 }

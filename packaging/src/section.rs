@@ -62,6 +62,30 @@ pub fn write_metadata(wasm: &[u8], metadata: &serde_json::Value) -> Result<Vec<u
     Ok(module.finish())
 }
 
+/// The bytes of `wasm` that are code and data, not custom sections: what the policy-server
+/// compiles and instantiates, whatever the metadata and the README (as usage) weigh.
+pub fn code_size(wasm: &[u8]) -> Result<usize, SectionError> {
+    check_magic(wasm)?;
+    let mut custom = 0;
+    for payload in Parser::new(0).parse_all(wasm) {
+        if let Payload::CustomSection(reader) = payload? {
+            // The section's id byte and its size's LEB128 bytes, then its contents.
+            let size = reader.range().len();
+            custom += 1 + leb128_len(size) + size;
+        }
+    }
+    Ok(wasm.len() - custom)
+}
+
+fn leb128_len(mut value: usize) -> usize {
+    let mut bytes = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        bytes += 1;
+    }
+    bytes
+}
+
 /// The metadata embedded in `wasm`, if it was annotated.
 pub fn read_metadata(wasm: &[u8]) -> Result<Option<serde_json::Value>, SectionError> {
     check_magic(wasm)?;
@@ -79,6 +103,18 @@ pub fn read_metadata(wasm: &[u8]) -> Result<Option<serde_json::Value>, SectionEr
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Annotating adds custom sections only: the code size stays what it was.
+    #[test]
+    fn the_code_size_leaves_the_custom_sections_out() {
+        let plain = module();
+        let code = code_size(&plain).unwrap();
+        let annotated = write_metadata(&plain, &json!({"usage": "x".repeat(10_000)})).unwrap();
+        assert!(annotated.len() > plain.len() + 10_000);
+        assert_eq!(code_size(&annotated).unwrap(), code);
+        // The plain module's own custom section ("producers", one byte) is left out too.
+        assert_eq!(code, plain.len() - (1 + 1 + ("producers".len() + 1) + 1));
+    }
 
     #[test]
     fn a_file_that_is_no_module_is_said_in_one_line() {

@@ -131,6 +131,147 @@ fn versions_agree() {
             "{path}: module tag"
         );
     }
+    // The chart ships this release: its version, and the tag it deploys.
+    let chart: Value =
+        serde_yaml::from_str(&read("charts/cozystack-capabilities/Chart.yaml")).unwrap();
+    assert_eq!(chart["version"], version.as_str(), "Chart.yaml version");
+    assert_eq!(
+        chart["appVersion"],
+        format!("v{version}").as_str(),
+        "Chart.yaml appVersion"
+    );
+    let js: Value = serde_json::from_str(&read("js/package.json")).unwrap();
+    assert_eq!(js["version"], version.as_str(), "js/package.json version");
+    // The changelog says what this version changed.
+    assert!(
+        read("CHANGELOG.md").contains(&format!("\n## [{version}] - ")),
+        "CHANGELOG.md has no section ## [{version}] - DATE"
+    );
+}
+
+/// The release workflow runs on a `v*` tag, and `make release-check` (its first step) takes
+/// exactly the tag of the version the repository states: another version is exit 1, a tag that
+/// is no version exit 2.
+#[test]
+fn a_release_tag_is_the_stated_version() {
+    let workflow: Value = serde_yaml::from_str(&read(".github/workflows/release.yml")).unwrap();
+    // YAML 1.1 reads the key `on` as true.
+    let on = workflow
+        .get("on")
+        .or_else(|| workflow.get("true"))
+        .expect("on:");
+    assert_eq!(
+        on["push"]["tags"],
+        serde_json::json!(["v*"]),
+        "release.yml tags"
+    );
+    assert!(
+        on["push"].get("branches").is_none(),
+        "release.yml runs on tags alone"
+    );
+    let check = |tag: &str| {
+        std::process::Command::new("make")
+            .current_dir(root())
+            .args(["-s", "release-check", &format!("TAG={tag}")])
+            .output()
+            .unwrap_or_else(|e| panic!("make: {e}"))
+    };
+    let version = version();
+    let ok = check(&format!("v{version}"));
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
+    // make exits 2 whenever a recipe fails: the line says which refusal.
+    let refused = |tag: &str, said: &str| {
+        let out = check(tag);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{tag:?}: {stdout}");
+        assert!(stdout.contains(said), "{tag:?}: {stdout}");
+    };
+    refused(
+        "v0.0.1",
+        &format!("the tag v0.0.1 is not v{version}, the version the repository states"),
+    );
+    for bad in [version.as_str(), "vnext", ""] {
+        refused(bad, "is no release tag: vMAJOR.MINOR.PATCH");
+    }
+}
+
+/// The identity deploy/verification-config.yaml requires is the workflow that signs: the
+/// release workflow of the repository Cargo.toml names, which holds the OIDC token and signs
+/// keyless, its actions pinned by commit.
+#[test]
+fn the_signing_workflow_is_the_identity_the_verification_config_requires() {
+    let text = read(".github/workflows/release.yml");
+    let workflow: Value = serde_yaml::from_str(&text).unwrap();
+    let job = &workflow["jobs"]["release"];
+    assert_eq!(
+        job["permissions"]["id-token"], "write",
+        "keyless signing needs the OIDC token"
+    );
+    assert_eq!(
+        workflow["permissions"],
+        serde_json::json!({}),
+        "no permission outside the job"
+    );
+    let runs: Vec<&str> = job["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|step| step["run"].as_str())
+        .collect();
+    for (what, needle) in [
+        ("checks the tag", "make release-check"),
+        ("runs the tests", "make test"),
+        ("pushes with make", "make -s push"),
+        (
+            "signs the module keyless",
+            "cosign sign --yes \"$(jq -r .immutableRef",
+        ),
+        (
+            "signs the SBOM keyless",
+            "cosign sign --yes \"$(jq -r .sbom",
+        ),
+        ("publishes the release", "gh release create"),
+    ] {
+        assert!(
+            runs.iter().any(|r| r.contains(needle)),
+            "release.yml {what}: no step runs {needle}"
+        );
+    }
+    // Every action pinned by a full commit.
+    for line in text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- uses:") || l.trim_start().starts_with("uses:"))
+    {
+        let reference = line.split('@').nth(1).unwrap_or_default();
+        let sha = reference.split_whitespace().next().unwrap_or_default();
+        assert!(
+            sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+            "release.yml: {line} is not pinned by commit"
+        );
+    }
+    // The owner and repository the verification config requires are this repository's.
+    let repository = read("Cargo.toml")
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("[workspace.package] repository")
+        .to_owned();
+    let config = read(cozystack_packaging::artifacthub::VERIFICATION_CONFIG);
+    let (owner, repo) = repository
+        .trim_start_matches("https://github.com/")
+        .split_once('/')
+        .expect("a GitHub repository");
+    assert!(
+        config.contains(&format!(
+            "  - kind: githubAction\n    owner: {owner}\n    repo: {repo}\n"
+        )),
+        "deploy/verification-config.yaml does not require {owner}/{repo}, whose release workflow signs"
+    );
 }
 
 #[test]
@@ -450,6 +591,7 @@ fn artifacthub_package_is_current() {
         &metadata(),
         &created,
         Some(&read("questions-ui.yml")),
+        Some(&read("CHANGELOG.md")),
     )
     .unwrap();
     assert!(

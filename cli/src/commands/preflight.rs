@@ -16,7 +16,10 @@ use super::*;
 pub struct PreflightArgs {
     #[command(flatten)]
     evaluation: EvaluationArgs,
-    /// `text` for a person, `policyreport` for wgpolicyk8s.io/v1alpha2 reports.
+    /// `text` for a person; `openreports` for the openreports.io/v1alpha1 Reports and
+    /// ClusterReports Kubewarden's audit scanner writes by default (`kubectl get reports -A`);
+    /// `policyreport` for wgpolicyk8s.io/v1alpha2 reports, on clusters whose audit scanner was
+    /// set to `reportCRDsKind: policyreport`.
     #[arg(long, value_enum, default_value_t = ReportOutput::Text)]
     output: ReportOutput,
     /// Name the clean namespaces too (by default they are counted).
@@ -27,6 +30,7 @@ pub struct PreflightArgs {
 #[derive(Clone, Copy, ValueEnum)]
 pub enum ReportOutput {
     Text,
+    Openreports,
     Policyreport,
 }
 
@@ -63,6 +67,16 @@ pub fn exec(args: PreflightArgs) -> Result<ExitCode, Error> {
         ReportOutput::Policyreport => emit(&preflight::to_yaml_stream(
             &report.policy_reports("cozystack-capabilities", &judged_by),
         )?)?,
+        ReportOutput::Openreports => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            emit(&preflight::to_yaml_stream(&report.open_reports(
+                "cozystack-capabilities",
+                &judged_by,
+                now,
+            ))?)?
+        }
         ReportOutput::Text => emit(&format!("{judged_by}\n{}", report.text(args.list_clean)))?,
     }
     Ok(if report.findings() == 0 {

@@ -595,6 +595,81 @@ impl Report {
     }
 }
 
+impl Report {
+    /// The findings as OpenReports (`openreports.io/v1alpha1`), what Kubewarden's audit scanner
+    /// writes by default since v1.33 (`auditScanner.reportCRDsKind: openreports`): one `Report`
+    /// per replayed namespaced object, one `ClusterReport` per cluster-scoped one, each with the
+    /// scanner's scope, summary and result fields (kubewarden-controller
+    /// `internal/audit-scanner/report/{report,openreports}.go`): `policy` the
+    /// ClusterAdmissionPolicy's unique name (`clusterwide-<name>`), `source: kubewarden`, the
+    /// policy's category and severity, `scored`, the message and the scanner's properties.
+    /// Named `<policy>-preflight-<uid>` (or the kind and name without a uid) and labelled as
+    /// the pre-flight's, not the scanner's, which deletes the reports it manages on every run;
+    /// `seconds` stamps the results.
+    pub fn open_reports(&self, policy: &str, judged_by: &str, seconds: u64) -> Vec<Value> {
+        self.judged
+            .iter()
+            .map(|judged| open_report(policy, judged, judged_by, seconds))
+            .collect()
+    }
+}
+
+fn open_report(policy: &str, judged: &Judged, judged_by: &str, seconds: u64) -> Value {
+    let subject = &judged.subject;
+    let result = judged.finding.as_ref().map_or("pass", |f| f.result);
+    let count = |kind: &str| usize::from(result == kind);
+    let name = match &subject.uid {
+        Some(uid) => format!("{policy}-preflight-{uid}"),
+        None => format!(
+            "{policy}-preflight-{}-{}",
+            subject.kind.to_lowercase(),
+            subject.name
+        ),
+    };
+    let mut scope =
+        json!({"apiVersion": subject.api_version, "kind": subject.kind, "name": subject.name});
+    let mut metadata = json!({
+        "name": name,
+        "labels": {
+            "app.kubernetes.io/managed-by": "cozystack-preflight",
+            "kubewarden.io/policyreport-version": "v2",
+        },
+        "annotations": {JUDGED_BY_ANNOTATION: judged_by},
+    });
+    if let Some(namespace) = &subject.namespace {
+        scope["namespace"] = json!(namespace);
+        metadata["namespace"] = json!(namespace);
+    }
+    if let Some(uid) = &subject.uid {
+        scope["uid"] = json!(uid);
+        metadata["ownerReferences"] = json!([{"apiVersion": subject.api_version,
+            "kind": subject.kind, "name": subject.name, "uid": uid}]);
+    }
+    let mut entry = json!({
+        "source": "kubewarden",
+        "policy": format!("clusterwide-{policy}"),
+        "category": "Multi-tenancy",
+        "severity": "high",
+        "timestamp": {"seconds": seconds, "nanos": 0},
+        "result": result,
+        "scored": true,
+        "resourceSelector": {},
+        "properties": {"validating": "true", "context-aware": "true", "policy-name": policy},
+    });
+    if let Some(finding) = &judged.finding {
+        entry["message"] = json!(finding.message);
+    }
+    json!({
+        "apiVersion": "openreports.io/v1alpha1",
+        "kind": if subject.namespace.is_some() { "Report" } else { "ClusterReport" },
+        "metadata": metadata,
+        "scope": scope,
+        "summary": {"pass": count("pass"), "fail": count("fail"), "warn": count("warn"),
+            "error": count("error"), "skip": 0},
+        "results": [entry],
+    })
+}
+
 /// The annotation a pre-flight's PolicyReport carries its "judged by" line in.
 pub const JUDGED_BY_ANNOTATION: &str = "policies.cozystack.io/judged-by";
 

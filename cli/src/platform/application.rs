@@ -3,7 +3,8 @@
 //! refuses before the admission chain (its validation of a new Application,
 //! [`apiserver::application_refusal`], and from v1.6.0 a new Tenant's quota, [`quota`]), and
 //! what fails after admission admitted the write: creating a release whose name another holds
-//! (409), and an update whose Tenant quota no longer fits.
+//! (the storage's 409, which cozystack-api wraps as text, so its client gets 500 on every
+//! supported release: docs/rules.md), and an update whose Tenant quota no longer fits.
 
 use cozystack_resolver::Settings;
 use cozystack_resolver::release::{ApiDryRun, Release};
@@ -130,7 +131,8 @@ pub struct AppWrite {
     pub live: Option<Value>,
     /// `<prefix><name>`, the release it writes.
     pub release_name: String,
-    /// Why creating the release fails after admission: another release holds the name (409).
+    /// Why creating the release fails after admission: another release holds the name (the
+    /// storage's 409; the client sees cozystack-api's 500).
     pub taken: Option<String>,
     /// It checks this Tenant's quota.
     quotas: bool,

@@ -1,6 +1,7 @@
 //! What one write sets off, in the order the platform sends it: the client's request, then for
 //! an Application what cozystack-api writes (the app's release, a request of its own that the
-//! API server sends to admission like any other), the API server's 409, helm-controller's
+//! API server sends to admission like any other), the storage's 409 (the client sees
+//! cozystack-api's 500, as for a refused release write: docs/rules.md), helm-controller's
 //! finalizer and its render of a Tenant's chart, or a deleted release's uninstall. Each request
 //! goes to the caller's [`Admit`], which judges it through the module (or admits it as is);
 //! `check` and `simulate` choose the writes and read the [`Outcome`], and neither sequences one.
@@ -128,7 +129,8 @@ pub enum Refuser {
     /// cozystack-api, after admission admitted the client's request (a Tenant quota an update
     /// no longer fits).
     CozystackApi,
-    /// The API server's storage (409: another release holds the name).
+    /// The API server's storage (409 to cozystack-api: another release holds the name; 500 to
+    /// its client).
     ApiServer,
 }
 
@@ -314,8 +316,8 @@ impl Platform {
         if !self.send(&write, Sender::CozystackApi, false, state, admit, outcome)? {
             return Ok(());
         }
-        // Admission ran first; then the API server's storage answers 409 (`failed to create
-        // HelmRelease: … already exists`).
+        // Admission ran first; then the API server's storage answers cozystack-api 409, which it
+        // returns to its client as 500 (`failed to create HelmRelease: … already exists`).
         if let Some(taken) = &account.taken {
             outcome.refused = Some(Refusal {
                 by: Refuser::ApiServer,

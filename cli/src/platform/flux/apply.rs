@@ -529,7 +529,8 @@ impl Session<'_> {
             owner.stamp(&mut object);
         }
         let Some(live) = target.live.clone() else {
-            // A release of another kind holds the name: cozystack-api's create fails (409).
+            // A release of another kind holds the name: cozystack-api's create fails (the
+            // storage's 409, answered to Flux as 500).
             let conflict = target.account.as_ref().and_then(|a| a.taken.clone());
             let effect = target.put(object.clone());
             return Ok(Write {
