@@ -518,6 +518,10 @@ check_invalid_settings() {
   check capability-definition-fields-win-over-settings
 }
 
+@test "capability-share-none-parent-does-not-serve-a-grandchild" {
+  check capability-share-none-parent-does-not-serve-a-grandchild
+}
+
 @test "settings-invalid-reach-validate-as-400" {
   check_invalid_settings settings-invalid-reach-validate-as-400
 }

@@ -181,7 +181,12 @@ fn serves(
             _ => {}
         }
     }
-    if !uninstalling && labels_say_served(eval, keys, ns, provider, &serving)? {
+    // The labels speak for the kinds that serve `ns`: where none shares with it (a provider of
+    // an ancestor, every kind `share: none`), no label of the ancestor's says it is served.
+    if !uninstalling
+        && !serving.is_empty()
+        && labels_say_served(eval, keys, ns, provider, &serving)?
+    {
         return Ok(true);
     }
     for kind in &serving {
