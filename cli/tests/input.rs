@@ -7,35 +7,10 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use cozystack_e2e::loopback;
 use serde_json::Value;
 
-use common::{scratch, workspace};
-
-fn cli() -> Command {
-    let mut command = Command::cargo_bin("cozystack-policy").unwrap_or_else(|e| panic!("{e}"));
-    command.current_dir(workspace()).env_remove("KUBECONFIG");
-    for var in loopback::ELSEWHERE {
-        command.env_remove(var);
-    }
-    command
-}
-
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn ran(command: &mut Command) -> Ran {
-    let output = command.output().unwrap_or_else(|e| panic!("{e}"));
-    Ran {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
+use common::{cli, ran, scratch, workspace};
 
 fn write(name: &str, text: &str) -> PathBuf {
     let path = scratch(name);
@@ -45,6 +20,11 @@ fn write(name: &str, text: &str) -> PathBuf {
 
 /// Two files `cat`-ed together without a `---` between them.
 const CONCATENATED: &str = "apiVersion: apps.cozystack.io/v1alpha1\nkind: Monitoring\nmetadata: {name: monitoring, namespace: tenant-acme}\nspec: {}\napiVersion: apps.cozystack.io/v1alpha1\nkind: Monitoring\nmetadata: {name: metrics, namespace: tenant-acme}\nspec: {}\n";
+
+/// The same two Monitorings as two documents.
+fn separated() -> String {
+    CONCATENATED.replace("spec: {}\napiVersion", "spec: {}\n---\napiVersion")
+}
 
 const STOCK: &[&str] = &[
     "--dump",
@@ -174,7 +154,7 @@ fn a_silent_api_server_stops_the_verb_within_its_limits() {
     let out = ran(cli()
         .args(["check", "-", "--deadline", "2", "--as", "alice"])
         .env("KUBECONFIG", &api.kubeconfig)
-        .write_stdin(CONCATENATED.replace("spec: {}\napiVersion", "spec: {}\n---\napiVersion")));
+        .write_stdin(separated()));
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "{:?}",
@@ -210,7 +190,7 @@ fn a_closed_port_says_the_server_and_the_cause() {
     let out = ran(cli()
         .args(["check", "-"])
         .env("KUBECONFIG", &kubeconfig)
-        .write_stdin(CONCATENATED.replace("spec: {}\napiVersion", "spec: {}\n---\napiVersion")));
+        .write_stdin(separated()));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     let last = out.stderr.lines().last().unwrap_or_default();
     assert!(
@@ -237,7 +217,7 @@ fn every_report_is_written_whatever_stops_the_run() {
             "junit",
         ])
         .args(settings)
-        .write_stdin(CONCATENATED.replace("spec: {}\napiVersion", "spec: {}\n---\napiVersion")));
+        .write_stdin(separated()));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
         out.stdout.starts_with("<?xml")

@@ -6,36 +6,11 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use cozystack_e2e::loopback;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
-use common::{scratch, workspace};
-
-fn cli() -> Command {
-    let mut command = Command::cargo_bin("cozystack-policy").unwrap_or_else(|e| panic!("{e}"));
-    command.current_dir(workspace()).env_remove("KUBECONFIG");
-    for var in loopback::ELSEWHERE {
-        command.env_remove(var);
-    }
-    command
-}
-
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn ran(command: &mut Command) -> Ran {
-    let output = command.output().unwrap_or_else(|e| panic!("{e}"));
-    Ran {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
+use common::{cli, ran, scratch, workspace};
 
 /// An AdmissionReview as the API server sends it for a user's app CREATE (through cozystack-api).
 /// A Monitoring CREATE named `name` in `namespace`.

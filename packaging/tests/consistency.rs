@@ -150,8 +150,8 @@ fn versions_agree() {
 }
 
 /// The release workflow runs on a `v*` tag, and `make release-check` (its first step) takes
-/// exactly the tag of the version the repository states: another version is exit 1, a tag that
-/// is no version exit 2.
+/// exactly the tag of the version the repository states, refusing another version and a tag
+/// that is no version, each with its own line.
 #[test]
 fn a_release_tag_is_the_stated_version() {
     let workflow: Value = serde_yaml::from_str(&read(".github/workflows/release.yml")).unwrap();
@@ -200,9 +200,9 @@ fn a_release_tag_is_the_stated_version() {
     }
 }
 
-/// The identity deploy/verification-config.yaml requires is the workflow that signs: the
-/// release workflow of the repository Cargo.toml names, which holds the OIDC token and signs
-/// keyless, its actions pinned by commit.
+/// The workflow that signs is the release workflow of this repository, the identity
+/// deploy/verification-config.yaml requires: it holds the OIDC token, signs the module and the
+/// SBOM keyless after the tag check and the tests, its actions pinned by commit.
 #[test]
 fn the_signing_workflow_is_the_identity_the_verification_config_requires() {
     let text = read(".github/workflows/release.yml");
@@ -254,23 +254,11 @@ fn the_signing_workflow_is_the_identity_the_verification_config_requires() {
             "release.yml: {line} is not pinned by commit"
         );
     }
-    // The owner and repository the verification config requires are this repository's.
-    let repository = read("Cargo.toml")
-        .lines()
-        .find_map(|l| l.strip_prefix("repository = \""))
-        .and_then(|l| l.strip_suffix('"'))
-        .expect("[workspace.package] repository")
-        .to_owned();
-    let config = read(cozystack_packaging::artifacthub::VERIFICATION_CONFIG);
-    let (owner, repo) = repository
-        .trim_start_matches("https://github.com/")
-        .split_once('/')
-        .expect("a GitHub repository");
-    assert!(
-        config.contains(&format!(
-            "  - kind: githubAction\n    owner: {owner}\n    repo: {repo}\n"
-        )),
-        "deploy/verification-config.yaml does not require {owner}/{repo}, whose release workflow signs"
+    // Its identity, this repository's release workflow, is what the verification config
+    // requires: the_verification_config_requires_the_project_release_workflow.
+    assert_eq!(
+        workflow["name"], "release",
+        "the workflow the certificate names"
     );
 }
 
@@ -600,6 +588,21 @@ fn artifacthub_package_is_current() {
     );
 }
 
+/// The GitHub owner and repository `[workspace.package] repository` names.
+fn github_repository() -> (String, String) {
+    let repository = read("Cargo.toml")
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("[workspace.package] repository")
+        .to_owned();
+    let (owner, repo) = repository
+        .trim_start_matches("https://github.com/")
+        .split_once('/')
+        .expect("a GitHub repository");
+    (owner.to_owned(), repo.to_owned())
+}
+
 /// The one line of Cargo.toml this test reads, without a TOML parser dependency.
 mod toml_version {
     pub struct Manifest {
@@ -655,16 +658,8 @@ fn the_verification_config_requires_the_project_release_workflow() {
     use cozystack_packaging::verification::{Requirement, VerificationConfig};
     let path = cozystack_packaging::artifacthub::VERIFICATION_CONFIG;
     let config = VerificationConfig::read(&read(path), path).unwrap_or_else(|e| panic!("{e}"));
-    let repository = read("Cargo.toml")
-        .lines()
-        .find_map(|l| l.strip_prefix("repository = \""))
-        .and_then(|l| l.strip_suffix('"'))
-        .expect("[workspace.package] repository")
-        .to_owned();
-    let (owner, repo) = repository
-        .trim_start_matches("https://github.com/")
-        .split_once('/')
-        .expect("a GitHub repository");
+    let (owner, repo) = github_repository();
+    let repository = format!("https://github.com/{owner}/{repo}");
     let any = config.any_of.expect("anyOf");
     assert_eq!(any.minimum_matches, 1);
     let actions: Vec<(String, Option<String>)> = any

@@ -16,3 +16,34 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     dir.join(name)
 }
+
+/// The binary, run from the workspace root with no kubeconfig, no in-cluster fallback and no
+/// proxy of the machine the tests run on.
+#[allow(dead_code)]
+pub fn cli() -> assert_cmd::Command {
+    let mut command =
+        assert_cmd::Command::cargo_bin("cozystack-policy").unwrap_or_else(|e| panic!("{e}"));
+    command.current_dir(workspace()).env_remove("KUBECONFIG");
+    for var in cozystack_e2e::loopback::ELSEWHERE {
+        command.env_remove(var);
+    }
+    command
+}
+
+/// What a run of the binary came to.
+#[allow(dead_code)]
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+#[allow(dead_code)]
+pub fn ran(command: &mut assert_cmd::Command) -> Ran {
+    let output = command.output().unwrap_or_else(|e| panic!("{e}"));
+    Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
