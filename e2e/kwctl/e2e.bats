@@ -606,6 +606,10 @@ check_invalid_settings() {
   check failure-definition-field-of-wrong-type
 }
 
+@test "failure-definition-unreadable-refuses-the-platform-re-render" {
+  check failure-definition-unreadable-refuses-the-platform-re-render
+}
+
 @test "failure-namespace-without-ancestor-labels" {
   check failure-namespace-without-ancestor-labels
 }

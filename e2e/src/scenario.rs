@@ -551,12 +551,28 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
     {
         problems.push(format!("expected a rule of {rows:?}, got {rule:?}"));
     }
-    // Every refusal by a rule names its row of the table, and each warning its own.
+    // Every refusal names its row of the table (or `describe`, made before it), and each
+    // warning its own row.
     let named = |row: &str| cozystack_resolver::rules::row(row).is_some();
-    if response["code"] == 403 && !rule.is_some_and(named) {
+    let refused_by = |row: &str| cozystack_resolver::rules::refusal(row).is_some();
+    if response["code"] == 403 && !rule.is_some_and(refused_by) {
         problems.push(format!("a 403 names no row of the rule table: {rule:?}"));
     }
+    // A scenario states which row must answer: another row answering is a failure, so the
+    // rows are part of what the suite holds the module to.
+    if response["code"] == 403 && expect.rule.is_none() && expect.rule_in.is_none() {
+        problems.push(format!(
+            "a refusal's row is not stated: add `rule: {}` to expect",
+            rule.unwrap_or("?")
+        ));
+    }
     let warned_by = cozystack_policy_runtime::policy::warned_by(response);
+    if !warned_by.is_empty() && expect.warned_by.is_none() && expect.warnings_match.is_none() {
+        problems.push(format!(
+            "the warnings' rows are not stated: add `warnedBy: [{}]` to expect",
+            warned_by.join(", ")
+        ));
+    }
     if warned_by.len() != warnings.len() || !warned_by.iter().all(|row| named(row)) {
         problems.push(format!(
             "the warnings' rows {warned_by:?} are not one row of the table per warning"

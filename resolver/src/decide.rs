@@ -8,7 +8,7 @@ use crate::model::request::Operation;
 use crate::model::request::Request;
 use crate::model::settings::Settings;
 use crate::model::verdict::{Verdict, Violation};
-use crate::rules::{Check, Judge, Of, Outcome, RULES, Ruled};
+use crate::rules::{Check, DESCRIBE, Judge, Of, Outcome, RULES, Ruled};
 
 /// Decides one admission request. Pure: the only inputs are the request, the settings and
 /// what `cluster` answers.
@@ -17,12 +17,12 @@ pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -
     let mut said = Said::default();
     let outcome = match Change::of(&eval) {
         Ok(change) => judge(&eval, &change, &mut said),
-        Err(violation) => Err((None, violation)),
+        Err(violation) => Err((DESCRIBE, violation)),
     };
     let mut verdict = match outcome {
         Ok(()) => Verdict::allow(),
         Err((row, violation)) => Verdict {
-            rule: row,
+            rule: Some(row),
             ..Verdict::deny(violation.code, violation.message)
         },
     };
@@ -38,8 +38,8 @@ struct Said {
     rows: Vec<&'static str>,
 }
 
-/// A refusal, with the row of the table that made it (none before the table runs).
-type Refusal = (Option<&'static str>, Violation);
+/// A refusal, with the row of the table that made it ([`DESCRIBE`] before the table runs).
+type Refusal = (&'static str, Violation);
 
 /// Runs [`RULES`] over `change` in order, up to the first refusal.
 fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refusal> {
@@ -62,7 +62,7 @@ fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refu
         // Each warning this row gave, and its refusal, carry the row's name.
         said.rows
             .extend((before..said.warnings.len()).map(|_| rule.name));
-        heard.map_err(|violation| (Some(rule.name), violation))?;
+        heard.map_err(|violation| (rule.name, violation))?;
     }
     Ok(())
 }

@@ -128,6 +128,20 @@ pub fn row(name: &str) -> Option<&'static Rule> {
     RULES.iter().find(|row| row.name == name)
 }
 
+/// What a refusal made before any row runs is named: the write cannot be described (the rules
+/// of a kind it touches cannot be read, or its definitions disagree; its object is malformed;
+/// a lookup it needs failed), so no row can judge it and it is refused, fail closed. It heads
+/// the table in docs/rules.md, as if it were its first row.
+pub const DESCRIBE: &str = "describe";
+
+/// The name a refusal carries: a row of [`RULES`], or [`DESCRIBE`].
+pub fn refusal(name: &str) -> Option<&'static str> {
+    match name {
+        DESCRIBE => Some(DESCRIBE),
+        name => row(name).map(|row| row.name),
+    }
+}
+
 /// The rules, in the order their refusals must be met.
 pub const RULES: &[Rule] = &[
     // Who may write: the platform alone writes app releases; the kind's visibility; adminOnly.

@@ -204,9 +204,10 @@ impl Tally {
     }
 }
 
-/// The row of `RULES` named `name`, as the module names it in its audit annotations.
+/// The row of `RULES` named `name` (or `describe`), as the module names it in its audit
+/// annotations.
 fn row(name: &str) -> Option<&'static str> {
-    cozystack_resolver::rules::row(name).map(|row| row.name)
+    cozystack_resolver::rules::refusal(name)
 }
 
 /// The row of `RULES` a response's refusal came from.
