@@ -90,8 +90,12 @@ lint: toolchain wasm-bindgen-cli
 	cargo clippy $(CARGO_FLAGS) --workspace --all-targets -- -D warnings
 	cargo clippy $(CARGO_FLAGS) --target wasm32-unknown-unknown -p cozystack-resolver --features js --all-targets -- -D warnings
 
-unit: toolchain
+# The CLI's and the harness's unit tests too (their libraries, built together as e2e builds
+# them, so no feature set is resolved twice; one plays a write through the embedded module);
+# their end-to-end tests are `make e2e`'s.
+unit: toolchain annotated-policy.wasm
 	cargo test $(CARGO_FLAGS) --workspace --exclude cozystack-e2e --exclude cozystack-policy
+	cargo test $(CARGO_FLAGS) -p cozystack-e2e -p cozystack-policy --lib
 
 # The scenario suite, the demo and the kwctl export check, and the CLI's verbs (pre-flight
 # on dumps and on a loopback API), on the built policy.wasm.
