@@ -14,7 +14,8 @@ pub struct Verdict {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// The row of the rule table (`rules::RULES`) that refused, by its stable name: what a tool
-    /// matches on, where the message is for people. None when no row refused (malformed input).
+    /// matches on, where the message is for people; `describe` for a refusal made before the
+    /// table runs (`rules::DESCRIBE`). None when allowed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<&'static str>,
     /// The row each warning came from, in the order of `warnings`.
