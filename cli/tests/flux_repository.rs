@@ -589,6 +589,15 @@ fn a_kustomization_that_never_lands_fails_the_run_and_the_rest_is_judged() {
         "nothing failed before them: {}",
         out.stdout
     );
+    // Only what applies prunes: the report speaks of shop's inventory, not of theirs.
+    assert!(
+        out.stdout
+            .contains("the cluster holds no Kustomization cozy-fluxcd/shop yet")
+            && !out.stdout.contains("Kustomization cozy-fluxcd/acme yet")
+            && !out.stdout.contains("Kustomization cozy-fluxcd/a yet"),
+        "{}",
+        out.stdout
+    );
     // JUnit: each Kustomization that never lands is a failing test case.
     let mut args = vec![path(&root), "--output", "junit"];
     args.extend(DUMP);

@@ -264,15 +264,17 @@ pub fn run(
         stuck,
         cycle,
     } = order(units);
-    // What each unit's live inventory will have Flux delete, said before anything is judged.
+    // What each unit's live inventory has Flux delete, read before anything is judged; the
+    // report says it first, for the units that apply (one that never applies prunes nothing).
     let mut prunes = Vec::with_capacity(units.len());
     for unit in units {
         let live = unit.live.as_ref().map(|(o, from)| (o, from.as_str()));
-        let pruned = apply::pruned(&unit.object, live, &unit.applies, &unit.origin)?;
-        if unit.spec.prune {
-            report.notes.push(prune_note(&pruned, &unit.identity));
-        }
-        prunes.push(Some(pruned));
+        prunes.push(Some(apply::pruned(
+            &unit.object,
+            live,
+            &unit.applies,
+            &unit.origin,
+        )?));
     }
     for i in reached {
         let unit = &units[i];
@@ -333,9 +335,13 @@ pub fn run(
             .filter(|o| !kept.contains(&index_key(o)))
             .collect();
         let before = namespaces(start.cluster());
-        let Some(Pruned { owner, deletes, .. }) = prunes[i].take() else {
+        let Some(pruned) = prunes[i].take() else {
             continue;
         };
+        if unit.spec.prune {
+            report.notes.push(prune_note(&pruned, &unit.identity));
+        }
+        let Pruned { owner, deletes, .. } = pruned;
         let applied: BTreeSet<String> = applies
             .iter()
             .filter(|m| m.kind() == "Namespace")
