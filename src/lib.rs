@@ -96,6 +96,9 @@ pub struct Rows {
     /// The row of each warning, in their order, separated by commas.
     #[serde(rename = "warned-by", skip_serializing_if = "String::is_empty")]
     pub warned_by: String,
+    /// The rows whose refusal a platform writer was let through with a warning.
+    #[serde(rename = "waived-by", skip_serializing_if = "String::is_empty")]
+    pub waived_by: String,
 }
 
 /// The Kubewarden wire form of a verdict. Warnings travel on accepted responses too.
@@ -103,6 +106,7 @@ pub fn response(verdict: Verdict) -> Response {
     let rows = Rows {
         rule: verdict.rule,
         warned_by: verdict.warned_by.join(","),
+        waived_by: verdict.waived_by.join(","),
     };
     Response {
         accepted: verdict.allowed,
@@ -129,6 +133,9 @@ mod tests {
         if !verdict.warned_by.is_empty() {
             annotations.insert("warned-by".to_owned(), verdict.warned_by.join(","));
         }
+        if !verdict.waived_by.is_empty() {
+            annotations.insert("waived-by".to_owned(), verdict.waived_by.join(","));
+        }
         serde_json::to_value(ValidationResponse {
             accepted: verdict.allowed,
             message: verdict.message.clone(),
@@ -145,6 +152,7 @@ mod tests {
         let mut warned = Verdict::allow();
         warned.warnings = vec!["a \"quoted\" warning".to_owned(), "é".to_owned()];
         warned.warned_by = vec!["protection", "capability"];
+        warned.waived_by = vec!["protection"];
         let mut refused = Verdict::deny(403, "Redis tenant-a/cache is refused: one line");
         refused.rule = Some("cardinality");
         refused.warnings = vec!["w".to_owned()];

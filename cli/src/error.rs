@@ -1,18 +1,18 @@
 //! What a verb of the operator's tool cannot do, as one type: every verb returns it, and `main`
 //! prints it as `error: …` with exit code 2 (unusable input).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use thiserror::Error;
 
+/// What the platform model and every verb can meet (a file, a decode, a refused input, the
+/// module failing): owned by the platform crate, wrapped here.
+pub use cozystack_platform::error::Error as Shared;
+
 #[derive(Debug, Error)]
 pub enum Error {
-    /// Running the module: reading it, its metadata, the guest's calls, a dump.
     #[error(transparent)]
-    Runtime(#[from] cozystack_policy_runtime::error::Error),
-    /// Settings the simulator's statement of the rules cannot follow.
-    #[error(transparent)]
-    Unstated(#[from] crate::ops::simulate::statement::Unstated),
+    Shared(#[from] Shared),
     /// Reading a cluster through kube-rs.
     #[error(transparent)]
     Live(#[from] crate::live::LiveError),
@@ -31,63 +31,52 @@ pub enum Error {
     Verify(#[from] cozystack_packaging::verification::VerifyError),
     #[error(transparent)]
     VerificationConfig(#[from] cozystack_packaging::verification::ConfigError),
-    #[error("{}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{what}: {source}")]
-    Stream {
-        what: &'static str,
-        source: std::io::Error,
-    },
-    /// A file or answer that does not decode as what it must be: `what` names it.
-    #[error("{what}: {reason}")]
-    Decode { what: String, reason: String },
-    #[error("cannot write {what}: {reason}")]
-    Encode { what: &'static str, reason: String },
-    /// An input or a combination of flags the verb refuses, said in the verb's own words.
-    #[error("{0}")]
-    Invalid(String),
 }
 
 impl Error {
     pub fn read(path: &Path, source: std::io::Error) -> Error {
-        Error::Read {
-            path: path.to_owned(),
-            source,
-        }
+        Shared::read(path, source).into()
     }
 
     pub fn write(path: &Path, source: std::io::Error) -> Error {
-        Error::Write {
-            path: path.to_owned(),
-            source,
-        }
+        Shared::write(path, source).into()
     }
 
     pub fn decode(what: impl std::fmt::Display, reason: impl std::fmt::Display) -> Error {
-        Error::Decode {
-            what: what.to_string(),
+        Shared::decode(what, reason).into()
+    }
+
+    /// Reading or writing a stream (standard input, standard output) failed.
+    pub fn stream(what: &'static str, source: std::io::Error) -> Error {
+        Shared::Stream { what, source }.into()
+    }
+
+    /// Cannot write `what` (a report, a manifest) for `reason`.
+    pub fn encode(what: &'static str, reason: impl std::fmt::Display) -> Error {
+        Shared::Encode {
+            what,
             reason: reason.to_string(),
         }
+        .into()
+    }
+}
+
+/// Running the module: reading it, its metadata, the guest's calls, a dump.
+impl From<cozystack_policy_runtime::error::Error> for Error {
+    fn from(error: cozystack_policy_runtime::error::Error) -> Error {
+        Error::Shared(error.into())
     }
 }
 
 /// A message a verb composes (a refused flag, a change set it cannot judge).
 impl From<String> for Error {
     fn from(message: String) -> Error {
-        Error::Invalid(message)
+        Error::Shared(Shared::Invalid(message))
     }
 }
 
 impl From<&str> for Error {
     fn from(message: &str) -> Error {
-        Error::Invalid(message.to_owned())
+        Error::Shared(Shared::Invalid(message.to_owned()))
     }
 }

@@ -4,18 +4,16 @@
 //! cosign's signing verbs.
 
 //!
-//! The folders show the layers: `platform/` the writers around the policy (the API servers,
-//! cozystack-api, helm-controller and the Tenant chart, what one write sets off, and Flux in
-//! `platform/flux/`: what source-controller packs, what kustomize-controller builds,
-//! substitutes and applies, Kustomizations in dependsOn order), `ops/` what each verb computes
-//! (as cargo's `ops`), the verbs themselves in the binary's `commands/`; the rest is shared.
+//! The layers are crates: the writers around the policy and the module as their admission in
+//! `cozystack-platform` (`platform/` at the workspace root: the API servers, cozystack-api,
+//! helm-controller and the Tenant chart, what one write sets off, and Flux), the lifecycle
+//! simulator in `cozystack-simulator` (`simulator/`). Here, `ops/` what each verb computes (as
+//! cargo's `ops`), the verbs themselves in the binary's `commands/`; the rest is shared.
 
 pub mod error;
 pub mod live;
 pub mod ops;
 pub mod output;
-pub mod platform;
 pub mod settings;
 pub mod source;
-pub mod state;
 pub mod trust;

@@ -15,10 +15,7 @@ pub fn read_text(path: &Path) -> Result<String, Error> {
 pub fn json(value: &impl serde::Serialize) -> Result<String, Error> {
     serde_json::to_string_pretty(value)
         .map(|text| text + "\n")
-        .map_err(|e| Error::Encode {
-            what: "JSON",
-            reason: e.to_string(),
-        })
+        .map_err(|e| Error::encode("JSON", e.to_string()))
 }
 
 /// Writes `text` to file `name` in folder `dir`, made if missing; the path written.
@@ -33,10 +30,7 @@ pub fn write_in(dir: &Path, name: &str, text: &str) -> Result<PathBuf, Error> {
 pub fn emit(text: &str) -> Result<(), Error> {
     use std::io::Write;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Stream {
-            what: "stdout",
-            source: e,
-        }),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::stream("stdout", e)),
         _ => Ok(()),
     }
 }

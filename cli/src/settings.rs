@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 use cozystack_policy_runtime::cluster::ClusterObjects;
-use cozystack_policy_runtime::policy::Policy;
 use cozystack_resolver::model::builtin;
 use cozystack_resolver::{DefinitionSource, RuleField};
 use serde_json::{Value, json};
@@ -81,7 +80,7 @@ pub fn read(path: Option<&Path>) -> Result<Given, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
     // An empty file is what a failed `kubectl get … > settings.yaml` leaves, not `{}`.
     if text.trim().is_empty() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::from(format!(
             "{} holds no settings: an empty file is what a failed `kubectl get clusteradmissionpolicy … -o yaml` leaves; write `{{}}` in it, or leave out --settings, to judge as the stock deployment does",
             path.display()
         )));
@@ -89,13 +88,13 @@ pub fn read(path: Option<&Path>) -> Result<Given, Error> {
     let value: Value = serde_yaml::from_str(&text).map_err(|e| Error::decode(path.display(), e))?;
     // A file of comments, or `null`, states nothing either: it is as empty as an empty one.
     if value.is_null() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::from(format!(
             "{} holds no settings (only comments, or null): write `{{}}` in it, or leave out --settings, to judge as the stock deployment does",
             path.display()
         )));
     }
     if !value.is_object() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::from(format!(
             "{}: the settings are no mapping (a YAML object of the fields docs/settings.md lists)",
             path.display()
         )));
@@ -159,26 +158,7 @@ impl Given {
     }
 }
 
-/// The settings as the resolver reads them, for what the tool models of the cluster (the Tenant
-/// chart's switches, the release); the module itself judges them through `validate_settings`.
-pub fn resolved(settings: &Value) -> Result<cozystack_resolver::Settings, Error> {
-    cozystack_resolver::Settings::for_request(&settings.to_string())
-        .map_err(|e| format!("settings: {e}").into())
-}
-
-/// What the policy-server does before it serves a request: `validate_settings`, and refuse to
-/// go on when the policy answers that the settings are invalid.
-pub fn check(policy: &Policy, settings: &Value) -> Result<(), Error> {
-    let valid = policy.validate_settings(settings)?;
-    if valid["valid"] == true {
-        return Ok(());
-    }
-    Err(format!(
-        "the settings are invalid: {}",
-        valid["message"].as_str().unwrap_or("no reason given")
-    )
-    .into())
-}
+pub use cozystack_platform::admission::{check_settings as check, resolved};
 
 /// The rule blocks of the design that count, protect and share (every rule field but the
 /// dashboard's): a definition that states none of them leaves a kind with no such rule.

@@ -133,6 +133,7 @@ pub fn case(
             "warnings": response["warnings"].as_array().cloned().unwrap_or_default(),
             "rule": cozystack_policy_runtime::policy::rule_of(response),
             "warnedBy": cozystack_policy_runtime::policy::warned_by(response),
+            "waivedBy": cozystack_policy_runtime::policy::waived_by(response),
         },
     })))
 }

@@ -123,6 +123,10 @@ pub struct Expect {
     /// of a missing warning, whose wording is the module's.
     #[serde(default)]
     pub warned_by: Option<Vec<String>>,
+    /// The rows whose refusal a platform writer was let through with a warning, exactly (the
+    /// response's `waived-by`): stated wherever one is.
+    #[serde(default)]
+    pub waived_by: Option<Vec<String>>,
     /// Exact number of host calls.
     #[serde(default)]
     pub host_calls: Option<usize>,
@@ -577,6 +581,17 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
         problems.push(format!(
             "the warnings' rows {warned_by:?} are not one row of the table per warning"
         ));
+    }
+    let waived_by = cozystack_policy_runtime::policy::waived_by(response);
+    match &expect.waived_by {
+        None if !waived_by.is_empty() => problems.push(format!(
+            "a waiver is not stated: add `waivedBy: [{}]` to expect",
+            waived_by.join(", ")
+        )),
+        Some(rows) if *rows != waived_by => {
+            problems.push(format!("expected waivers of {rows:?}, got {waived_by:?}"))
+        }
+        _ => {}
     }
     if let Some(expected) = &expect.warnings
         && expected != &warnings

@@ -28,14 +28,19 @@ pub fn evaluate(request: &Request, settings: &Settings, cluster: &dyn Cluster) -
     };
     verdict.warnings = said.warnings;
     verdict.warned_by = said.rows;
+    verdict.waived_by = said.waived;
     verdict
 }
 
-/// The warnings the rows gave so far, each with the name of its row.
+/// The warnings the rows gave so far, each with the name of its row, and the rows that waived
+/// a refusal.
 #[derive(Default)]
 struct Said {
     warnings: Vec<String>,
     rows: Vec<&'static str>,
+    waived: Vec<&'static str>,
+    /// The row running waived a refusal.
+    waiving: bool,
 }
 
 /// A refusal, with the row of the table that made it ([`DESCRIBE`] before the table runs).
@@ -46,6 +51,7 @@ fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refu
     let creates = eval.request.operation == Operation::Create;
     for rule in RULES {
         let before = said.warnings.len();
+        said.waiving = false;
         let heard = match &rule.judge {
             Judge::Each(when, check) => apps(change, when.of)
                 .iter()
@@ -62,6 +68,9 @@ fn judge(eval: &Evaluation, change: &Change, said: &mut Said) -> Result<(), Refu
         // Each warning this row gave, and its refusal, carry the row's name.
         said.rows
             .extend((before..said.warnings.len()).map(|_| rule.name));
+        if said.waiving {
+            said.waived.push(rule.name);
+        }
         heard.map_err(|violation| (rule.name, violation))?;
     }
     Ok(())
@@ -115,6 +124,7 @@ fn heed(
         Err(violation) => {
             let mut admitted = Vec::new();
             let outcome = eval.enforce(violation, &mut admitted);
+            said.waiving |= outcome.is_ok();
             (admitted, outcome)
         }
     };

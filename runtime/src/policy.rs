@@ -166,7 +166,6 @@ impl Evaluation {
     }
 }
 
-/// The warnings of a ValidationResponse (none when absent).
 /// The row of the rule table that refused, as the module names it in its audit annotations.
 pub fn rule_of(response: &Value) -> Option<&str> {
     response["audit_annotations"]["rule"].as_str()
@@ -180,6 +179,15 @@ pub fn warned_by(response: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// The rows whose refusal was waived for a platform writer, the request admitted.
+pub fn waived_by(response: &Value) -> Vec<&str> {
+    response["audit_annotations"]["waived-by"]
+        .as_str()
+        .map(|rows| rows.split(',').collect())
+        .unwrap_or_default()
+}
+
+/// The warnings of a ValidationResponse (none when absent).
 pub fn warnings_of(response: &Value) -> Vec<String> {
     response["warnings"]
         .as_array()

@@ -6,15 +6,16 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
+use cozystack_platform::apiserver::Identity;
+use cozystack_platform::flux::sourceignore::GitRepository;
+use cozystack_platform::flux::versions::Flux;
+use cozystack_platform::flux::{self, kustomizations, manifests};
+use cozystack_platform::helm_controller::FLUX;
 use cozystack_policy::error::Error;
+use cozystack_policy::error::Shared;
 use cozystack_policy::live;
-use cozystack_policy::ops::check;
+use cozystack_policy::ops::check::{self, Presented};
 use cozystack_policy::output::{self, emit, json, read_text};
-use cozystack_policy::platform::apiserver::Identity;
-use cozystack_policy::platform::flux::sourceignore::GitRepository;
-use cozystack_policy::platform::flux::versions::Flux;
-use cozystack_policy::platform::flux::{self, kustomizations, manifests};
-use cozystack_policy::platform::sequence::FLUX;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
@@ -55,7 +56,7 @@ pub struct CheckArgs {
     in_order: bool,
     /// Judge the writes as this user (as `kubectl --as`); live, the default is who the current
     /// credentials are (SelfSubjectReview); with --dump it is required.
-    #[arg(long = "as", value_name = "USER", value_parser = cozystack_policy::platform::apiserver::parse_user)]
+    #[arg(long = "as", value_name = "USER", value_parser = cozystack_platform::apiserver::parse_user)]
     as_user: Option<String>,
     /// A group of that user (as `kubectl --as-group`); repeatable.
     #[arg(long = "as-group", value_name = "GROUP", requires = "as_user")]
@@ -130,10 +131,10 @@ fn substitution(
         .as_str()
         .unwrap_or_default();
     if !post.reads_cluster() {
-        return post.variables(namespace, &ClusterObjects::default());
+        return Ok(post.variables(namespace, &ClusterObjects::default())?);
     }
     if let Some(dump) = sources.dump()? {
-        return post.variables(namespace, dump);
+        return Ok(post.variables(namespace, dump)?);
     }
     // Live: the ConfigMaps, each a GET; no Secret is read.
     let mut objects = Vec::new();
@@ -148,7 +149,7 @@ fn substitution(
         objects.extend(live::config_map(&target(sources.cluster), namespace, name)?);
     }
     let source: ClusterObjects = objects.into_iter().collect();
-    post.variables(namespace, &source)
+    Ok(post.variables(namespace, &source)?)
 }
 
 /// Flux's Kustomization and GitRepository: apiVersion, kind, plural.
@@ -378,7 +379,7 @@ fn check_kustomizations(
     )?;
     // Kustomizations that build nothing and prune nothing: no clean bill of health.
     if report.steps.is_empty() && report.failures.is_empty() && !args.evaluation.allow_empty {
-        return Err(Error::Invalid(format!(
+        return Err(Error::from(format!(
             "{}: its Kustomizations build no manifest and prune nothing ({}): nothing to judge; pass --allow-empty if that is what you meant",
             root.display(),
             report.notes.join("; ")
@@ -441,7 +442,7 @@ fn read_change_set(
         (Some((_, spec, _)), _) => spec.post_build.is_some(),
     };
     if let Some(error) = check::unsubstituted(&applies).filter(|_| !args.in_order && substitutes) {
-        return Err(Error::Invalid(error));
+        return Err(Error::from(error));
     }
     // Nothing to judge is no clean bill of health: a wrong path or a build that wrote nothing.
     // Through a Kustomization an emptied path is a change: Flux prunes its whole inventory.
@@ -462,7 +463,7 @@ fn nothing_to_judge(
         return Ok(());
     }
     let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
-    Err(Error::Invalid(format!(
+    Err(Error::from(format!(
         "{}: the change set holds no manifest{why}: nothing to judge; name the folder or files Flux applies, or pass --allow-empty",
         shown.join(", ")
     )))
@@ -473,8 +474,8 @@ fn nothing_to_judge(
 fn observer(
     save: Option<PathBuf>,
     bar: &indicatif::ProgressBar,
-) -> impl FnMut(usize, &Value, &ClusterObjects) -> Result<(), Error> + '_ {
-    move |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), Error> {
+) -> impl FnMut(usize, &Value, &ClusterObjects) -> Result<(), Shared> + '_ {
+    move |n: usize, request: &Value, cluster: &ClusterObjects| -> Result<(), Shared> {
         bar.inc(1);
         let Some(dir) = &save else {
             return Ok(());
@@ -483,14 +484,16 @@ fn observer(
             "kind": "AdmissionReview", "request": request});
         let write = |name: String, text: String| {
             let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|e| Error::write(&path, e))
+            std::fs::write(&path, text).map_err(|e| Shared::write(&path, e))
         };
-        write(format!("{n:04}.request.json"), json(&review)?)?;
-        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.values().collect::<Vec<_>>()});
-        let text = serde_yaml::to_string(&list).map_err(|e| Error::Encode {
-            what: "the cluster",
+        let encode = |what: &'static str, e: &dyn std::fmt::Display| Shared::Encode {
+            what,
             reason: e.to_string(),
-        })?;
+        };
+        let review = serde_json::to_string_pretty(&review).map_err(|e| encode("JSON", &e))?;
+        write(format!("{n:04}.request.json"), review + "\n")?;
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": cluster.values().collect::<Vec<_>>()});
+        let text = serde_yaml::to_string(&list).map_err(|e| encode("the cluster", &e))?;
         write(format!("{n:04}.cluster.yaml"), text)
     }
 }
@@ -512,7 +515,7 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
     match args.output {
         CheckOutput::Text => return Err(error),
         CheckOutput::Junit => {
-            emit(&check::Report::unreadable(&error.to_string()).junit(judged_by.as_deref()))?
+            emit(&check::unreadable(&error.to_string()).junit(judged_by.as_deref()))?
         }
         CheckOutput::Json => emit(&json(
             &serde_json::json!({"error": error.to_string(), "judgedBy": judged_by}),

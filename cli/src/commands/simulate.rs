@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
+use cozystack_platform::application::Api;
+use cozystack_platform::writes::TenantChart;
 use cozystack_policy::error::Error;
-use cozystack_policy::ops::simulate;
-use cozystack_policy::ops::simulate::statement::Against;
-use cozystack_policy::ops::simulate::streams::Streams;
-use cozystack_policy::ops::simulate::validation;
-use cozystack_policy::ops::simulate::world::Upgrade;
 use cozystack_policy::output;
-use cozystack_policy::platform::application::Api;
-use cozystack_policy::platform::writes::TenantChart;
 use cozystack_policy::settings::Origin;
 use cozystack_policy::source::Source;
+use cozystack_simulator as simulate;
+use cozystack_simulator::statement::Against;
+use cozystack_simulator::streams::Streams;
+use cozystack_simulator::validation;
+use cozystack_simulator::world::Upgrade;
 
 use super::*;
 

@@ -27,9 +27,6 @@ pub fn exec(args: VerificationConfigArgs) -> Result<(), Error> {
     let annotations = args.annotations.into_iter().collect();
     let config = VerificationConfig::for_keys(&keys, &annotations)
         .to_yaml()
-        .map_err(|e| Error::Encode {
-            what: "the verification config",
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| Error::encode("the verification config", e.to_string()))?;
     emit(&config)
 }

@@ -1,101 +1,32 @@
-//! `check`: a GitOps change set judged against a cluster as its writes land, and the report an
-//! operator and a CI system read. Flux's applier ([`crate::platform::flux::apply`]) sends each
-//! write and what the platform writes after it ([`crate::platform::sequence`]); here each request
-//! is judged by the module on the state it is sent on, shown to an observer first.
+//! `check`'s report: what an operator and a CI system read of a change set judged against a
+//! cluster as its writes land ([`cozystack_platform::admission::run`]): the text, JSON and JUnit
+//! forms, and the exit code.
 
-use cozystack_policy_runtime::cluster::ClusterObjects;
-use cozystack_policy_runtime::policy::{Policy, rule_of, warned_by};
+use cozystack_policy_runtime::policy::{rule_of, waived_by, warned_by};
 use serde_json::{Value, json};
 
-use crate::error::Error;
-use crate::ops::evaluate::on_state;
-use crate::platform::apiserver::Identity;
-use crate::platform::sequence::{Admit, Platform, Sender};
-use crate::state::State;
+use cozystack_platform::apiserver::Identity;
 
-pub use crate::platform::flux::apply::{
+pub use cozystack_platform::admission::{Observer, run, run_kustomizations};
+pub use cozystack_platform::flux::apply::{
     Applied, Applier, ChangeSet, Disposition, Pruned, Report, STAYS, Step, applies_over,
     blocked_steps, pruned, unsubstituted,
 };
-use crate::platform::flux::{apply, kustomizations};
 
-/// Called with each judged request and the cluster it was judged on (to keep them).
-pub type Observer<'a> = dyn FnMut(usize, &Value, &ClusterObjects) -> Result<(), Error> + 'a;
-
-/// The module as admission: each request shown to the observer, then judged on the state it
-/// is sent on.
-struct Judge<'a> {
-    policy: &'a Policy,
-    settings: &'a Value,
-    observe: &'a mut Observer<'a>,
-    judged: usize,
+/// The report's forms, for the verbs that print it.
+pub trait Presented {
+    fn exit_code(&self, warn: Option<u8>) -> u8;
+    fn text(&self) -> String;
+    fn json(&self, identity: &Identity) -> Value;
+    fn junit(&self, judged_by: Option<&str>) -> String;
 }
 
-impl Admit for Judge<'_> {
-    fn admit(&mut self, _: &Sender, request: &Value, state: &mut State) -> Result<Value, Error> {
-        self.judged += 1;
-        (self.observe)(self.judged, request, state.cluster())?;
-        on_state(self.policy, self.settings, state, request)
-    }
-}
-
-/// The platform as the settings name it, with the module as its admission.
-fn platform<'a>(
-    policy: &'a Policy,
-    settings: &'a Value,
-    cluster: &ClusterObjects,
-    observe: &'a mut Observer<'a>,
-) -> Result<(Platform, Judge<'a>), Error> {
-    crate::settings::check(policy, settings)?;
-    let resolved = crate::settings::resolved(settings)?;
-    let judge = Judge {
-        policy,
-        settings,
-        observe,
-        judged: 0,
-    };
-    Ok((Platform::of(&resolved, cluster), judge))
-}
-
-/// Judges `changes` against `cluster` as `identity` applies them under `settings`; `observe`
-/// sees each request and the cluster it is judged on.
-pub fn run<'a>(
-    policy: &'a Policy,
-    settings: &'a Value,
-    cluster: ClusterObjects,
-    changes: &ChangeSet,
-    identity: &'a Identity,
-    applier: Applier,
-    observe: &'a mut Observer<'a>,
-) -> Result<Applied, Error> {
-    let (mut platform, mut judge) = self::platform(policy, settings, &cluster, observe)?;
-    let client = Sender::Client {
-        identity: identity.clone(),
-        manager: applier.manager(),
-    };
-    apply::run(&mut platform, cluster, changes, client, applier, &mut judge)
-}
-
-/// Judges Kustomizations in `dependsOn` order ([`kustomizations::run`]), each applied as its
-/// unit's identity.
-pub fn run_kustomizations<'a>(
-    policy: &'a Policy,
-    settings: &'a Value,
-    cluster: ClusterObjects,
-    units: &[kustomizations::Unit],
-    outside: &std::collections::BTreeMap<String, kustomizations::Outside>,
-    observe: &'a mut Observer<'a>,
-) -> Result<Report, Error> {
-    let (mut platform, mut judge) = self::platform(policy, settings, &cluster, observe)?;
-    kustomizations::run(&mut platform, cluster, units, outside, &mut judge)
-}
-
-impl Report {
+impl Presented for Report {
     /// 2 when a write cannot be made, 1 when one is refused or a Kustomization never lands (a
     /// dependency missing, not Ready or in a cycle: Flux retries forever); else 0, or `warn`
     /// when one was admitted with a warning and the caller asked warnings to fail (under the
     /// stock `platformWriters: warn`, every protection problem Flux would cause is a warning).
-    pub fn exit_code(&self, warn: Option<u8>) -> u8 {
+    fn exit_code(&self, warn: Option<u8>) -> u8 {
         if self.count(Disposition::Error) > 0 {
             2
         } else if self.count(Disposition::Denied) + self.count(Disposition::Rejected) > 0
@@ -109,36 +40,9 @@ impl Report {
         }
     }
 
-    /// The report of a change set that cannot be read: one error naming where, so a CI system
-    /// that reads the JUnit file shows why the check stopped.
-    pub fn unreadable(error: &str) -> Report {
-        // Errors name their file first (`path, document N: …`, `path: …`).
-        let origin = error.split(": ").next().unwrap_or(error);
-        Report {
-            steps: vec![Step {
-                origin: origin
-                    .split(", document")
-                    .next()
-                    .unwrap_or(origin)
-                    .to_owned(),
-                reference: "the change set".to_owned(),
-                operation: "",
-                outcome: Disposition::Error,
-                message: Some(error.to_owned()),
-                warnings: Vec::new(),
-                request: None,
-                response: None,
-                stage: None,
-                note: None,
-                then: Vec::new(),
-            }],
-            ..Report::default()
-        }
-    }
-
     /// One line per manifest, under its stage of Flux's apply, then what the change set
     /// comes to.
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let mut out = String::new();
         for note in &self.notes {
             out.push_str(&format!("{note}\n"));
@@ -221,7 +125,7 @@ impl Report {
     }
 
     /// The report as JSON: every step with its request and the policy's response.
-    pub fn json(&self, identity: &Identity) -> Value {
+    fn json(&self, identity: &Identity) -> Value {
         let steps: Vec<Value> = self
             .steps
             .iter()
@@ -230,12 +134,14 @@ impl Report {
                     "stage": s.stage, "outcome": s.outcome, "message": s.message, "rule": s.rule(),
                     "warnings": s.warnings,
                     "warnedBy": s.response.as_ref().map(warned_by).unwrap_or_default(),
+                    "waivedBy": s.response.as_ref().map(waived_by).unwrap_or_default(),
                     "note": s.note,
                     "applied": matches!(s.outcome, Disposition::Allowed | Disposition::Warn | Disposition::NotJudged),
                     "request": s.request, "response": s.response,
                     "then": s.then.iter().map(|sent| json!({"sender": sent.sender.describe(),
                         "write": sent.describe(), "allowed": sent.allowed(),
                         "rule": rule_of(&sent.response), "warnedBy": warned_by(&sent.response),
+                        "waivedBy": waived_by(&sent.response),
                         "request": sent.request, "response": sent.response})).collect::<Vec<_>>()})
             })
             .collect();
@@ -254,7 +160,7 @@ impl Report {
     /// an error, a manifest not judged skipped), as CI systems render test reports.
     /// `judged_by` (which settings, rules and release) is the suite's property of that name;
     /// a change set that could not be read was judged by none.
-    pub fn junit(&self, judged_by: Option<&str>) -> String {
+    fn junit(&self, judged_by: Option<&str>) -> String {
         fn escape(text: &str) -> String {
             text.chars()
                 .map(|c| match c {
@@ -343,5 +249,32 @@ impl Report {
         }
         out.push_str("  </testsuite>\n</testsuites>\n");
         out
+    }
+}
+
+/// The report of a change set that cannot be read: one error naming where, so a CI system
+/// that reads the JUnit file shows why the check stopped.
+pub fn unreadable(error: &str) -> Report {
+    // Errors name their file first (`path, document N: …`, `path: …`).
+    let origin = error.split(": ").next().unwrap_or(error);
+    Report {
+        steps: vec![Step {
+            origin: origin
+                .split(", document")
+                .next()
+                .unwrap_or(origin)
+                .to_owned(),
+            reference: "the change set".to_owned(),
+            operation: "",
+            outcome: Disposition::Error,
+            message: Some(error.to_owned()),
+            warnings: Vec::new(),
+            request: None,
+            response: None,
+            stage: None,
+            note: None,
+            then: Vec::new(),
+        }],
+        ..Report::default()
     }
 }

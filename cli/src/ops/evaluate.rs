@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::Error;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::{
-    Evaluation, Policy, rule_of, verdict_of, warned_by, warnings_of,
+    Evaluation, Policy, rule_of, verdict_of, waived_by, warned_by, warnings_of,
 };
 use serde_json::Value;
 
@@ -18,10 +18,8 @@ use serde_json::Value;
 /// v1.6.2 persists it, cozystack#3982.)
 pub fn read_request(path: &Path) -> Result<Value, Error> {
     let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).map_err(|source| Error::Stream {
-            what: "standard input",
-            source,
-        })?
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|source| Error::stream("standard input", source))?
     } else {
         std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?
     };
@@ -85,6 +83,10 @@ pub fn text(request: &Value, evaluation: &Evaluation) -> String {
     if !rows.is_empty() {
         out.push_str(&format!("warned by {}\n", rows.join(", ")));
     }
+    let waived = waived_by(response);
+    if !waived.is_empty() {
+        out.push_str(&format!("waived by {}\n", waived.join(", ")));
+    }
     let calls = &evaluation.exchanges;
     out.push_str(&format!(
         "host calls {} ({} bytes answered)\n",
@@ -95,20 +97,4 @@ pub fn text(request: &Value, evaluation: &Evaluation) -> String {
         out.push_str(&format!("  {}. {exchange}\n", i + 1));
     }
     out
-}
-
-/// The policy's response to `request` on `cluster`: the payload the policy-server sends, its GETs
-/// and lists served through the state's index and reflectors.
-pub fn on_state(
-    policy: &Policy,
-    settings: &Value,
-    cluster: &mut crate::state::State,
-    request: &Value,
-) -> Result<Value, Error> {
-    let payload = cozystack_policy_runtime::policy::payload(request, settings)?;
-    let (objects, cache) = cluster.lend();
-    let state = policy.host_state(objects, Vec::new(), Some(cache.clone()));
-    let evaluation = policy.validate_with(&payload, state);
-    cluster.restore(cache);
-    Ok(evaluation?.response)
 }

@@ -5,4 +5,3 @@ pub mod check;
 pub mod evaluate;
 pub mod footprint;
 pub mod preflight;
-pub mod simulate;

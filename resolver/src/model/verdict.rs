@@ -21,6 +21,10 @@ pub struct Verdict {
     /// The row each warning came from, in the order of `warnings`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warned_by: Vec<&'static str>,
+    /// The rows whose refusal was waived for a platform writer (`platformWriters: warn`), the
+    /// request admitted with their warning: data, so that no tool reads a waiver from wording.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waived_by: Vec<&'static str>,
 }
 
 pub const BAD_REQUEST: u16 = 400;
@@ -36,6 +40,7 @@ impl Verdict {
             warnings: Vec::new(),
             rule: None,
             warned_by: Vec::new(),
+            waived_by: Vec::new(),
         }
     }
 

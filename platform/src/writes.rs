@@ -14,11 +14,11 @@
 //! - a deleted Tenant takes its namespace and everything below it.
 //!
 //! Which of these writes are sent, in which order and by whom, and how each is judged, is
-//! [`crate::platform::sequence`]'s.
+//! [`crate::sequence`]'s.
 
 use std::collections::HashMap;
 
-use crate::platform::sequence::FINALIZER;
+use crate::helm_controller::{FINALIZER, terminating};
 use crate::state::State;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
@@ -302,11 +302,6 @@ impl TenantChart {
                 .collect(),
         }
     }
-}
-
-/// Whether `object` is being deleted (`metadata.deletionTimestamp` is set).
-pub fn terminating(object: &Value) -> bool {
-    object["metadata"].get("deletionTimestamp").is_some()
 }
 
 /// Renders what Tenant release `release` renders, over what it rendered before, then what its

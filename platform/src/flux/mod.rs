@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use crate::platform::flux::manifests::Manifest;
+use crate::flux::manifests::Manifest;
 
 /// kustomize-controller's API group: the prefix of every label and annotation it reads.
 const GROUP: &str = "kustomize.toolkit.fluxcd.io";

@@ -5,7 +5,7 @@
 //! ([`Applier::InOrder`]). Each manifest becomes the request the API server sends admission (a
 //! CREATE when the object does not exist, an UPDATE with the live object as `oldObject` when it
 //! does, its `object` what a server-side apply leaves, [`flux::applied`]); each admitted write is
-//! applied as the platform plays it ([`crate::platform::sequence`]) before the next is judged.
+//! applied as the platform plays it ([`crate::sequence`]) before the next is judged.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -14,14 +14,14 @@ use cozystack_policy_runtime::policy::{rule_of, warnings_of};
 use cozystack_resolver::request::APPS_GROUP;
 use serde_json::{Value, json};
 
+use crate::apiserver::{self, Admission, HELM_RELEASES, NAMESPACES, Resource};
+use crate::application::{AppRef, AppWrite};
 use crate::error::Error;
-use crate::platform::apiserver::{self, Admission, HELM_RELEASES, NAMESPACES, Resource};
-use crate::platform::application::{AppRef, AppWrite};
-use crate::platform::flux::manifests::Manifest;
-use crate::platform::flux::{self, Managed, Owner, Stage, postbuild};
-use crate::platform::sequence::{Admit, Outcome, Platform, Refuser, Sender, Sent, Uninstall};
-use crate::platform::writes::{self, RELEASE_API, Served};
+use crate::flux::manifests::Manifest;
+use crate::flux::{self, Managed, Owner, Stage, postbuild};
+use crate::sequence::{self, Admit, Outcome, Platform, Refuser, Sender, Sent, Then, Uninstall};
 use crate::state::State;
+use crate::writes::{self, RELEASE_API, Served};
 
 /// A change set: the manifests applied, then the objects pruned.
 #[derive(Debug, Default)]
@@ -384,45 +384,45 @@ struct Judgement {
 }
 
 enum Effect {
-    /// Put this object; helm-controller reconciles a HelmRelease ([`Platform::stored`]).
+    /// Put this object; helm-controller reconciles a HelmRelease ([`Then::Stored`]).
     Put(Value),
     /// What cozystack-api writes after an admitted write of an Application (its new object,
-    /// `None` for a DELETE), played by [`Platform::after_application`].
+    /// `None` for a DELETE), played as [`Then::Application`].
     Application(Box<AppWrite>, Option<Value>),
-    /// This release is deleted ([`Platform::deleted`]).
+    /// This release is deleted ([`Then::Deleted`]).
     RemoveRelease(Value),
     RemoveNamespace(String),
 }
 
 impl Session<'_> {
     /// Applies an admitted write as the platform writes it: what follows it, each request
-    /// judged ([`crate::platform::sequence`]). A deleted release stays terminating while Flux
+    /// judged ([`crate::sequence`]). A deleted release stays terminating while Flux
     /// applies the rest of the change set ([`Uninstall::Later`]).
     fn apply(&mut self, effect: Effect) -> Result<Outcome, Error> {
-        let mut outcome = Outcome::default();
-        let (state, admit) = (&mut self.cluster, &mut *self.admit);
-        match effect {
+        let then = match &effect {
             Effect::Put(object) if object["apiVersion"] == RELEASE_API => {
-                self.platform.stored(state, object, admit, &mut outcome)?
+                Then::Stored(object.clone())
             }
             // A definition the change set applies changes no kind cozystack-api serves while
             // Flux applies it (see `apiserver::Landing::defined`).
-            Effect::Put(object) => state.put(object),
-            Effect::Application(account, app) => self.platform.after_application(
-                state,
-                &account,
-                app.as_ref(),
-                admit,
-                Uninstall::Later,
-                &mut outcome,
-            )?,
-            Effect::RemoveRelease(release) => {
-                self.platform
-                    .deleted(state, &release, admit, Uninstall::Later, &mut outcome)?
+            Effect::Put(object) => {
+                self.cluster.put(object.clone());
+                return Ok(Outcome::default());
             }
-            Effect::RemoveNamespace(ns) => writes::remove_namespace(state, &ns),
-        }
-        Ok(outcome)
+            Effect::Application(account, app) => Then::Application(account, app.as_ref()),
+            Effect::RemoveRelease(release) => Then::Deleted(release),
+            Effect::RemoveNamespace(ns) => {
+                writes::remove_namespace(&mut self.cluster, ns);
+                return Ok(Outcome::default());
+            }
+        };
+        let write = sequence::Write::Admitted {
+            then,
+            uninstall: Uninstall::Later,
+        };
+        let client = self.client.clone();
+        self.platform
+            .play(&mut self.cluster, &mut *self.admit, client, write)
     }
 
     fn served(&self, manifest: &Manifest) -> Result<Served, Unjudged> {
@@ -658,10 +658,15 @@ impl Session<'_> {
             object: write.object.as_ref(),
             old: write.old.as_ref(),
         };
-        let request = self.platform.request(&admission, &self.client, dry_run);
-        let response = self
-            .admit
-            .admit(&self.client, &request, &mut self.cluster)?;
+        let request = sequence::Write::Request { admission, dry_run };
+        let client = self.client.clone();
+        let sent = self
+            .platform
+            .play(&mut self.cluster, &mut *self.admit, client, request)?
+            .sent
+            .pop()
+            .ok_or("the platform sent no request for the write")?;
+        let (request, response) = (sent.request, sent.response);
         let accepted = response["accepted"] == true;
         let warnings = warnings_of(&response);
         let outcome = match (accepted, warnings.is_empty(), &write.conflict) {

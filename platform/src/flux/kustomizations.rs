@@ -12,17 +12,15 @@ use std::path::Path;
 use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
 use serde_json::Value;
 
+use crate::apiserver::Identity;
 use crate::error::Error;
-use crate::platform::apiserver::Identity;
-use crate::platform::flux::apply::{
-    self, Applied, Applier, ChangeSet, NeverApplies, Pruned, Report,
-};
-use crate::platform::flux::build::Spec;
-use crate::platform::flux::manifests::{self, Manifest};
-use crate::platform::flux::sourceignore::{GitRepository, Packed};
-use crate::platform::sequence::{Admit, Platform, Sender};
-use crate::platform::writes;
+use crate::flux::apply::{self, Applied, Applier, ChangeSet, NeverApplies, Pruned, Report};
+use crate::flux::build::Spec;
+use crate::flux::manifests::{self, Manifest};
+use crate::flux::sourceignore::{GitRepository, Packed};
+use crate::sequence::{Admit, Platform, Sender};
 use crate::state::State;
+use crate::writes;
 
 /// One Kustomization: the object, its spec, where it was read, what it builds, who applies it
 /// ([`Spec::service_account`], else the controller's account or the caller's), and the live
@@ -353,7 +351,7 @@ pub fn run(
         };
         let client = Sender::Client {
             identity: unit.identity.clone(),
-            manager: crate::platform::flux::MANAGER,
+            manager: crate::flux::MANAGER,
         };
         let Applied {
             report: judged,

@@ -4,26 +4,22 @@
 //! cozystack-api's 500, as for a refused release write: docs/rules.md), helm-controller's
 //! finalizer and its render of a Tenant's chart, or a deleted release's uninstall. Each request
 //! goes to the caller's [`Admit`], which judges it through the module (or admits it as is);
-//! `check` and `simulate` choose the writes and read the [`Outcome`], and neither sequences one.
+//! `check` and `simulate` choose the writes, hand each to [`Platform::play`] and read the
+//! [`Outcome`]; neither sequences one.
 
 use cozystack_policy_runtime::cluster::{ClusterObjects, ObjectKey, index_key};
 use cozystack_policy_runtime::policy::warnings_of;
 use serde_json::{Value, json};
 
+use crate::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES, Resource};
+use crate::application::{Api, AppWrite};
 use crate::error::Error;
-use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES, Resource};
-use crate::platform::application::{Api, AppWrite};
-use crate::platform::writes::{self, Kinds, RELEASE_API, TenantChart};
+use crate::helm_controller::{DELETION_TIMESTAMP, FINALIZER, FLUX, Held, terminating};
 use crate::state::State;
+use crate::writes::{self, Kinds, RELEASE_API, TenantChart};
 
 /// cozystack-api, which writes an Application's release (`pkg/registry/apps/application`).
 pub const COZYSTACK_API: &str = "system:serviceaccount:cozy-system:cozystack-api";
-/// Every Flux controller, helm-controller rendering a Tenant's chart among them.
-pub const FLUX: &str = "system:serviceaccount:cozy-fluxcd:flux";
-/// helm-controller's finalizer on every release it has reconciled.
-pub const FINALIZER: &str = "finalizers.fluxcd.io";
-/// The deletion time a deleted release shows while helm-controller uninstalls it.
-pub const DELETION_TIMESTAMP: &str = "2026-01-01T00:00:00Z";
 
 /// Who sends a request of a write's sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,6 +166,50 @@ pub struct AppRequest<'a> {
     pub dry_run: bool,
 }
 
+/// A write, as its client hands it to the platform ([`Platform::play`]).
+pub enum Write<'a> {
+    /// An Application request through cozystack-api, and what it sets off.
+    Application {
+        account: &'a AppWrite,
+        request: AppRequest<'a>,
+        uninstall: Uninstall,
+    },
+    /// A request of a HelmRelease or a Namespace, sent straight to the API server: admitted
+    /// (and not a dry run), a release is stored (helm-controller's finalizer, its reconcile)
+    /// or deleted, a Namespace put or removed.
+    Object {
+        admission: Admission<'a>,
+        dry_run: bool,
+        uninstall: Uninstall,
+    },
+    /// A request alone, what it does the caller's to apply ([`Write::Admitted`]): Flux's dry
+    /// run of a whole change set comes before any of its applies.
+    Request {
+        admission: Admission<'a>,
+        dry_run: bool,
+    },
+    /// What follows a request admitted earlier ([`Write::Request`]).
+    Admitted {
+        then: Then<'a>,
+        uninstall: Uninstall,
+    },
+    /// helm-controller reconciles a release on its interval.
+    Reconcile(Value),
+    /// helm-controller's uninstall of a deleted release it holds comes to its end.
+    Uninstalled(Value),
+}
+
+/// What follows an admitted request of [`Write::Admitted`].
+pub enum Then<'a> {
+    /// A HelmRelease the API server stored.
+    Stored(Value),
+    /// cozystack-api's writes after an Application request (its new object, `None` for a
+    /// DELETE).
+    Application(&'a AppWrite, Option<&'a Value>),
+    /// A release the API server deleted.
+    Deleted(&'a Value),
+}
+
 /// The stock writers around the policy, as the release the settings name runs them.
 pub struct Platform {
     pub api: Api,
@@ -210,15 +250,106 @@ impl Platform {
         format!("00000000-0000-4000-8000-{:012}", self.objects)
     }
 
+    /// Plays `write`, sent by `client`, from its request to rest: each request it sets off
+    /// judged through `admit` on the state the ones before it left, up to the first refusal.
+    /// (helm-controller's own writes, [`Write::Reconcile`] and [`Write::Uninstalled`], are
+    /// sent as itself whoever the client.)
+    pub fn play(
+        &mut self,
+        state: &mut State,
+        admit: &mut dyn Admit,
+        client: Sender,
+        write: Write<'_>,
+    ) -> Result<Outcome, Error> {
+        let mut outcome = Outcome::default();
+        match write {
+            Write::Application {
+                account,
+                request,
+                uninstall,
+            } => {
+                // The client's request, then, admitted, what cozystack-api and helm-controller
+                // write after it.
+                let write = Admission {
+                    operation: request.operation,
+                    resource: account.resource(),
+                    namespace: Some(&account.namespace),
+                    name: &account.name,
+                    object: request.object,
+                    old: request.old,
+                };
+                if self.send(&write, client, request.dry_run, state, admit, &mut outcome)?
+                    && (!request.dry_run || self.api.dry_run_lands)
+                {
+                    let app = request.object;
+                    self.after_application(state, account, app, admit, uninstall, &mut outcome)?;
+                }
+            }
+            Write::Object {
+                admission,
+                dry_run,
+                uninstall,
+            } => {
+                if self.send(&admission, client, dry_run, state, admit, &mut outcome)? && !dry_run {
+                    self.object(state, &admission, admit, uninstall, &mut outcome)?;
+                }
+            }
+            Write::Request { admission, dry_run } => {
+                self.send(&admission, client, dry_run, state, admit, &mut outcome)?;
+            }
+            Write::Admitted { then, uninstall } => match then {
+                Then::Stored(release) => self.stored(state, release, admit, &mut outcome)?,
+                Then::Application(account, app) => {
+                    self.after_application(state, account, app, admit, uninstall, &mut outcome)?
+                }
+                Then::Deleted(release) => {
+                    self.deleted(state, release, admit, uninstall, &mut outcome)?
+                }
+            },
+            Write::Reconcile(release) => self.reconcile(state, release, admit, &mut outcome)?,
+            Write::Uninstalled(release) if writes::is_tenant_release(&release) => {
+                self.teardown(state, &release, admit, &mut outcome)?
+            }
+            Write::Uninstalled(release) => state.remove(&release),
+        }
+        Ok(outcome)
+    }
+
+    /// What an admitted request of an object does: a release stored or deleted as
+    /// helm-controller meets it, a Namespace put or removed.
+    fn object(
+        &mut self,
+        state: &mut State,
+        admission: &Admission<'_>,
+        admit: &mut dyn Admit,
+        uninstall: Uninstall,
+        outcome: &mut Outcome,
+    ) -> Result<(), Error> {
+        let release = admission.resource == HELM_RELEASES;
+        match (admission.object, admission.old) {
+            (Some(new), _) if release => self.stored(state, new.clone(), admit, outcome),
+            (None, Some(old)) if release => self.deleted(state, old, admit, uninstall, outcome),
+            (Some(new), _) => {
+                state.put(new.clone());
+                Ok(())
+            }
+            (None, Some(_)) => {
+                writes::remove_namespace(state, admission.name);
+                Ok(())
+            }
+            (None, None) => Ok(()),
+        }
+    }
+
     /// The AdmissionRequest `sender` makes for `write`.
-    pub fn request(&mut self, write: &Admission<'_>, sender: &Sender, dry_run: bool) -> Value {
+    fn request(&mut self, write: &Admission<'_>, sender: &Sender, dry_run: bool) -> Value {
         self.requests += 1;
         write.request(&sender.identity(), sender.manager(), self.requests, dry_run)
     }
 
     /// Sends `write` as `sender` through `admit`, keeping it in `outcome`; whether it was
     /// admitted (a refusal is kept as the outcome's).
-    pub fn send(
+    fn send(
         &mut self,
         write: &Admission<'_>,
         sender: Sender,
@@ -248,40 +379,12 @@ impl Platform {
         Ok(allowed)
     }
 
-    /// A client's Application write through cozystack-api: its request, then, admitted, what
-    /// cozystack-api and helm-controller write after it ([`Platform::after_application`]).
-    pub fn application(
-        &mut self,
-        state: &mut State,
-        client: Sender,
-        account: &AppWrite,
-        write: AppRequest<'_>,
-        admit: &mut dyn Admit,
-        uninstall: Uninstall,
-    ) -> Result<Outcome, Error> {
-        let mut outcome = Outcome::default();
-        let request = Admission {
-            operation: write.operation,
-            resource: account.resource(),
-            namespace: Some(&account.namespace),
-            name: &account.name,
-            object: write.object,
-            old: write.old,
-        };
-        if self.send(&request, client, write.dry_run, state, admit, &mut outcome)?
-            && (!write.dry_run || self.api.dry_run_lands)
-        {
-            self.after_application(state, account, write.object, admit, uninstall, &mut outcome)?;
-        }
-        Ok(outcome)
-    }
-
     /// What follows an admitted write of an Application (`app`, `None` for a DELETE): the
     /// release cozystack-api writes for it, judged as its own request; the quota an update
     /// leaves (`REST.Update`) and the 409 of a name another release holds, after that admission;
     /// helm-controller's finalizer on a new release and its reconcile; a deleted release's
     /// uninstall.
-    pub fn after_application(
+    fn after_application(
         &mut self,
         state: &mut State,
         account: &AppWrite,
@@ -332,9 +435,6 @@ impl Platform {
             }
             return Ok(());
         };
-        if old.is_none() {
-            stored["metadata"]["uid"] = json!(self.next_uid());
-        }
         // An update keeps a release's deletionTimestamp: it stays being uninstalled, and
         // helm-controller does not upgrade it. (cozystack-api's whole-object `Update` may drop
         // the finalizer that holds it, which would end the deletion at once and leave what it
@@ -352,19 +452,19 @@ impl Platform {
     /// A HelmRelease the API server stored, as helm-controller meets it: one that carries no
     /// finalizer (a new one; one cozystack-api's `Update` replaced whole) gets it first, in
     /// its own metadata update as Flux (fluxcd/helm-controller v1.5.0), then it is reconciled.
-    pub fn stored(
+    /// A release created has the uid the API server gives it.
+    fn stored(
         &mut self,
         state: &mut State,
-        release: Value,
+        mut release: Value,
         admit: &mut dyn Admit,
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
+        if release["metadata"]["uid"].is_null() {
+            release["metadata"]["uid"] = json!(self.next_uid());
+        }
         state.put(release.clone());
-        let finalized = release
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| f.iter().any(|f| f == FINALIZER));
-        if finalized || terminating(&release) {
+        if Held::of(&release) == Held::ByFlux || terminating(&release) {
             return self.reconcile(state, release, admit, outcome);
         }
         let mut with = release.clone();
@@ -389,7 +489,7 @@ impl Platform {
     /// helm-controller reconciles `release`, which is put: a Tenant's renders its chart (and
     /// its sub-tenants theirs), each object it changes written as helm-controller, judged, up
     /// to the first refusal.
-    pub fn reconcile(
+    fn reconcile(
         &mut self,
         state: &mut State,
         release: Value,
@@ -444,7 +544,7 @@ impl Platform {
     /// until it has uninstalled it (fluxcd/helm-controller v1.5.0, `reconcileDelete`); one no
     /// controller has handled (no finalizer) goes at once. [`Uninstall::Now`] plays the
     /// uninstall: a Tenant's runs its cleanup Job first ([`Platform::teardown`]).
-    pub fn deleted(
+    fn deleted(
         &mut self,
         state: &mut State,
         release: &Value,
@@ -452,10 +552,7 @@ impl Platform {
         uninstall: Uninstall,
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
-        let finalized = release
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| !f.is_empty());
+        let finalized = Held::of(release) != Held::Free;
         // A DELETE of what is being uninstalled already changes nothing: helm-controller's
         // uninstall, under way, removes it in its own time.
         if finalized && terminating(release) {
@@ -477,7 +574,7 @@ impl Platform {
     /// releases (nested Tenants, each uninstalled the same way), then its module releases; then
     /// Helm deletes the child Namespace and the garbage collector the namespaces below it.
     /// Stops at the first refusal, the release left terminating.
-    pub fn teardown(
+    fn teardown(
         &mut self,
         state: &mut State,
         release: &Value,
@@ -532,8 +629,6 @@ impl Platform {
         Ok(())
     }
 }
-
-pub use super::writes::terminating;
 
 /// Puts `release` as the API server keeps it once deleted while a finalizer holds it.
 fn mark_terminating(state: &mut State, release: &Value) {

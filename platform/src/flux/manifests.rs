@@ -1,5 +1,5 @@
 //! A change set as Flux reads it: files (each read as named), folders (every `*.yaml` and
-//! `*.yml` the source artifact would hold, in name order, recursively: [`crate::platform::flux::sourceignore`])
+//! `*.yml` the source artifact would hold, in name order, recursively: [`crate::flux::sourceignore`])
 //! or standard input (`-`), each multi-document YAML or JSON, `kind: List` flattened into its
 //! items. A folder with a `kustomization.yaml` is
 //! a kustomize unit, as Flux's kustomize-controller builds it: its objects are what `kustomize
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::Error;
-use crate::platform::flux::sourceignore::{GitRepository, Packed, sorted_entries};
+use crate::flux::sourceignore::{GitRepository, Packed, sorted_entries};
 use serde::Deserialize;
 use serde_json::Value;
 

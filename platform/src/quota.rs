@@ -14,7 +14,7 @@ use cozystack_policy_runtime::selector::Selector;
 use cozystack_resolver::tenant;
 use serde_json::Value;
 
-use crate::platform::writes::{RELEASE_API, is_tenant_release, tenant_namespace_of};
+use crate::writes::{RELEASE_API, is_tenant_release, tenant_namespace_of};
 
 /// `resource.Quantity`, as far as the check's arithmetic and messages need it: an exact amount
 /// in units of 10⁻⁹ and the format it prints in.

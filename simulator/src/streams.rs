@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::Error;
-use crate::platform::writes;
+use cozystack_platform::error::Error;
+use cozystack_platform::writes;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 
 #[derive(Debug, Deserialize)]

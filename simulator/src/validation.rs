@@ -9,10 +9,10 @@ use rand_pcg::Pcg64;
 use serde_json::{Value, json};
 
 use super::statement;
-use crate::error::Error;
-use crate::ops::evaluate::on_state as evaluate;
-use crate::platform::writes::Kinds;
-use crate::state::State;
+use cozystack_platform::admission::on_state as evaluate;
+use cozystack_platform::error::Error;
+use cozystack_platform::state::State;
+use cozystack_platform::writes::Kinds;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
 

@@ -10,10 +10,10 @@ use cozystack_resolver::Settings;
 use cozystack_resolver::release::{ApiDryRun, Release};
 use serde_json::Value;
 
-use crate::platform::apiserver::{self, Resource};
-use crate::platform::quota;
-use crate::platform::writes::{RELEASE_API, Served};
+use crate::apiserver::{self, Resource};
+use crate::quota;
 use crate::state::State;
+use crate::writes::{RELEASE_API, Served};
 use cozystack_resolver::request::APPS_GROUP;
 
 /// An Application by namespace and name.

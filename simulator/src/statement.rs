@@ -41,6 +41,9 @@ pub struct Kind {
     pub admin_only: bool,
     pub provides: &'static [&'static str],
     pub consumes: &'static [&'static str],
+    /// `capability.share: children`: it serves its tenant's descendants too, not its own
+    /// namespace alone.
+    pub shares: bool,
 }
 
 const fn tenant_module(
@@ -60,6 +63,7 @@ const fn tenant_module(
         admin_only: false,
         provides,
         consumes,
+        shares: true,
     }
 }
 
@@ -79,6 +83,7 @@ const fn catalog(
         admin_only: false,
         provides: &[],
         consumes,
+        shares: false,
     }
 }
 
@@ -177,6 +182,13 @@ pub struct Statement {
 pub struct Unstated {
     pub path: String,
     pub why: String,
+}
+
+/// The run stops on settings the statement cannot follow, as on any input it refuses.
+impl From<Unstated> for cozystack_platform::error::Error {
+    fn from(unstated: Unstated) -> Self {
+        cozystack_platform::error::Error::Invalid(unstated.to_string())
+    }
 }
 
 /// Which rules the oracle holds the module to.
@@ -383,17 +395,20 @@ impl Kind {
                             .map(|l| l.iter().filter_map(Value::as_str).collect())
                             .unwrap_or_default()
                     };
-                    // Every provider the charts render serves its tenant's children too.
+                    // A provider serves its own namespace, and its descendants when it shares;
+                    // a kind that provides nothing shares nothing.
                     let share = body["share"].as_str().unwrap_or("none");
-                    let shared = if self.provides.is_empty() {
-                        "none"
-                    } else {
-                        "children"
-                    };
-                    if list("provides") != self.provides
-                        || list("consumes") != self.consumes
-                        || share != shared
-                    {
+                    match share {
+                        "children" if !self.provides.is_empty() => self.shares = true,
+                        "none" => self.shares = false,
+                        _ => {
+                            return Err(unstated(
+                                "capability.share",
+                                "children for a kind that provides a class, or none",
+                            ));
+                        }
+                    }
+                    if list("provides") != self.provides || list("consumes") != self.consumes {
                         return Err(unstated(
                             "capability",
                             "the classes are what the charts read and render: restated, not changed",

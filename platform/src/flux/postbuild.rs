@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
-use crate::platform::flux::versions::{Flux, Substitution};
+use crate::flux::versions::{Flux, Substitution};
 
 use crate::error::Error;
 
@@ -240,7 +240,7 @@ fn decode_base64(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::flux::versions::FLUX_2_8;
+    use crate::flux::versions::FLUX_2_8;
     use serde_json::json;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -15,17 +15,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::platform::application::Api;
-use crate::platform::writes::{RELEASE_API, TenantChart};
+use cozystack_platform::application::Api;
+use cozystack_platform::writes::{RELEASE_API, TenantChart};
 use cozystack_policy_runtime::cluster::{ClusterObjects, index_key};
-use cozystack_policy_runtime::policy::{Policy, rule_of, warned_by};
+use cozystack_policy_runtime::policy::{Policy, rule_of, waived_by, warned_by};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use serde_json::{Value, json};
 
-use crate::error::Error;
-use crate::platform::flux::apply::{self, Applier, ChangeSet};
-use crate::platform::sequence::Sender;
+use cozystack_platform::error::Error;
+use cozystack_platform::flux::apply::{self, Applier, ChangeSet};
+use cozystack_platform::sequence::Sender;
 use oracle::Facts;
 use statement::{Role, Statement};
 use world::{Action, Actor, Chain, Judged, Stray, Upgrade, World, Writer, manifest};
@@ -119,6 +119,9 @@ pub struct Violation {
     /// The row of `RULES` at stake: the one the module cited refusing the request, or the one
     /// that should have refused it.
     pub rule: Option<&'static str>,
+    /// The rows the statement says refuse the request, one of which the module must cite
+    /// (empty: `rule` or a row before it).
+    pub rows: Vec<&'static str>,
     /// The cluster that request was judged on.
     pub cluster: ClusterObjects,
 }
@@ -521,7 +524,7 @@ struct Player<'p> {
 }
 
 /// The promise a platform write admitted only as a platform writer's breaks.
-const WAIVED_INVARIANT: &str = "platform: no write a stock component makes is refused, or waived";
+const PLATFORM_INVARIANT: &str = "platform: no write a stock component makes is refused, or waived";
 
 /// The promise a consumer created without a live provider of its class and without the
 /// warning breaks.
@@ -535,9 +538,6 @@ const AUDIT_INVARIANT: &str =
 /// The promise a platform write the rules admit, refused or waived, breaks.
 const STRAY_INVARIANT: &str =
     "platform: a write the rules admit from the platform is admitted, with no waiver";
-
-/// What a warning says of a platform writer's refusal the deployment waives.
-pub(super) const WAIVED: &str = " is a platform writer and platformWriters is warn";
 
 /// Every how many steps `check` replays the step's own request.
 const CHECKED: usize = 4;
@@ -593,7 +593,7 @@ impl Player<'_> {
                 deletes: Vec::new(),
             },
         };
-        let identity = crate::platform::apiserver::Identity {
+        let identity = cozystack_platform::apiserver::Identity {
             username: request["userInfo"]["username"]
                 .as_str()
                 .unwrap_or_default()
@@ -636,6 +636,7 @@ impl Player<'_> {
             expect_allowed: user.allowed(),
             rule: cited_by(&user.response),
             cluster: before.clone(),
+            rows: Vec::new(),
         }))
     }
 
@@ -674,19 +675,35 @@ impl Player<'_> {
                         judged.response["message"].as_str().unwrap_or_default()
                     ),
                 }),
-                false => None,
+                // Refused by a row the statement names: the module must cite one of them.
+                false => {
+                    let rows = facts.rows(&ask);
+                    let cited = cited_by(&judged.response);
+                    (!rows.is_empty() && !cited.is_some_and(|c| rows.contains(&c))).then(|| {
+                        oracle::Broken::WrongRow {
+                            cited: cited.unwrap_or("no rule").to_owned(),
+                            rows,
+                            what: ask.describe(),
+                        }
+                    })
+                }
             };
             if let Some(broken) = broken {
                 return Some(Violation {
                     invariant: broken.invariant().to_owned(),
                     what: format!("{}: {}", action.describe(), broken.describe()),
                     request: judged.request.clone(),
-                    expect_allowed: !judged.allowed(),
+                    expect_allowed: !judged.allowed()
+                        && !matches!(broken, oracle::Broken::WrongRow { .. }),
                     rule: match judged.allowed() {
                         true => broken.rule(),
                         false => cited_by(&judged.response),
                     },
                     cluster: before.clone(),
+                    rows: match &broken {
+                        oracle::Broken::WrongRow { rows, .. } => rows.clone(),
+                        _ => Vec::new(),
+                    },
                 });
             }
         }
@@ -732,10 +749,7 @@ impl Player<'_> {
         };
         // A platform identity's write the deployment chose to warn about (`platformWriters:
         // warn`) is admitted by design, its breakage said in the warning.
-        if cozystack_policy_runtime::policy::warnings_of(&user.response)
-            .iter()
-            .any(|w| w.contains(WAIVED))
-        {
+        if !waived_by(&user.response).is_empty() {
             return Ok(None);
         }
         // Two creates at once of a kind counted without slots both pass a count read from one
@@ -775,6 +789,7 @@ impl Player<'_> {
                 expect_allowed: false,
                 rule: broken.rule(),
                 cluster: played.before.clone().unwrap_or_default(),
+                rows: Vec::new(),
             }))
     }
 
@@ -808,6 +823,7 @@ impl Player<'_> {
                     expect_allowed: true,
                     rule: Some("capability"),
                     cluster: before.clone(),
+                    rows: Vec::new(),
                 });
             }
         }
@@ -826,11 +842,7 @@ impl Player<'_> {
             return None;
         };
         let judged = played.writes.iter().find(|j| j.writer == Writer::Stray)?;
-        let waived = || {
-            cozystack_policy_runtime::policy::warnings_of(&judged.response)
-                .iter()
-                .any(|w| w.contains(WAIVED))
-        };
+        let waived = || !waived_by(&judged.response).is_empty();
         // (must be refused, must be admitted without a waiver, the rule at stake)
         let (refuse, admit, rule) = match stray {
             Stray::Namespace { namespace, .. } => {
@@ -899,6 +911,7 @@ impl Player<'_> {
                 expect_allowed: false,
                 rule: Some(rule.rule()),
                 cluster: before,
+                rows: Vec::new(),
             });
         }
         if admit && (!judged.allowed() || waived()) {
@@ -909,6 +922,7 @@ impl Player<'_> {
                 expect_allowed: true,
                 rule: cited_by(&judged.response),
                 cluster: before,
+                rows: Vec::new(),
             });
         }
         None
@@ -945,21 +959,19 @@ impl Player<'_> {
                     .refused_on
                     .clone()
                     .unwrap_or_else(|| self.world.state.cluster().clone()),
+                rows: Vec::new(),
             });
         }
         // Nor is one waived as a platform writer's: on a cluster with no release from before
         // the policy, the rules have nothing to say to the platform's own writes.
         if !self.leftovers
-            && let Some(warned) = writes.iter().find(|j| {
-                j.writer == Writer::Platform
-                    && cozystack_policy_runtime::policy::warnings_of(&j.response)
-                        .iter()
-                        .any(|w| w.contains(WAIVED))
-            })
+            && let Some(warned) = writes
+                .iter()
+                .find(|j| j.writer == Writer::Platform && !waived_by(&j.response).is_empty())
         {
             let warnings = cozystack_policy_runtime::policy::warnings_of(&warned.response);
             return Some(Violation {
-                invariant: WAIVED_INVARIANT.into(),
+                invariant: PLATFORM_INVARIANT.into(),
                 what: format!(
                     "{}: {} {} {} admitted only as a platform writer's: {}",
                     action.describe(),
@@ -975,6 +987,7 @@ impl Player<'_> {
                     .before
                     .clone()
                     .unwrap_or_else(|| self.world.state.cluster().clone()),
+                rows: Vec::new(),
             });
         }
         None
@@ -1026,6 +1039,7 @@ impl Player<'_> {
                     expect_allowed: rule.is_none(),
                     rule,
                     cluster,
+                    rows: Vec::new(),
                 }));
             }
         }
@@ -1069,6 +1083,7 @@ impl Player<'_> {
                     // Refused by any rule: the replay's may be a later row's.
                     rule: None,
                     cluster: played.before.clone().unwrap_or_default(),
+                    rows: Vec::new(),
                 }));
             }
         }
@@ -1157,7 +1172,7 @@ fn draw_finish(rng: &mut Pcg64, cluster: &ClusterObjects) -> Option<Action> {
         .enumerate()
         .filter(|(_, (api, kind, _, _))| api == RELEASE_API && kind == "HelmRelease")
         .filter_map(|(at, _)| cluster.value(at))
-        .filter(crate::platform::sequence::terminating)
+        .filter(cozystack_platform::helm_controller::terminating)
         .map(|hr| {
             let meta = &hr["metadata"];
             (
@@ -1472,7 +1487,7 @@ pub fn scenario(
         admission_request: violation.request.clone(),
         expect: match violation.expect_allowed {
             // Admitted with no waiver's warning.
-            true if violation.invariant == WAIVED_INVARIANT => {
+            true if violation.invariant == PLATFORM_INVARIANT => {
                 json!({"allowed": true, "warnings": []})
             }
             // A missing warning: the row that must give it (its wording is the module's).
@@ -1480,6 +1495,10 @@ pub fn scenario(
                 json!({"allowed": true, "warnedBy": [violation.rule]})
             }
             true => json!({"allowed": true}),
+            // One of the rows the statement says refuse it.
+            false if !violation.rows.is_empty() => {
+                json!({"allowed": false, "code": 403, "ruleIn": violation.rows})
+            }
             // The rule the denial must come from, or a row before it.
             false => {
                 json!({"allowed": false, "code": 403, "ruleIn": rows_through(violation.rule)})
@@ -1515,6 +1534,7 @@ pub fn rate(steps: usize, started: Instant) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cozystack_platform::apiserver::Identity;
     use serde_json::json;
 
     fn violation(invariant: &str, request: Value, expect_allowed: bool) -> Violation {
@@ -1525,6 +1545,7 @@ mod tests {
             expect_allowed,
             rule: Some("cardinality"),
             cluster: ClusterObjects::default(),
+            rows: Vec::new(),
         }
     }
 
@@ -1537,18 +1558,63 @@ mod tests {
             "warnings": cozystack_policy_runtime::policy::warnings_of(response)})
     }
 
-    /// `check` and the simulator reach the same account of what an Application write sets
-    /// off (`Platform::application`, `Platform::after_application`): the same requests, from
-    /// the same senders, with the same answers.
-    #[test]
-    fn one_application_write_sends_the_same_requests_through_check_and_the_simulator() {
-        let (policy, _) = crate::source::Source::Embedded
-            .load(None)
-            .unwrap_or_else(|e| panic!("{e}"));
+    /// What `check` sends for `changes` applied as `identity`, and what the simulator sends
+    /// playing `action`, on the bundled cluster under the stock settings.
+    fn both(action: &Action, changes: ChangeSet, identity: &Identity) -> (Vec<Value>, Vec<Value>) {
+        let policy =
+            Policy::load_annotated(&cozystack_e2e::policy_path()).unwrap_or_else(|e| panic!("{e}"));
         let settings = json!({});
-        let resolved = crate::settings::resolved(&settings).unwrap_or_else(|e| panic!("{e}"));
+        let resolved =
+            cozystack_platform::admission::resolved(&settings).unwrap_or_else(|e| panic!("{e}"));
         let dump = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/cluster");
         let cluster = ClusterObjects::read_dump(&[dump]).unwrap_or_else(|e| panic!("{e}"));
+        let platform = (TenantChart::of(&resolved), Api::of(&resolved));
+        let shared = Arc::new(settings.clone());
+        let mut world = World::new(&policy, shared, platform, cluster.clone());
+        let played = world.play(action).unwrap_or_else(|e| panic!("{e}"));
+        let simulated: Vec<Value> = played
+            .writes
+            .iter()
+            .map(|j| exchange(&j.request, &j.response))
+            .collect();
+        let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
+        let cozystack_platform::flux::apply::Applied { report, .. } =
+            cozystack_platform::admission::run(
+                &policy,
+                &settings,
+                cluster,
+                &changes,
+                identity,
+                Applier::InOrder,
+                &mut observe,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let step = &report.steps[0];
+        let first = exchange(
+            step.request.as_ref().unwrap_or(&Value::Null),
+            step.response.as_ref().unwrap_or(&Value::Null),
+        );
+        let checked: Vec<Value> = std::iter::once(first)
+            .chain(step.then.iter().map(|s| exchange(&s.request, &s.response)))
+            .collect();
+        (checked, simulated)
+    }
+
+    /// Who sent each request.
+    fn senders(exchanges: &[Value]) -> Vec<&str> {
+        exchanges
+            .iter()
+            .map(|e| e["user"].as_str().unwrap_or_default())
+            .collect()
+    }
+
+    const API: &str = "system:serviceaccount:cozy-system:cozystack-api";
+    const FLUX: &str = cozystack_platform::helm_controller::FLUX;
+
+    /// `check` and the simulator reach the same account of what a write sets off
+    /// (`Platform::play`): the same requests, from the same senders, with the same answers.
+    #[test]
+    fn one_application_write_sends_the_same_requests_through_check_and_the_simulator() {
         let writes = [
             ("Kubernetes", "tenant-acme", "k8s", json!({})),
             ("Tenant", "tenant-acme", "web", json!({"monitoring": true})),
@@ -1562,54 +1628,81 @@ mod tests {
                 name: name.into(),
                 spec: spec.clone(),
             };
-            let platform = (TenantChart::of(&resolved), Api::of(&resolved));
-            let shared = Arc::new(settings.clone());
-            let mut world = World::new(&policy, shared, platform, cluster.clone());
-            let played = world.play(&action).unwrap_or_else(|e| panic!("{e}"));
-            let simulated: Vec<Value> = played
-                .writes
-                .iter()
-                .map(|j| exchange(&j.request, &j.response))
-                .collect();
             let changes = ChangeSet {
                 applies: vec![manifest(&world::app_object(kind, namespace, name, &spec))],
                 deletes: Vec::new(),
             };
-            let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
-            let crate::ops::check::Applied { report, .. } = crate::ops::check::run(
-                &policy,
-                &settings,
-                cluster.clone(),
-                &changes,
-                &by.identity(),
-                Applier::InOrder,
-                &mut observe,
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
-            let step = &report.steps[0];
-            let first = exchange(
-                step.request.as_ref().unwrap_or(&Value::Null),
-                step.response.as_ref().unwrap_or(&Value::Null),
-            );
-            let checked: Vec<Value> = std::iter::once(first)
-                .chain(step.then.iter().map(|s| exchange(&s.request, &s.response)))
-                .collect();
+            let (checked, simulated) = both(&action, changes, &by.identity());
             assert_eq!(checked, simulated, "{kind} {namespace}/{name}");
-            let users: Vec<&Value> = simulated.iter().map(|e| &e["user"]).collect();
-            assert_eq!(users[0], "admin@tenant-acme", "{kind}: the user's first");
+            // The user's, then cozystack-api's release, then helm-controller's finalizer.
             assert_eq!(
-                users[1], "system:serviceaccount:cozy-system:cozystack-api",
-                "{kind}: then cozystack-api's release"
-            );
-            assert_eq!(
-                users[2], "system:serviceaccount:cozy-fluxcd:flux",
-                "{kind}: then helm-controller's finalizer"
+                senders(&simulated)[..3],
+                ["admin@tenant-acme", API, FLUX],
+                "{kind}"
             );
             assert!(
                 simulated.iter().all(|e| e["accepted"] == true),
                 "{simulated:#?}"
             );
         }
+    }
+
+    /// An Application's DELETE: the user's, then cozystack-api's DELETE of its release.
+    #[test]
+    fn one_delete_sends_the_same_requests_through_check_and_the_simulator() {
+        let by = Actor::new(Role::Admin, "tenant-acme");
+        let action = Action::Delete {
+            by: by.clone(),
+            kind: "Redis".into(),
+            namespace: "tenant-acme".into(),
+            name: "cache".into(),
+        };
+        let changes = ChangeSet {
+            applies: Vec::new(),
+            deletes: vec![manifest(&world::app_object(
+                "Redis",
+                "tenant-acme",
+                "cache",
+                &json!({}),
+            ))],
+        };
+        let (checked, simulated) = both(&action, changes, &by.identity());
+        assert_eq!(checked, simulated);
+        assert_eq!(senders(&simulated), ["admin@tenant-acme", API]);
+        let operations: Vec<&Value> = simulated.iter().map(|e| &e["operation"]).collect();
+        assert_eq!(operations, ["DELETE", "DELETE"]);
+        assert!(simulated.iter().all(|e| e["accepted"] == true));
+    }
+
+    /// A HelmRelease Flux applies straight: its CREATE, then helm-controller's finalizer, the
+    /// same request `check` judges after it.
+    #[test]
+    fn one_release_write_sends_the_same_requests_through_check_and_the_simulator() {
+        let stray = Stray::Release {
+            kind: "Redis".into(),
+            namespace: "tenant-acme".into(),
+            name: "sessions".into(),
+        };
+        let dump = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/cluster");
+        let cluster = ClusterObjects::read_dump(&[dump]).unwrap_or_else(|e| panic!("{e}"));
+        let served = cozystack_platform::writes::Kinds::read(&cluster)
+            .get("Redis")
+            .unwrap_or_else(|| panic!("the bundled cluster serves Redis"));
+        let app = world::app_object("Redis", "tenant-acme", "sessions", &json!({}));
+        let changes = ChangeSet {
+            applies: vec![manifest(&served.release_for(&app, None))],
+            deletes: Vec::new(),
+        };
+        let flux = Identity::impersonated(FLUX, &[]);
+        let (checked, simulated) = both(&Action::Stray(stray), changes, &flux);
+        assert_eq!(checked, simulated);
+        assert_eq!(senders(&simulated), [FLUX, FLUX]);
+        let operations: Vec<&Value> = simulated.iter().map(|e| &e["operation"]).collect();
+        assert_eq!(operations, ["CREATE", "UPDATE"]);
+        assert_eq!(
+            simulated[1]["object"]["metadata"]["finalizers"],
+            json!([cozystack_platform::helm_controller::FINALIZER])
+        );
     }
 
     #[test]

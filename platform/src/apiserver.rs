@@ -13,7 +13,7 @@ use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_resolver::tenant;
 use serde_json::{Value, json};
 
-use crate::platform::flux::manifests::Manifest;
+use crate::flux::manifests::Manifest;
 
 /// Who writes: the user and groups the API server authenticates.
 #[derive(Debug, Clone, PartialEq, Eq)]

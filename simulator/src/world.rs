@@ -1,27 +1,27 @@
 //! The world the simulator plays: the cluster, the platform that writes to it
-//! ([`crate::platform::sequence`], as `check` plays it too), the actors who act on it with their
+//! ([`cozystack_platform::sequence`], as `check` plays it too), the actors who act on it with their
 //! identities, and each action turned into the admission requests the API server would send,
 //! one after the other, each judged by the module on the state the writes before it left.
 
 use super::statement::Role;
-use crate::platform::application::Api;
-use crate::platform::writes::TenantChart;
+use cozystack_platform::application::Api;
+use cozystack_platform::writes::TenantChart;
 use cozystack_policy_runtime::cluster::ClusterObjects;
-use cozystack_policy_runtime::policy::{Policy, warnings_of};
+use cozystack_policy_runtime::policy::{Policy, waived_by, warnings_of};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use crate::error::Error;
-use crate::ops::evaluate::on_state as evaluate;
-use crate::platform::apiserver::{Admission, HELM_RELEASES, Identity};
-use crate::platform::application::AppRef;
-use crate::platform::flux::apply::{self, Applier, ChangeSet, Disposition};
-use crate::platform::sequence::{
-    self, Admit, AppRequest, FINALIZER, FLUX, Outcome, Platform, Refusal, Refuser, Sender, Sent,
-    Uninstall,
+use cozystack_platform::admission::on_state as evaluate;
+use cozystack_platform::apiserver::{Admission, HELM_RELEASES, Identity};
+use cozystack_platform::application::AppRef;
+use cozystack_platform::error::Error;
+use cozystack_platform::flux::apply::{self, Applier, ChangeSet, Disposition};
+use cozystack_platform::helm_controller::{FINALIZER, FLUX, terminating};
+use cozystack_platform::sequence::{
+    Admit, AppRequest, Outcome, Platform, Refusal, Refuser, Sender, Sent, Uninstall, Write,
 };
-use crate::platform::writes::{self, Kinds, RELEASE_API};
-use crate::state::State;
+use cozystack_platform::state::State;
+use cozystack_platform::writes::{self, Kinds, RELEASE_API};
 use cozystack_resolver::tenant::{ANCESTOR_PREFIX, AncestorLabels, chart_labels};
 
 /// Who acts: a holder of one of a tenant's roles, or its ServiceAccount.
@@ -154,7 +154,7 @@ pub enum Action {
 
 impl Action {
     /// Who writes which Application, for an action that writes one through cozystack-api.
-    fn application(&self) -> Option<(&Actor, &str, &str, &str)> {
+    fn app_of(&self) -> Option<(&Actor, &str, &str, &str)> {
         match self {
             Action::Create {
                 by,
@@ -716,27 +716,27 @@ impl<'p> World<'p> {
             .extend(outcome.sent.into_iter().map(Judged::from));
     }
 
-    /// A user's own request, as kubectl sends it, judged on the state it leaves in `played` as
-    /// the one it was sent on; whether it was admitted.
+    /// A user's own request of a release or a Namespace, as kubectl sends it, played to rest
+    /// (an admitted release meets helm-controller), judged on the state it leaves in `played`
+    /// as the one it was sent on.
     fn user_write(
         &mut self,
-        write: Admission<'_>,
+        admission: Admission<'_>,
         identity: &Identity,
         played: &mut Played,
-    ) -> Result<bool, Error> {
+    ) -> Result<(), Error> {
         played.before = Some(self.state.cluster().clone());
-        let mut outcome = Outcome::default();
         let mut module = self.module();
-        let admitted = self.platform.send(
-            &write,
-            kubectl(identity),
-            false,
-            &mut self.state,
-            &mut module,
-            &mut outcome,
-        )?;
+        let write = Write::Object {
+            admission,
+            dry_run: false,
+            uninstall: Uninstall::Later,
+        };
+        let outcome = self
+            .platform
+            .play(&mut self.state, &mut module, kubectl(identity), write)?;
         Self::keep(outcome, played);
-        Ok(admitted)
+        Ok(())
     }
 
     /// The cluster once helm-controller has reconciled every Tenant (the root's render renders
@@ -800,7 +800,7 @@ impl<'p> World<'p> {
                 self.release_write(&by, kind, namespace, name, *delete, &mut played)?
             }
             Action::Reconcile { namespace, name } => {
-                self.reconcile(namespace, name, &mut played)?
+                self.tenant_reconcile(namespace, name, &mut played)?
             }
             Action::Upgrade(to) => self.upgrade(to)?,
             Action::Finish { namespace, name } => self.finish(namespace, name, &mut played)?,
@@ -819,7 +819,7 @@ impl<'p> World<'p> {
             Action::Create { .. }
             | Action::Delete { .. }
             | Action::Edit { .. }
-            | Action::Switch { .. } => self.application(action, &mut played)?,
+            | Action::Switch { .. } => self.app_write(action, &mut played)?,
         }
         Ok(played)
     }
@@ -829,20 +829,19 @@ impl<'p> World<'p> {
         let Some(release) = self
             .state
             .get(RELEASE_API, "HelmRelease", name, Some(namespace))
-            .filter(sequence::terminating)
+            .filter(terminating)
         else {
             played.rejected = true;
             return Ok(());
         };
         played.before = Some(self.state.cluster().clone());
-        let mut outcome = Outcome::default();
         let mut module = self.module();
-        if writes::is_tenant_release(&release) {
-            self.platform
-                .teardown(&mut self.state, &release, &mut module, &mut outcome)?;
-        } else {
-            self.state.remove(&release);
-        }
+        let outcome = self.platform.play(
+            &mut self.state,
+            &mut module,
+            Sender::HelmController,
+            Write::Uninstalled(release),
+        )?;
         Self::keep(outcome, played);
         Ok(())
     }
@@ -852,7 +851,7 @@ impl<'p> World<'p> {
     /// helm-controller reconciles them.
     fn upgrade(&mut self, to: &Upgrade) -> Result<(), Error> {
         let settings = to.settings(&self.settings);
-        let resolved = crate::settings::resolved(&settings)?;
+        let resolved = cozystack_platform::admission::resolved(&settings)?;
         self.state.retain(|(api, kind, _, _)| {
             api != writes::DEFINITION_API || kind != writes::DEFINITION_KIND
         });
@@ -867,18 +866,26 @@ impl<'p> World<'p> {
     }
 
     /// helm-controller reconciles Tenant `name` of `namespace` on its interval.
-    fn reconcile(&mut self, namespace: &str, name: &str, played: &mut Played) -> Result<(), Error> {
+    fn tenant_reconcile(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        played: &mut Played,
+    ) -> Result<(), Error> {
         match self.state.get(
             RELEASE_API,
             "HelmRelease",
             &format!("tenant-{name}"),
             Some(namespace),
         ) {
-            Some(release) if !sequence::terminating(&release) => {
-                let mut outcome = Outcome::default();
+            Some(release) if !terminating(&release) => {
                 let mut module = self.module();
-                self.platform
-                    .reconcile(&mut self.state, release, &mut module, &mut outcome)?;
+                let outcome = self.platform.play(
+                    &mut self.state,
+                    &mut module,
+                    Sender::HelmController,
+                    Write::Reconcile(release),
+                )?;
                 Self::keep(outcome, played);
                 Ok(())
             }
@@ -914,19 +921,15 @@ impl<'p> World<'p> {
             };
         }
         let write = Admission::namespace_update(namespace, &live, &new);
-        if self.user_write(write, &by.identity(), played)? {
-            self.state.put(new);
-        }
-        Ok(())
+        self.user_write(write, &by.identity(), played)
     }
 
     /// A platform component's write its release never renders ([`Stray`]), judged as its
     /// identity sends it; the world keeps what admission lets in.
     fn stray(&mut self, stray: &Stray, played: &mut Played) -> Result<(), Error> {
-        let mut outcome = Outcome::default();
         let mut module = self.module();
         played.before = Some(self.state.cluster().clone());
-        let landed = match stray {
+        let outcome = match stray {
             Stray::Namespace {
                 namespace,
                 chain,
@@ -955,16 +958,13 @@ impl<'p> World<'p> {
                     labels.insert(format!("namespace.cozystack.io/{class}"), json!(to));
                 }
                 new["metadata"]["labels"] = Value::Object(labels);
-                let write = Admission::namespace_update(namespace, &live, &new);
-                let admitted = self.platform.send(
-                    &write,
-                    Sender::HelmController,
-                    false,
-                    &mut self.state,
-                    &mut module,
-                    &mut outcome,
-                )?;
-                admitted.then_some(new)
+                let write = Write::Object {
+                    admission: Admission::namespace_update(namespace, &live, &new),
+                    dry_run: false,
+                    uninstall: Uninstall::Later,
+                };
+                self.platform
+                    .play(&mut self.state, &mut module, Sender::HelmController, write)?
             }
             Stray::Release {
                 kind,
@@ -980,10 +980,7 @@ impl<'p> World<'p> {
                 return Ok(());
             }
         };
-        let relabelled = landed.is_some() && matches!(stray, Stray::Namespace { .. });
-        if let Some(new) = landed {
-            self.state.put(new);
-        }
+        let relabelled = outcome.refused.is_none();
         played
             .writes
             .extend(outcome.sent.into_iter().map(|sent| Judged {
@@ -996,7 +993,7 @@ impl<'p> World<'p> {
             && relabelled
             && let Some((parent, name)) = owner(namespace)
         {
-            self.reconcile(&parent, &name, played)?;
+            self.tenant_reconcile(&parent, &name, played)?;
         }
         Ok(())
     }
@@ -1034,10 +1031,10 @@ impl<'p> World<'p> {
         self.state.put(release);
     }
 
-    /// An Application write through cozystack-api, played by [`Platform::application`]: the
+    /// An Application write through cozystack-api, played by [`Platform::play`]: the
     /// user's request, then what cozystack-api and helm-controller write after it.
-    fn application(&mut self, action: &Action, played: &mut Played) -> Result<(), Error> {
-        let Some((by, kind, namespace, name)) = action.application() else {
+    fn app_write(&mut self, action: &Action, played: &mut Played) -> Result<(), Error> {
+        let Some((by, kind, namespace, name)) = action.app_of() else {
             return Ok(());
         };
         let Some(served) =
@@ -1090,14 +1087,14 @@ impl<'p> World<'p> {
             dry_run: false,
         };
         let mut module = self.module();
-        let outcome = self.platform.application(
-            &mut self.state,
-            kubectl(&by.identity()),
-            &account,
-            write,
-            &mut module,
-            Uninstall::Later,
-        )?;
+        let write = Write::Application {
+            account: &account,
+            request: write,
+            uninstall: Uninstall::Later,
+        };
+        let outcome =
+            self.platform
+                .play(&mut self.state, &mut module, kubectl(&by.identity()), write)?;
         Self::keep(outcome, played);
         Ok(())
     }
@@ -1176,14 +1173,7 @@ impl<'p> World<'p> {
             object: new.as_ref(),
             old: live.as_ref(),
         };
-        if self.user_write(write, by, played)? {
-            match (new, live) {
-                (Some(new), _) => self.state.put(new),
-                (None, Some(old)) => self.state.remove(&old),
-                (None, None) => {}
-            }
-        }
-        Ok(())
+        self.user_write(write, by, played)
     }
 
     /// Flux applies a change set as kustomize-controller does ([`apply::run`]); the cluster
@@ -1236,9 +1226,7 @@ impl<'p> World<'p> {
             // The change set's write, then what the platform wrote after it: carrying out a
             // write admitted only as a platform writer's (a consumed provider pruned), that is
             // the author's choice too.
-            let waived = warnings_of(&response)
-                .iter()
-                .any(|w| w.contains(super::WAIVED));
+            let waived = !waived_by(&response).is_empty();
             let then = if waived {
                 Writer::GitOps
             } else {
@@ -1287,8 +1275,8 @@ pub(crate) fn app_object(kind: &str, namespace: &str, name: &str, spec: &Value) 
 const APPS_API: &str = "apps.cozystack.io/v1alpha1";
 
 /// An object as a change set holds it.
-pub(crate) fn manifest(object: &Value) -> crate::platform::flux::manifests::Manifest {
-    crate::platform::flux::manifests::Manifest {
+pub(crate) fn manifest(object: &Value) -> cozystack_platform::flux::manifests::Manifest {
+    cozystack_platform::flux::manifests::Manifest {
         origin: "simulate".to_owned(),
         object: object.clone(),
     }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::statement::{self, Per, Statement, Visible};
 use super::world::{Ask, Op};
-use crate::platform::writes::RELEASE_API;
+use cozystack_platform::writes::RELEASE_API;
 
 const KIND_LABEL: &str = "apps.cozystack.io/application.kind";
 const ROOT: &str = "tenant-root";
@@ -112,6 +112,12 @@ pub enum Broken {
     Admitted { rule: Refuses, what: String },
     /// A refused request the rules admit, with the rule the module cited.
     TooStrict { cited: String, what: String },
+    /// A refused request the rules refuse, but by other rows than the one the module cited.
+    WrongRow {
+        cited: String,
+        rows: Vec<&'static str>,
+        what: String,
+    },
 }
 
 impl Broken {
@@ -124,6 +130,7 @@ impl Broken {
             Broken::RootTenant => Refuses::RootTenant.invariant(),
             Broken::Admitted { rule, .. } => rule.invariant(),
             Broken::TooStrict { .. } => "never too strict: a request the rules admit is admitted",
+            Broken::WrongRow { .. } => "which row: a refusal names a row the rules say refuses it",
         }
     }
 
@@ -138,6 +145,7 @@ impl Broken {
             Broken::RootTenant => Some("root_tenant"),
             Broken::Admitted { rule, .. } => Some(rule.rule()),
             Broken::TooStrict { .. } => None,
+            Broken::WrongRow { rows, .. } => rows.first().copied(),
         }
     }
 
@@ -176,6 +184,12 @@ impl Broken {
             }
             Broken::TooStrict { cited, what } => {
                 format!("refused citing {cited}, though the rules admit it: {what}")
+            }
+            Broken::WrongRow { cited, rows, what } => {
+                format!(
+                    "refused citing {cited}, though the rules refuse it by {}: {what}",
+                    rows.join(" or ")
+                )
             }
         }
     }
@@ -309,15 +323,19 @@ impl Facts {
                 let Some(provider) = provider else {
                     return false;
                 };
+                // The kinds that serve `namespace` from `provider`: any in its own namespace,
+                // only those that share below it. Where none does, nothing serves it.
+                let serving = |k: &statement::Kind| {
+                    k.provides.contains(class) && (provider == namespace || k.shares)
+                };
+                if !self.stated.kinds().iter().any(serving) {
+                    return true;
+                }
                 let providers: Vec<&App> = self
                     .apps
                     .iter()
                     .filter(|a| a.namespace == provider)
-                    .filter(|a| {
-                        self.stated
-                            .kind(&a.kind)
-                            .is_some_and(|k| k.provides.contains(class))
-                    })
+                    .filter(|a| self.stated.kind(&a.kind).is_some_and(serving))
                     .collect();
                 // A module its Tenant's switch renders that is gone comes back at the next
                 // reconcile: whether the class waits is then the chart's to say, as with none.
@@ -434,7 +452,7 @@ impl Facts {
 
     /// The live provider of `class` in `namespace`: a rendering instance of a kind that
     /// provides it, the one on its slot first.
-    fn provider(&self, namespace: &str, class: &str) -> Option<String> {
+    fn provider(&self, namespace: &str, class: &str, serves: &str) -> Option<String> {
         let mut live: Vec<(bool, String)> = self
             .apps
             .iter()
@@ -442,7 +460,8 @@ impl Facts {
             .filter_map(|p| {
                 let kind = self.stated.kind(&p.kind)?;
                 let on_slot = kind.slot.is_some_and(|(slot, _)| slot == p.name);
-                kind.provides.contains(&class).then(|| (!on_slot, p.id()))
+                let reaches = namespace == serves || kind.shares;
+                (reaches && kind.provides.contains(&class)).then(|| (!on_slot, p.id()))
             })
             .collect();
         live.sort();
@@ -459,7 +478,7 @@ impl Facts {
             for class in kind.consumes {
                 if let Some(provider) = self
                     .resolves(&app.namespace, class)
-                    .and_then(|ns| self.provider(&ns, class))
+                    .and_then(|ns| self.provider(&ns, class, &app.namespace))
                 {
                     out.insert((app.id(), (*class).to_owned(), provider));
                 }
@@ -571,6 +590,7 @@ impl Facts {
                     .iter()
                     .any(|t| t == namespace);
             below
+                && (a.namespace == namespace || kind.shares)
                 && consumer.consumes.iter().any(|class| {
                     kind.provides.contains(class)
                         && (a.namespace == namespace
@@ -583,40 +603,73 @@ impl Facts {
 
     /// The rule that refuses `ask` whatever the state, when one does.
     pub fn refuses(&self, ask: &Ask) -> Option<Broken> {
-        let what = ask.describe();
-        let refused = |rule| {
-            Some(Broken::Admitted {
-                rule,
-                what: what.clone(),
-            })
-        };
+        let rule = *self.refusing(ask).first()?;
+        Some(Broken::Admitted {
+            rule,
+            what: ask.describe(),
+        })
+    }
+
+    /// The rows the statement says refuse `ask` on this state, any of which the module may
+    /// name (it names the first of them in `RULES`; the statement does not model every row, so
+    /// none listed says nothing): the rules that refuse it whatever the state, and a create off
+    /// its kind's slot (`slots`), a protected kind's delete while consumed (`protection`).
+    pub fn rows(&self, ask: &Ask) -> Vec<&'static str> {
+        let mut rows: Vec<&'static str> =
+            self.refusing(ask).into_iter().map(Refuses::rule).collect();
+        if let (Op::Create(_), false) = (ask.op, ask.direct)
+            && let Some(kind) = self.stated.kind(ask.kind)
+            && let Some((slot, home)) = kind.slot
+            && (ask.name != slot || home.is_some_and(|home| home != ask.namespace))
+        {
+            rows.push("slots");
+        }
+        // A protected kind's delete while a consumer resolves to it: protection, before the
+        // rendered row.
+        if let (Op::Delete, false) = (ask.op, ask.direct)
+            && let Some(kind) = self.stated.kind(ask.kind)
+            && kind.protected
+            && self.consumers(ask.namespace, kind)
+        {
+            rows.push("protection");
+        }
+        rows
+    }
+
+    /// Every rule that refuses `ask` whatever the state, in the statement's order.
+    fn refusing(&self, ask: &Ask) -> Vec<Refuses> {
+        let mut rules = Vec::new();
         if let Op::Label { key, value } = ask.op {
             let changes = self.label(ask.namespace, key) != value;
-            return (changes && statement::platform_label(key))
-                .then(|| refused(Refuses::Labels))
-                .flatten();
+            if changes && statement::platform_label(key) {
+                rules.push(Refuses::Labels);
+            }
+            return rules;
         }
         if ask.direct {
-            return refused(Refuses::Releases);
+            rules.push(Refuses::Releases);
+            return rules;
         }
         if ask.kind == "Tenant"
             && matches!(ask.op, Op::Delete)
             && ask.namespace == ROOT
             && ask.name == "root"
         {
-            return refused(Refuses::RootTenant);
+            rules.push(Refuses::RootTenant);
         }
-        let kind = self.stated.kind(ask.kind)?;
+        let Some(kind) = self.stated.kind(ask.kind) else {
+            return rules;
+        };
         let visible = match kind.visible {
             Visible::Catalog => true,
             Visible::Module => ask.by.role.administers(&ask.by.of, ask.namespace),
             Visible::Hidden => false,
         };
         if !visible && !matches!(ask.op, Op::Switch { .. }) {
-            return refused(Refuses::Visibility);
+            rules.push(Refuses::Visibility);
         }
         if kind.admin_only && !matches!(ask.op, Op::Switch { .. }) {
-            return refused(Refuses::Edit);
+            rules.push(Refuses::Edit);
         }
         if let Op::Switch { key, on: true } = ask.op
             && let Some(module) = self.stated.module(key)
@@ -637,7 +690,7 @@ impl Facts {
                             || statement::beside(key, &a.name))
                 });
             if over {
-                return refused(Refuses::Adoption);
+                rules.push(Refuses::Adoption);
             }
         }
         if let (Op::Delete, Some((slot, None))) = (ask.op, kind.slot)
@@ -651,26 +704,26 @@ impl Facts {
             // (docs/rules.md, rendered modules).
             && !self.app(ask.namespace, slot).is_some_and(|a| a.terminating)
         {
-            return refused(Refuses::Rendered);
+            rules.push(Refuses::Rendered);
         }
         if let Op::Create(_) = ask.op {
             if kind.kind == "Tenant" && statement::groups_collide(ask.namespace, ask.name) {
-                return refused(Refuses::Groups);
+                rules.push(Refuses::Groups);
             }
             if let Some((per, max)) = kind.limit
                 && self.count(kind.kind, per, ask.namespace) >= max
             {
-                return refused(Refuses::Count);
+                rules.push(Refuses::Count);
             }
             let release = format!("{}{}", self.stated.prefix(kind), ask.name);
             let tenant = self.is_tenant(ask.namespace);
             if let Some(renders) = self.stated.rendered(ask.namespace, &release, tenant)
                 && renders != Some(kind.kind)
             {
-                return refused(Refuses::Names);
+                rules.push(Refuses::Names);
             }
         }
-        None
+        rules
     }
 
     /// Whether the rules admit `ask` on this state: stated narrowly, so that every request it
@@ -804,8 +857,8 @@ pub fn newly_broken(before: &Facts, after: &Facts) -> Vec<Broken> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::simulate::statement::Role;
-    use crate::ops::simulate::world::Actor;
+    use crate::statement::Role;
+    use crate::world::Actor;
     use serde_json::json;
 
     fn namespace(name: &str, labels: Value) -> Value {

@@ -1,6 +1,6 @@
 //! What kustomize-controller v1.8.0 builds from a Kustomization's path, so that `check` judges
 //! what Flux applies and not the folder as it lies: the source as source-controller packs it
-//! ([`crate::platform::flux::sourceignore`]), copied aside as the controller works on its own copy of the
+//! ([`crate::flux::sourceignore`]), copied aside as the controller works on its own copy of the
 //! artifact; the kustomization its generator writes there (fluxcd/pkg kustomize v1.27.0,
 //! `kustomize_generator.go` `WriteFile`: the folder's own kustomization, or one listing its
 //! manifests, with the Kustomization's `targetNamespace`, `namePrefix`, `nameSuffix`, `patches`,
@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use crate::apiserver::Identity;
 use crate::error::Error;
-use crate::platform::apiserver::Identity;
-use crate::platform::flux::manifests::{self, KUSTOMIZATION_FILES, Manifest};
-use crate::platform::flux::postbuild::{self, PostBuild};
-use crate::platform::flux::sourceignore::{GitRepository, Packed, sorted_entries};
-use crate::platform::flux::versions::Flux;
+use crate::flux::manifests::{self, KUSTOMIZATION_FILES, Manifest};
+use crate::flux::postbuild::{self, PostBuild};
+use crate::flux::sourceignore::{GitRepository, Packed, sorted_entries};
+use crate::flux::versions::Flux;
 use cozystack_resolver::release::Judged;
 
 /// The fields of a Flux Kustomization's spec that decide what it builds and prunes.
@@ -52,7 +52,7 @@ impl Spec {
     /// Who kustomize-controller applies this Kustomization's writes as (`reconcile` →
     /// `WithServiceAccount`, kustomize-controller v1.8.0): its `spec.serviceAccountName`, in its
     /// own namespace; `None` when it names none, and the controller applies as itself
-    /// ([`crate::platform::sequence::FLUX`]: Cozystack's Flux sets no `--default-service-account`).
+    /// ([`crate::helm_controller::FLUX`]: Cozystack's Flux sets no `--default-service-account`).
     pub fn service_account(&self) -> Option<Identity> {
         let sa = self.service_account.as_ref()?;
         Some(Identity::impersonated(
