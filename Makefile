@@ -14,7 +14,7 @@ TOOLS := cargo test $(CARGO_FLAGS) --no-run -q -p cozystack-e2e -p cozystack-pol
 E2E := $(TOOLS) && target/debug/cozystack-e2e
 POLICY_CLI := $(TOOLS) && target/debug/cozystack-policy
 
-.PHONY: helm chart-lint venv workflows-lint release-check release-files release-notes reproducible release-rehearsal docs-examples all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
+.PHONY: bench-kwctl helm chart-lint venv workflows-lint release-check release-files release-notes reproducible release-rehearsal docs-examples all hack-test cli install binaryen bench fuzz simulate simulate-ci mutants js js-unit js-test chromium wasm-bindgen-cli cargo-cyclonedx sbom registry-test push test fmt lint unit schema e2e demo export clean toolchain
 
 all: policy.wasm
 
@@ -210,6 +210,19 @@ bench: annotated-policy.wasm binaryen
 	$(WASM_OPT) target/$(WASM_TARGET)/wasm/accept_all_policy.wasm -o target/accept-all-policy.wasm
 	cargo build $(CARGO_FLAGS) --release -q -p cozystack-policy
 	cargo run $(CARGO_FLAGS) --release -q -p cozystack-bench
+
+# The bench's workloads in Kubewarden's own evaluator (docs/benchmarks.md#kwctl): `kwctl bench`
+# on each, its lookups served from the same trees, beside the accept-all floor and Kubewarden's
+# context-aware-test-policy. kwctl and the peer come from ../shared/tools/build-kubewarden.sh
+# (KWCTL=, PEER=); without kwctl it says so and skips.
+KWCTL ?= $(HOME)/kw/bin/kwctl
+PEER ?= $(HOME)/kw/peer/context-aware-test-policy.wasm
+bench-kwctl: annotated-policy.wasm binaryen
+	@if [ ! -x "$(KWCTL)" ]; then echo "bench-kwctl: skipped: no kwctl at $(KWCTL) (../shared/tools/build-kubewarden.sh builds it; or set KWCTL=)"; exit 0; fi; \
+	set -e; \
+	cargo build $(CARGO_FLAGS) --profile wasm --target $(WASM_TARGET) -p accept-all-policy; \
+	$(WASM_OPT) target/$(WASM_TARGET)/wasm/accept_all_policy.wasm -o target/accept-all-policy.wasm; \
+	BENCH_KWCTL="$(KWCTL)" PEER="$(PEER)" cargo run $(CARGO_FLAGS) --release -q -p cozystack-bench
 
 # Coverage-guided fuzzing on nightly for FUZZ_SECONDS per target, on a working copy of the
 # small committed seeds in fuzz/corpus (which `make test` replays on stable): add a finding's

@@ -11,9 +11,11 @@
 //! Each workload is also held against its protocol floor: the accept-all policy making the
 //! smallest set of host calls that decides it (`floor.rs`).
 
+mod apiserver;
 mod breakdown;
 mod floor;
 mod heap;
+mod kwctl;
 mod model;
 mod peer;
 mod preflight;
@@ -46,6 +48,10 @@ fn main() {
     }
     if let Some(other) = std::env::var_os("BENCH_AGAINST") {
         return against(&root, std::path::Path::new(&other));
+    }
+    // `make bench-kwctl`: the same workloads in Kubewarden's own evaluator.
+    if let Some(kwctl) = std::env::var_os("BENCH_KWCTL") {
+        return kwctl::run(std::path::Path::new(&kwctl), &root);
     }
     let policy = Policy::load_annotated(&policy_path())
         .unwrap_or_else(|e| panic!("{e}"))

@@ -1102,6 +1102,14 @@ check_invalid_settings() {
   check simulate-another-kind-under-the-bootbox-name
 }
 
+@test "simulate-switch-of-a-tenant-being-deleted-switches-nothing" {
+  check simulate-switch-of-a-tenant-being-deleted-switches-nothing
+}
+
+@test "simulate-a-consumer-being-uninstalled-holds-its-provider" {
+  check simulate-a-consumer-being-uninstalled-holds-its-provider
+}
+
 @test "release-v1.5.3-flux-creates-grandchild-namespace" {
   check release-v1.5.3-flux-creates-grandchild-namespace
 }

@@ -469,9 +469,11 @@ impl Facts {
     }
 
     /// Each consumer, class and the provider instance it is served by.
+    /// A consumer being uninstalled is one too: its chart's uninstall still uses what it
+    /// consumes (docs/rules.md, "A consumer being uninstalled").
     pub fn served(&self) -> BTreeSet<(String, String, String)> {
         let mut out = BTreeSet::new();
-        for app in self.apps.iter().filter(|a| !a.terminating) {
+        for app in &self.apps {
             let Some(kind) = self.stated.kind(&app.kind) else {
                 continue;
             };
@@ -487,13 +489,13 @@ impl Facts {
         out
     }
 
-    /// Whether an app still exists and stays (a consumer deleted, or in a tenant being torn
-    /// down, is not stranded).
+    /// Whether an app still exists, being uninstalled too, outside a tenant being torn down
+    /// (a consumer gone, or going with its tenant's teardown, is not stranded).
     pub fn holds(&self, id: &str) -> bool {
         let torn = |ns: &str| statement::chain(ns).iter().any(|t| self.torn.contains(t));
         self.apps
             .iter()
-            .any(|a| !a.terminating && a.id() == id && !torn(&a.namespace))
+            .any(|a| a.id() == id && !torn(&a.namespace))
     }
 
     /// Whether `provider` still renders and provides `class`.
@@ -793,7 +795,13 @@ impl Facts {
                 }) else {
                     return false;
                 };
-                let live = tenant.is_some_and(|t| !t.terminating)
+                // A Tenant being deleted switches nothing: helm-controller never upgrades its
+                // release again and its modules go with the teardown (docs/rules.md, "A Tenant's
+                // own lifecycle"), so its edit is admitted whatever the switch.
+                if tenant.is_some_and(|t| t.terminating) {
+                    return true;
+                }
+                let live = tenant.is_some()
                     && self.namespaces.contains_key(&child)
                     && (module.kind != "ComputePlane" || self.stated.compute_plane);
                 let held = self.app(&child, key);

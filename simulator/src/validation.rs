@@ -1,8 +1,8 @@
 //! Validation is a promise too: settings broken in one place, drawn from the settings' own
 //! grammar (docs/settings.md), are refused by `validate_settings` with the path named, and a
 //! request judged under them anyway is refused (400), never judged by a reading the validation
-//! did not make; every supported release name is accepted and judged. Drawn once per stream
-//! from its settings and seed, before its runs.
+//! did not make; every supported release name is accepted and judged. Every class of break of
+//! every field is tried once per stream, on its settings, before its runs.
 
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
@@ -22,9 +22,6 @@ pub const INVARIANT: &str =
 
 /// Mixed into a stream's seed for the broken settings it draws ("valid").
 const VALIDATION_STREAM: u64 = 0x76_616c_6964;
-
-/// How many broken settings a stream draws.
-const DRAWN: usize = 12;
 
 /// The release names the settings accept (docs/releases.md).
 const RELEASES: &[&str] = &[
@@ -60,106 +57,171 @@ pub struct Finding {
     pub request: Option<Value>,
 }
 
-/// One malformed value at one path of `base`, as an operator mistypes it.
-fn draw(rng: &mut Pcg64, base: &Value) -> Broken {
+/// Every class of break of every field of the settings' grammar (docs/settings.md), each
+/// at one path of `base`, as an operator mistypes it: a wrong type, an unknown or miscased enum
+/// value, an empty identity, a class no label key can hold, a count that is not one, a prefix no
+/// ApplicationDefinition can have (by its case too), an unknown key at each level, a kind the
+/// rule source does not know. A block's breaks fall on a kind drawn from `rng` (the seed
+/// chooses which kind, never whether a class is tried).
+fn breaks(rng: &mut Pcg64, base: &Value) -> Vec<Broken> {
     let kinds: Vec<&str> = statement::KINDS.iter().map(|k| k.kind).collect();
-    let kind = kinds[rng.random_range(0..kinds.len())];
+    let mut kind = || kinds[rng.random_range(0..kinds.len())].to_owned();
     // Under `applicationDefinitions` the cluster's definitions say which kinds exist: the
     // module cannot list them, the operator's tool holds the keys against them (docs/settings.md).
     let listed = base["definitionSource"] == "applicationDefinitions";
-    let which = match rng.random_range(0..12) {
-        8 if listed => 7,
-        which => which,
+    let identities = || [json!("alice"), json!([5]), json!([""]), json!({})];
+    let classes = || {
+        [
+            json!("etcd"),
+            json!([""]),
+            json!(["Bad Class"]),
+            json!(["etcd", 5]),
+        ]
     };
-    let mut one = |choices: &[Value]| choices[rng.random_range(0..choices.len())].clone();
-    let block = Refused::Kind(kind.to_owned());
-    let (path, value, refused): (Vec<String>, Value, Refused) = match which {
-        0 => (
-            vec!["platformWriters".into()],
-            one(&[json!("Warn"), json!("allow"), json!(1)]),
-            Refused::Every,
+    let shared: Vec<(&str, Vec<Value>)> = vec![
+        ("platformUsers", identities().into()),
+        ("platformGroups", identities().into()),
+        ("platformServiceAccountNamespaces", identities().into()),
+        ("teardownUsers", identities().into()),
+        ("tenantAdminGroupSuffixes", identities().into()),
+        ("tenantGroupPrefix", vec![json!(5), json!([])]),
+        (
+            "tenantServiceAccountsAreAdmins",
+            vec![json!("true"), json!(1)],
         ),
-        1 => (
-            vec!["definitionSource".into()],
-            one(&[json!("builtIn"), json!("cluster"), json!(true)]),
-            Refused::Every,
+        ("attachableClasses", classes().into()),
+        ("legacyProviderClasses", classes().into()),
+        (
+            "tenantModules",
+            vec![
+                json!(["monitoring"]),
+                json!({"monitoring": 5}),
+                json!({"monitoring": ""}),
+            ],
         ),
-        2 => (
-            vec!["cozystackRelease".into()],
-            one(&[
+        (
+            "platformWriters",
+            vec![json!("Warn"), json!("allow"), json!(1), json!(["warn"])],
+        ),
+        (
+            "definitionSource",
+            vec![json!("builtIn"), json!("cluster"), json!(true)],
+        ),
+        (
+            "cozystackRelease",
+            vec![
                 json!(" v1.6.2"),
                 json!("v1.6.2 "),
                 json!("v1.6"),
                 json!("1.6.2"),
                 json!("V1.6.2"),
                 json!("v1.7.0"),
-            ]),
-            Refused::Every,
+                json!(162),
+            ],
         ),
-        3 => (
-            vec!["definitions".into(), kind.into(), "cardinality".into()],
-            one(&[
+        ("auditScannerUsername", vec![json!(5), json!([])]),
+        ("releasePrefixes", vec![json!([]), json!("pg-")]),
+        ("definitions", vec![json!([]), json!("Monitoring")]),
+        // An unknown field: a setting's name mistyped.
+        ("platformWriter", vec![json!("warn")]),
+    ];
+    let mut out = Vec::new();
+    for (field, values) in shared {
+        for value in values {
+            out.push(broken(base, &[field], value, Refused::Every));
+        }
+    }
+    // A release prefix no ApplicationDefinition can have (`^[a-z0-9-]*$`), by its case alone too.
+    for value in [json!(5), json!("Bad_"), json!("Pg-"), json!("pg_")] {
+        out.push(broken(
+            base,
+            &["releasePrefixes", &kind()],
+            value,
+            Refused::Every,
+        ));
+    }
+    let blocks: Vec<(&str, Vec<Value>)> = vec![
+        (
+            "dashboard",
+            vec![
+                json!({"visibility": "Module"}),
+                json!({"visibility": "private"}),
+                json!({"module": "yes"}),
+                json!({"visibilty": "module"}),
+                json!("module"),
+            ],
+        ),
+        (
+            "cardinality",
+            vec![
                 json!({"scope": "tenant", "max": -1}),
                 json!({"scope": "tenant", "max": 1.5}),
                 json!({"scope": "tenant", "max": "1"}),
                 json!({"scope": "tenants", "max": 1}),
-            ]),
-            block.clone(),
+                json!({"scope": "Tenant", "max": 1}),
+                json!({"scope": "tenant", "max": 1, "slots": "monitoring"}),
+                json!({"scope": "tenant", "max": 1, "slotNamespace": 5}),
+                json!({"scope": "tenant", "maximum": 1}),
+            ],
         ),
-        4 => (
-            vec!["definitions".into(), kind.into(), "dashboard".into()],
-            one(&[
-                json!({"visibility": "Module"}),
-                json!({"visibility": "private"}),
-            ]),
-            block.clone(),
+        (
+            "protection",
+            vec![
+                json!({"deletion": "protected"}),
+                json!({"deletion": "Protect"}),
+                json!({"edit": "admin"}),
+                json!({"deletion": true}),
+                json!({"delete": "protect"}),
+            ],
         ),
-        5 => (
-            vec!["definitions".into(), kind.into(), "protection".into()],
-            one(&[json!({"deletion": "protected"}), json!({"edit": "admin"})]),
-            block.clone(),
-        ),
-        6 => (
-            vec!["definitions".into(), kind.into(), "capability".into()],
-            one(&[
+        (
+            "capability",
+            vec![
                 json!({"provides": [""]}),
                 json!({"provides": ["Bad Class"]}),
-                json!({"share": "children"}),
+                json!({"consumes": ["etcd", "Etcd!"]}),
                 json!({"consumes": "etcd"}),
-            ]),
-            block.clone(),
+                json!({"share": "children"}),
+                json!({"provides": ["etcd"], "share": "Children"}),
+                json!({"provides": ["etcd"], "shared": "children"}),
+            ],
         ),
-        7 => (
-            vec!["definitions".into(), kind.into(), "cardinalty".into()],
-            json!({"scope": "tenant", "max": 1}),
+        // An unknown block: a block's name mistyped.
+        ("cardinalty", vec![json!({"scope": "tenant", "max": 1})]),
+    ];
+    for (block, values) in blocks {
+        for value in values {
+            let kind = kind();
+            let refused = Refused::Kind(kind.clone());
+            out.push(broken(base, &["definitions", &kind, block], value, refused));
+        }
+    }
+    // A kind the rule source does not know (a typo); under `applicationDefinitions` the cluster
+    // says which kinds exist, and the operator's tool holds the keys against it.
+    if !listed {
+        let typo = format!("{}s", kind());
+        let block = json!({"dashboard": {"visibility": "module"}});
+        out.push(broken(
+            base,
+            &["definitions", &typo],
             block,
-        ),
-        8 => (
-            vec!["definitions".into(), format!("{kind}s")],
-            json!({"dashboard": {"visibility": "module"}}),
             Refused::Validation,
-        ),
-        9 => (
-            vec!["releasePrefixes".into(), kind.into()],
-            one(&[json!(5), json!("Bad_")]),
-            Refused::Every,
-        ),
-        10 => (
-            vec!["auditScannerUsername".into()],
-            one(&[json!(5), json!([])]),
-            Refused::Every,
-        ),
-        _ => (vec!["platformWriter".into()], json!("warn"), Refused::Every),
-    };
+        ));
+    }
+    out
+}
+
+/// `base` with `value` at `path`, the objects on the way made where missing.
+fn broken(base: &Value, path: &[&str], value: Value, refused: Refused) -> Broken {
     let mut settings = base.clone();
     let mut at = &mut settings;
     for key in &path[..path.len() - 1] {
-        if !at[key.as_str()].is_object() {
-            at[key.as_str()] = json!({});
+        if !at[*key].is_object() {
+            at[*key] = json!({});
         }
-        at = &mut at[key.as_str()];
+        at = &mut at[*key];
     }
-    at[path[path.len() - 1].as_str()] = value;
+    at[path[path.len() - 1]] = value;
     Broken {
         path: path.join("."),
         settings,
@@ -210,7 +272,8 @@ pub fn scenario(found: &Finding, seed: u64) -> Result<Option<String>, Error> {
         })
 }
 
-/// Draws the stream's broken settings from `seed` and checks each, then every release name.
+/// Checks every break of the stream's settings (a block's on a kind drawn from `seed`), then
+/// every release name.
 pub fn check(
     policy: &Policy,
     base: &Value,
@@ -220,8 +283,7 @@ pub fn check(
     let mut rng = Pcg64::seed_from_u64(seed ^ VALIDATION_STREAM);
     let mut state = State::new(cluster.clone());
     let kinds = Kinds::read(cluster);
-    for _ in 0..DRAWN {
-        let broken = draw(&mut rng, base);
+    for broken in breaks(&mut rng, base) {
         let answer = policy.validate_settings(&broken.settings)?;
         let message = answer["message"].as_str().unwrap_or_default();
         // The unknown key is named where the path's last key is the mistake.

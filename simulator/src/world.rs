@@ -290,30 +290,7 @@ impl Action {
                 "the operator upgrades Cozystack to {} and names it in the settings",
                 to.release
             ),
-            Action::Stray(Stray::Namespace {
-                namespace,
-                chain,
-                provider,
-            }) => {
-                let mut what = Vec::new();
-                if let Some(chain) = chain {
-                    what.push(format!("the {chain:?} ancestor chain"));
-                }
-                if let Some((class, to)) = provider {
-                    what.push(format!("namespace.cozystack.io/{class}={to}"));
-                }
-                format!(
-                    "helm-controller writes Namespace {namespace} with {}",
-                    what.join(" and ")
-                )
-            }
-            Action::Stray(Stray::Release {
-                kind,
-                namespace,
-                name,
-            }) => format!(
-                "Flux applies the HelmRelease of {kind} {namespace}/{name} from a repository"
-            ),
+            Action::Stray(stray) => stray.describe(),
             Action::Label {
                 by,
                 namespace,
@@ -324,18 +301,11 @@ impl Action {
                 None => format!("{by} removes label {key} from Namespace {namespace}"),
             },
             Action::Flux { applies, prunes } => {
-                let name = |o: &Value| {
-                    format!(
-                        "{} {}/{}",
-                        o["kind"].as_str().unwrap_or_default(),
-                        o["metadata"]["namespace"].as_str().unwrap_or_default(),
-                        o["metadata"]["name"].as_str().unwrap_or_default()
-                    )
-                };
+                let names = |list: &[Value]| list.iter().map(reference).collect::<Vec<_>>();
                 format!(
                     "Flux applies [{}] and prunes [{}]",
-                    applies.iter().map(name).collect::<Vec<_>>().join(", "),
-                    prunes.iter().map(name).collect::<Vec<_>>().join(", ")
+                    names(applies).join(", "),
+                    names(prunes).join(", ")
                 )
             }
         }
@@ -586,6 +556,48 @@ pub enum Stray {
         namespace: String,
         name: String,
     },
+}
+
+impl Stray {
+    /// What the platform component writes, as a report says it.
+    fn describe(&self) -> String {
+        match self {
+            Stray::Namespace {
+                namespace,
+                chain,
+                provider,
+            } => {
+                let mut what = Vec::new();
+                if let Some(chain) = chain {
+                    what.push(format!("the {chain:?} ancestor chain"));
+                }
+                if let Some((class, to)) = provider {
+                    what.push(format!("namespace.cozystack.io/{class}={to}"));
+                }
+                format!(
+                    "helm-controller writes Namespace {namespace} with {}",
+                    what.join(" and ")
+                )
+            }
+            Stray::Release {
+                kind,
+                namespace,
+                name,
+            } => format!(
+                "Flux applies the HelmRelease of {kind} {namespace}/{name} from a repository"
+            ),
+        }
+    }
+}
+
+/// `Kind namespace/name` of a manifest.
+fn reference(object: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        object["kind"].as_str().unwrap_or_default(),
+        object["metadata"]["namespace"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default()
+    )
 }
 
 /// The Tenant release that renders tenant namespace `namespace`: its parent namespace and the

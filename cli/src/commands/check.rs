@@ -525,24 +525,83 @@ pub fn exec(args: CheckArgs) -> Result<ExitCode, Error> {
     Ok(ExitCode::from(2))
 }
 
-fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
-    let started = Instant::now();
-    // The input first: a change set that cannot be read or built is refused before any
-    // cluster is read.
-    let sources = FluxSources::new(&args.evaluation.cluster);
+/// A Kustomization named on the command line: its object, its build's spec, where it was read.
+type Named = (Value, flux::build::Spec, String);
+
+/// The Kustomizations named (`--kustomization`) and the GitRepository their source is packed as.
+fn flux_inputs(
+    args: &CheckArgs,
+    sources: &FluxSources,
+) -> Result<(Vec<Named>, GitRepository), Error> {
     let mut kustomizations = Vec::new();
     for reference in &args.kustomization {
-        let (object, origin) = flux_object(reference, KUSTOMIZATION, &sources)?;
+        let (object, origin) = flux_object(reference, KUSTOMIZATION, sources)?;
         let spec = flux::build::Spec::of(&object, &origin)?;
         kustomizations.push((object, spec, origin));
     }
     let repository = match &args.git_repository {
         Some(reference) => {
-            let (object, origin) = flux_object(reference, GIT_REPOSITORY, &sources)?;
+            let (object, origin) = flux_object(reference, GIT_REPOSITORY, sources)?;
             GitRepository::of(&object, &origin)?
         }
         None => GitRepository::default(),
     };
+    Ok((kustomizations, repository))
+}
+
+/// What `kustomization` prunes as Flux computes it, from its live inventory: added to
+/// `deletes` when it prunes (the report's note says what and as whom), else what the change set
+/// drops stays and nothing is deleted. The owner its applies carry.
+fn prunes(
+    (object, spec, origin): &Named,
+    sources: &FluxSources,
+    applies: &[manifests::Manifest],
+    deletes: &mut Vec<manifests::Manifest>,
+    identity: &Identity,
+    notes: &mut Vec<String>,
+) -> Result<flux::Owner, Error> {
+    let live = live_kustomization(object, origin, sources)?;
+    let live = live.as_ref().map(|(o, from)| (o, from.as_str()));
+    let pruned = check::pruned(object, live, applies, origin)?;
+    if spec.prune {
+        notes.push(kustomizations::prune_note(&pruned, identity));
+    }
+    let check::Pruned {
+        owner,
+        deletes: pruned,
+        ..
+    } = pruned;
+    if spec.prune {
+        deletes.extend(pruned);
+    } else if !deletes.is_empty() || !pruned.is_empty() {
+        // kustomize-controller prunes only with spec.prune: what the change set drops stays.
+        eprintln!(
+            "the Kustomization {} has spec.prune false: nothing the change set drops is deleted, so {} deletion(s) are not judged",
+            spec.name,
+            deletes.len() + pruned.len()
+        );
+        deletes.clear();
+    }
+    Ok(owner)
+}
+
+/// On a terminal, a count of the requests judged: a large change set takes seconds.
+fn progress() -> indicatif::ProgressBar {
+    match std::io::stderr().is_terminal() {
+        true => indicatif::ProgressBar::new_spinner().with_style(
+            indicatif::ProgressStyle::with_template("{spinner} judged {pos} requests ({elapsed})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        ),
+        false => indicatif::ProgressBar::hidden(),
+    }
+}
+
+fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
+    let started = Instant::now();
+    // The input first: a change set that cannot be read or built is refused before any
+    // cluster is read.
+    let sources = FluxSources::new(&args.evaluation.cluster);
+    let (mut kustomizations, repository) = flux_inputs(args, &sources)?;
     // A repository that holds its own Kustomizations is judged as Flux reconciles them.
     if let ([], [root], false, true) = (
         kustomizations.as_slice(),
@@ -588,29 +647,15 @@ fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
         check::Applier::Flux
     };
     let mut notes = Vec::new();
-    if let Some((object, spec, origin)) = &kustomization {
-        let live = live_kustomization(object, origin, &sources)?;
-        let live = live.as_ref().map(|(o, from)| (o, from.as_str()));
-        let pruned = check::pruned(object, live, &applies, origin)?;
-        if spec.prune {
-            notes.push(kustomizations::prune_note(&pruned, &identity));
-        }
-        let check::Pruned {
-            owner,
-            deletes: pruned,
-            ..
-        } = pruned;
-        if spec.prune {
-            deletes.extend(pruned);
-        } else if !deletes.is_empty() || !pruned.is_empty() {
-            // kustomize-controller prunes only with spec.prune: what the change set drops stays.
-            eprintln!(
-                "the Kustomization {} has spec.prune false: nothing the change set drops is deleted, so {} deletion(s) are not judged",
-                spec.name,
-                deletes.len() + pruned.len()
-            );
-            deletes.clear();
-        }
+    if let Some(kustomization) = &kustomization {
+        let owner = prunes(
+            kustomization,
+            &sources,
+            &applies,
+            &mut deletes,
+            &identity,
+            &mut notes,
+        )?;
         if !args.in_order {
             applier = check::Applier::Kustomization(owner);
         }
@@ -631,14 +676,7 @@ fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
     if let Some(dir) = &save {
         std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
     }
-    // On a terminal, a count of the requests judged: a large change set takes seconds.
-    let bar = match std::io::stderr().is_terminal() {
-        true => indicatif::ProgressBar::new_spinner().with_style(
-            indicatif::ProgressStyle::with_template("{spinner} judged {pos} requests ({elapsed})")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-        ),
-        false => indicatif::ProgressBar::hidden(),
-    };
+    let bar = progress();
     let mut observe = observer(save, &bar);
     let check::Applied { mut report, .. } = check::run(
         &policy,

@@ -1011,39 +1011,12 @@ pub fn pruned(
         .collect();
     let mut out = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
-        let id = entry["id"].as_str().unwrap_or_default();
-        let parts: Vec<&str> = id.split('_').collect();
-        let [namespace, name, group, kind] = parts.as_slice() else {
-            return Err(format!(
-                "{origin}: inventory entry {} has id {id:?}, not <namespace>_<name>_<group>_<kind>",
-                i + 1
-            )
-            .into());
-        };
-        let key = (
-            namespace.to_string(),
-            name.to_string(),
-            group.to_string(),
-            kind.to_string(),
-        );
-        if kept.contains(&key) {
-            continue;
+        if let Some(object) = inventory_object(entry, i, origin, &kept)? {
+            out.push(Manifest {
+                origin: format!("{origin}, inventory entry {}", i + 1),
+                object,
+            });
         }
-        let version = entry["v"].as_str().unwrap_or("v1");
-        let api_version = if group.is_empty() {
-            version.to_owned()
-        } else {
-            format!("{group}/{version}")
-        };
-        let mut object =
-            json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
-        if !namespace.is_empty() {
-            object["metadata"]["namespace"] = json!(namespace);
-        }
-        out.push(Manifest {
-            origin: format!("{origin}, inventory entry {}", i + 1),
-            object,
-        });
     }
     let source = format!(
         "Kustomization {reference} prunes {} of the {} objects its live status.inventory ({origin}) lists",
@@ -1055,4 +1028,43 @@ pub fn pruned(
         deletes: out,
         source,
     })
+}
+
+/// The object inventory entry `i` names (`<namespace>_<name>_<group>_<kind>`, its version in
+/// `v`), as Flux's prune deletes it; `None` when the change set still applies it.
+fn inventory_object(
+    entry: &Value,
+    i: usize,
+    origin: &str,
+    kept: &BTreeSet<(String, String, String, String)>,
+) -> Result<Option<Value>, Error> {
+    let id = entry["id"].as_str().unwrap_or_default();
+    let parts: Vec<&str> = id.split('_').collect();
+    let [namespace, name, group, kind] = parts.as_slice() else {
+        return Err(format!(
+            "{origin}: inventory entry {} has id {id:?}, not <namespace>_<name>_<group>_<kind>",
+            i + 1
+        )
+        .into());
+    };
+    let key = (
+        namespace.to_string(),
+        name.to_string(),
+        group.to_string(),
+        kind.to_string(),
+    );
+    if kept.contains(&key) {
+        return Ok(None);
+    }
+    let version = entry["v"].as_str().unwrap_or("v1");
+    let api_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    let mut object = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
+    if !namespace.is_empty() {
+        object["metadata"]["namespace"] = json!(namespace);
+    }
+    Ok(Some(object))
 }

@@ -264,74 +264,26 @@ pub fn run(
     } = order(units);
     // What each unit's live inventory has Flux delete, read before anything is judged; the
     // report says it first, for the units that apply (one that never applies prunes nothing).
-    let mut prunes = Vec::with_capacity(units.len());
-    for unit in units {
-        let live = unit.live.as_ref().map(|(o, from)| (o, from.as_str()));
-        prunes.push(Some(apply::pruned(
-            &unit.object,
-            live,
-            &unit.applies,
-            &unit.origin,
-        )?));
-    }
+    let mut prunes = units
+        .iter()
+        .map(|unit| {
+            let live = unit.live.as_ref().map(|(o, from)| (o, from.as_str()));
+            apply::pruned(&unit.object, live, &unit.applies, &unit.origin).map(Some)
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     for i in reached {
         let unit = &units[i];
         let applies = unit.applies.clone();
         let dependencies = unit.depends_on();
-        let among = |d: &String| units.iter().any(|u| u.key() == *d);
-        let blocked = dependencies.iter().find_map(|d| match (unready.get(d), outside.get(d)) {
-            (Some((what, says)), _) => {
-                Some((format!("{d}, {what}"), format!("dependency '{d}' {says}")))
-            }
-            _ if among(d) => None,
-            (_, Some(Outside::Ready)) => None,
-            (_, Some(Outside::NotReady)) => Some((
-                format!("{d}, which is not Ready"),
-                format!("dependency '{d}' is not ready"),
-            )),
-            (_, Some(Outside::Missing) | None) => Some((
-                format!(
-                    "{d}, which does not exist (a dependsOn without a namespace names one in the Kustomization's own)"
-                ),
-                format!("dependency '{d}' not found"),
-            )),
-        });
-        if let Some((blocker, flux)) = blocked {
+        if let Some((blocker, flux)) = blocked(&dependencies, units, &unready, outside) {
             unready.insert(unit.key(), ("which is blocked itself", "is not ready"));
             never_applies(&mut report, &applies, &unit.key(), &blocker, &flux);
             continue;
         }
-        // kustomize-controller skips a suspended Kustomization, and it never becomes Ready.
-        if unit.object["spec"]["suspend"] == true {
-            unready.insert(
-                unit.key(),
-                ("which is suspended", "revision is not up to date"),
-            );
-            let why = format!(
-                "not applied: the Kustomization {} is suspended (spec.suspend), so kustomize-controller applies nothing of it",
-                unit.key()
-            );
-            report.steps.extend(apply::blocked_steps(&applies, &why));
+        if suspended(unit, &mut unready, &mut report) {
             continue;
         }
-        // A dependency that does not wait is Ready before helm-controller has made what its
-        // Tenants render.
-        let mut start = State::new(cluster.clone());
-        let hidden: BTreeSet<&String> = dependencies
-            .iter()
-            .filter(|d| !units.iter().any(|u| u.key() == **d && u.waits()))
-            .filter_map(|d| rendered.get(d))
-            .flatten()
-            .collect();
-        for namespace in &hidden {
-            writes::remove_namespace(&mut start, namespace);
-        }
-        // What helm-controller makes meanwhile, to put back once this one is judged.
-        let kept: BTreeSet<_> = start.cluster().keys().cloned().collect();
-        let pending: Vec<Value> = cluster
-            .values()
-            .filter(|o| !kept.contains(&index_key(o)))
-            .collect();
+        let (start, pending) = start(&cluster, &dependencies, units, &rendered);
         let before = namespaces(start.cluster());
         let Some(pruned) = prunes[i].take() else {
             continue;
@@ -340,22 +292,19 @@ pub fn run(
             report.notes.push(prune_note(&pruned, &unit.identity));
         }
         let Pruned { owner, deletes, .. } = pruned;
-        let applied: BTreeSet<String> = applies
-            .iter()
+        let applied: BTreeSet<String> = (applies.iter())
             .filter(|m| m.kind() == "Namespace")
             .map(|m| m.name().to_owned())
             .collect();
-        let changes = ChangeSet {
-            applies,
-            deletes: if unit.spec.prune { deletes } else { Vec::new() },
-        };
+        let deletes = if unit.spec.prune { deletes } else { Vec::new() };
+        let changes = ChangeSet { applies, deletes };
         let client = Sender::Client {
             identity: unit.identity.clone(),
             manager: crate::flux::MANAGER,
         };
         let Applied {
             report: judged,
-            state,
+            mut state,
         } = apply::run(
             platform,
             start.cluster().clone(),
@@ -370,17 +319,12 @@ pub fn run(
                 ("whose apply failed, so it is never Ready", "is not ready"),
             );
         }
-        let made: BTreeSet<String> = namespaces(state.cluster())
-            .difference(&before)
-            .filter(|ns| !applied.contains(*ns))
-            .cloned()
-            .collect();
+        // The namespaces helm-controller made for its Tenants (not those it applied itself).
+        let mut made = namespaces(state.cluster());
+        made.retain(|ns| !before.contains(ns) && !applied.contains(ns));
         rendered.insert(unit.key(), made);
         report.steps.extend(judged.steps);
-        let mut state = state;
-        for object in pending {
-            state.put(object);
-        }
+        pending.into_iter().for_each(|object| state.put(object));
         cluster = state.cluster().clone();
     }
     for (i, waits) in stuck {
@@ -389,15 +333,88 @@ pub fn run(
             cycle.join(", ")
         );
         let flux = format!("dependency '{waits}' is not ready");
-        never_applies(
-            &mut report,
-            &units[i].applies,
-            &units[i].key(),
-            &blocker,
-            &flux,
-        );
+        let unit = &units[i];
+        never_applies(&mut report, &unit.applies, &unit.key(), &blocker, &flux);
     }
     Ok(report)
+}
+
+/// kustomize-controller skips a suspended Kustomization, and it never becomes Ready: its
+/// objects are not applied, and what depends on it waits.
+fn suspended(
+    unit: &Unit,
+    unready: &mut BTreeMap<String, (&str, &str)>,
+    report: &mut Report,
+) -> bool {
+    if unit.object["spec"]["suspend"] != true {
+        return false;
+    }
+    unready.insert(
+        unit.key(),
+        ("which is suspended", "revision is not up to date"),
+    );
+    let why = format!(
+        "not applied: the Kustomization {} is suspended (spec.suspend), so kustomize-controller applies nothing of it",
+        unit.key()
+    );
+    report
+        .steps
+        .extend(apply::blocked_steps(&unit.applies, &why));
+    true
+}
+
+/// The first dependency of `dependencies` that keeps a unit from applying, as the report and
+/// as kustomize-controller say it (`checkDependencies`): one never Ready among the units, or
+/// outside them not Ready or missing.
+fn blocked(
+    dependencies: &[String],
+    units: &[Unit],
+    unready: &BTreeMap<String, (&str, &str)>,
+    outside: &BTreeMap<String, Outside>,
+) -> Option<(String, String)> {
+    let among = |d: &String| units.iter().any(|u| u.key() == *d);
+    dependencies.iter().find_map(|d| match (unready.get(d), outside.get(d)) {
+        (Some((what, says)), _) => Some((format!("{d}, {what}"), format!("dependency '{d}' {says}"))),
+        _ if among(d) => None,
+        (_, Some(Outside::Ready)) => None,
+        (_, Some(Outside::NotReady)) => Some((
+            format!("{d}, which is not Ready"),
+            format!("dependency '{d}' is not ready"),
+        )),
+        (_, Some(Outside::Missing) | None) => Some((
+            format!(
+                "{d}, which does not exist (a dependsOn without a namespace names one in the Kustomization's own)"
+            ),
+            format!("dependency '{d}' not found"),
+        )),
+    })
+}
+
+/// The cluster a unit applies to: a dependency that does not wait is Ready before
+/// helm-controller has made what its Tenants render, so those namespaces are not there yet;
+/// and what helm-controller makes meanwhile, to put back once the unit is judged.
+fn start(
+    cluster: &ClusterObjects,
+    dependencies: &[String],
+    units: &[Unit],
+    rendered: &BTreeMap<String, BTreeSet<String>>,
+) -> (State, Vec<Value>) {
+    let mut start = State::new(cluster.clone());
+    let hidden: BTreeSet<&String> = dependencies
+        .iter()
+        .filter(|d| !units.iter().any(|u| u.key() == **d && u.waits()))
+        .filter_map(|d| rendered.get(d))
+        .flatten()
+        .collect();
+    for namespace in &hidden {
+        writes::remove_namespace(&mut start, namespace);
+    }
+    let kept: BTreeSet<_> = start.cluster().keys().cloned().collect();
+    let pending: Vec<Value> = cluster
+        .values()
+        .filter(|o| !kept.contains(&index_key(o)))
+        .collect();
+    (start, pending)
 }
 
 /// The report's line on what a Kustomization's prune will send, and as whom.

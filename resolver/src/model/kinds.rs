@@ -661,6 +661,11 @@ impl Serialize for KindBlocks {
     }
 }
 
+/// What `definitions` must be, as a refusal of anything else says it. The value is read whole
+/// before it is looked at, so serde's position is past it: the settings' decoder names the
+/// path from this.
+pub const NOT_KIND_BLOCKS: &str = "expected a map of kinds to their rule fields";
+
 impl<'de> Deserialize<'de> for KindBlocks {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
@@ -669,7 +674,7 @@ impl<'de> Deserialize<'de> for KindBlocks {
         let text = raw.get().trim();
         if !text.starts_with('{') {
             return Err(D::Error::custom(format!(
-                "invalid type: {text}, expected a map of kinds to their rule fields"
+                "invalid type: {text}, {NOT_KIND_BLOCKS}"
             )));
         }
         let empty = text[1..].trim_start().starts_with('}');

@@ -289,7 +289,12 @@ impl Settings {
             });
         }
         let settings: Settings = decode_json(json).map_err(|err| RuleError::Invalid {
-            path: display_path(&err.path),
+            // `definitions` is read whole before it is checked (`KindBlocks`): its refusal
+            // stands past it, so its path is named here.
+            path: match err.reason.ends_with(crate::model::kinds::NOT_KIND_BLOCKS) {
+                true => "definitions".into(),
+                false => display_path(&err.path),
+            },
             reason: err.reason,
         })?;
         settings.validate()?;

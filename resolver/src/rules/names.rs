@@ -89,12 +89,20 @@ fn check(eval: &Evaluation, kind: &str, subject: &Subject) -> Result<(), Violati
         None => String::new(),
     };
     let renderer = renderer.unwrap_or_default();
-    // (what renders the name, the write that would render it, what this release would become)
-    let [by, trigger, into] = match (by_what, beside) {
+    let [by, trigger, into] = told(by_what, beside, &tenant, renderer);
+    Err(Violation::waivable(format!(
+        "{kind} {namespace}/{app}: its release {namespace}/{release} takes the name under which {by}, and helm-controller adopts an existing object of the name it renders, so {trigger} would rewrite this {kind} into {into}; choose another name"
+    )))
+}
+
+/// What renders the name, the write that would render it, and what this release would become,
+/// as the refusal says them.
+fn told(by_what: By, beside: Option<&str>, tenant: &str, renderer: &str) -> [String; 3] {
+    match (by_what, beside) {
         // A switch key: the module itself.
         (By::Switch(key), None) => [
             [
-                &tenant,
+                tenant,
                 " renders its ",
                 renderer,
                 " module (tenantModules.",
@@ -108,7 +116,7 @@ fn check(eval: &Evaluation, kind: &str, subject: &Subject) -> Result<(), Violati
         (By::Always, what) => {
             let what = what.unwrap_or(renderer);
             [
-                [&tenant, " always renders its ", what].concat(),
+                [tenant, " always renders its ", what].concat(),
                 "the Tenant's next reconcile".to_owned(),
                 ["the ", what].concat(),
             ]
@@ -118,7 +126,7 @@ fn check(eval: &Evaluation, kind: &str, subject: &Subject) -> Result<(), Violati
                 "the ",
                 renderer,
                 " module of ",
-                &tenant,
+                tenant,
                 " renders a ",
                 what,
                 " while ",
@@ -142,8 +150,5 @@ fn check(eval: &Evaluation, kind: &str, subject: &Subject) -> Result<(), Violati
                 ["the ", what, " and uninstall what it runs"].concat(),
             ]
         }
-    };
-    Err(Violation::waivable(format!(
-        "{kind} {namespace}/{app}: its release {namespace}/{release} takes the name under which {by}, and helm-controller adopts an existing object of the name it renders, so {trigger} would rewrite this {kind} into {into}; choose another name"
-    )))
+    }
 }
