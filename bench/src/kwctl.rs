@@ -1,6 +1,7 @@
 //! `make bench-kwctl`: the workloads `make bench` names, measured where their cost is paid, in
 //! Kubewarden's own evaluator (`kwctl bench`, the stock deployment's settings per workload),
-//! their lookups served by [`crate::apiserver`] from the same live-sized trees, beside the
+//! their lookups served by [`cozystack_e2e::loopback::serve_watched`] from the same live-sized
+//! trees, beside the
 //! accept-all floor and Kubewarden's context-aware-test-policy (the peer) in the same run.
 //! The targets of docs/benchmarks.md are judged on these figures; the model's are checked
 //! against them (it must err high).
@@ -11,7 +12,6 @@ use std::process::Command;
 use cozystack_e2e::scenario::Bundle;
 use serde_json::{Value, json};
 
-use crate::apiserver;
 use crate::workloads::{Workload, ZERO_CALL_EMPTY_SETTINGS, workloads};
 
 /// kwctl's bench settings: as kubewarden.md measured them (warm-up 1 s, measurement 2 s).
@@ -52,7 +52,7 @@ fn bench(
     objects: Vec<Value>,
     dir: &Path,
 ) -> Result<f64, String> {
-    let api = apiserver::serve(objects, dir);
+    let api = cozystack_e2e::loopback::serve_watched(objects, dir);
     let request_path = dir.join("request.json");
     std::fs::write(&request_path, request.to_string()).map_err(|e| e.to_string())?;
     let mut command = Command::new(kwctl);

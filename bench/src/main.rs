@@ -11,7 +11,6 @@
 //! Each workload is also held against its protocol floor: the accept-all policy making the
 //! smallest set of host calls that decides it (`floor.rs`).
 
-mod apiserver;
 mod breakdown;
 mod floor;
 mod heap;
