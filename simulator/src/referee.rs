@@ -177,6 +177,10 @@ pub(crate) const AUDIT_INVARIANT: &str =
 pub(crate) const STRAY_INVARIANT: &str =
     "platform: a write the rules admit from the platform is admitted, with no waiver";
 
+/// The promise a refusal that names no row of the table breaks.
+pub(crate) const NAMED_INVARIANT: &str =
+    "every refusal is a row: a 403 names its row of the rule table (or describe)";
+
 /// Every how many steps `check` replays the step's own request.
 pub(crate) const CHECKED: usize = 4;
 
@@ -353,6 +357,9 @@ impl Player<'_> {
         action: &Action,
         played: &world::Played,
     ) -> Result<Option<Violation>, Error> {
+        if let Some(violation) = unnamed(action, played) {
+            return Ok(Some(violation));
+        }
         if let Some(violation) = self.platform_refused(action, played) {
             return Ok(Some(violation));
         }
@@ -752,4 +759,27 @@ pub(crate) fn rows_through(rule: Option<&str>) -> Vec<&'static str> {
         .and_then(|rule| rows.iter().position(|row| row.name == rule))
         .unwrap_or(rows.len() - 1);
     rows[..=last].iter().map(|row| row.name).collect()
+}
+
+/// The first request of the step refused (403) without naming a row of `RULES` (or
+/// `describe`): the audit log, `check` and the simulator lose why.
+fn unnamed(action: &Action, played: &world::Played) -> Option<Violation> {
+    let judged = played
+        .writes
+        .iter()
+        .find(|j| j.response["code"] == 403 && cited_by(&j.response).is_none())?;
+    Some(Violation {
+        invariant: NAMED_INVARIANT.to_owned(),
+        what: format!(
+            "{}: {} refused naming no row: {}",
+            action.describe(),
+            reference(&judged.request),
+            judged.response["message"].as_str().unwrap_or_default()
+        ),
+        request: judged.request.clone(),
+        expect_allowed: false,
+        rule: None,
+        rows: Vec::new(),
+        cluster: played.before.clone().unwrap_or_default(),
+    })
 }
