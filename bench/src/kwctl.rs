@@ -18,22 +18,42 @@ use crate::workloads::{Workload, ZERO_CALL_EMPTY_SETTINGS, workloads};
 const WARM_UP: &str = "1";
 const MEASUREMENT: &str = "2";
 
-/// What one `kwctl bench` run of a module took per `validate`, its median in µs.
+/// What one `kwctl bench` run of a module took per `validate`, its median in µs. tiny-bench
+/// prints a block per label (`validate_settings` first), colored, its median as
+/// `med = 220.00µs`.
 fn median(output: &str) -> Option<f64> {
-    // tiny-bench prints a block per label; `validate_settings` comes first.
-    let block = output.split("validate [").nth(1)?;
+    let plain = strip_colors(output);
+    let block = plain.split("\nvalidate [").nth(1)?;
     let med = block.split("med = ").nth(1)?;
-    let mut words = med.split_whitespace();
-    let number: f64 = words.next()?.trim_end_matches(',').parse().ok()?;
-    let unit = words.next()?.trim_end_matches(',');
-    let scale = match unit {
+    let value = med.split([',', ')']).next()?.trim();
+    let at = value.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = value.split_at(at);
+    let scale = match unit.trim() {
         "ns" => 1e-3,
         "µs" | "us" => 1.0,
         "ms" => 1e3,
         "s" => 1e6,
         _ => return None,
     };
-    Some(number * scale)
+    Some(number.parse::<f64>().ok()? * scale)
+}
+
+/// `text` without its terminal color sequences (`ESC [ … m`).
+fn strip_colors(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A module measured by kwctl: where it is, and whether its metadata allows lookups.
@@ -240,10 +260,13 @@ mod tests {
 
     #[test]
     fn the_median_is_read_in_microseconds_from_the_validate_block() {
-        let output = "validate_settings [10 iterations in 1.00s with 10 samples]:\n\telapsed\t[min mean max]:\t[1.000 µs 2.000 µs 3.000 µs] (sample data: med = 2.000 µs, var = 0.1µs², stddev = 0.3µs)\nvalidate [100 iterations in 2.00s with 100 samples]:\n\telapsed\t[min mean max]:\t[20.0 µs 31.5 µs 90.0 µs] (sample data: med = 30.125 µs, var = 1µs², stddev = 1µs)\n";
-        assert_eq!(median(output), Some(30.125));
-        let ms = output.replace("med = 30.125 µs", "med = 1.5 ms");
+        // As kwctl 1.36.0-beta.1 prints it, colors and all.
+        let output = "\u{1b}[1;32mvalidate_settings\u{1b}[0m [20.2 thousand iterations in 2.42s with 100.0 samples]:\n\telapsed\t[\u{1b}[0;37mmin\u{1b}[0m]:\t[44.17µs] (sample data: med = 113.93µs, var = 81.01s², stddev = 284.63µs)\n\u{1b}[1;32mvalidate\u{1b}[0m warming up for \u{1b}[0;97m1.00s\u{1b}[0m\n\u{1b}[1;32mvalidate\u{1b}[0m [15.2 thousand iterations in 3.10s with 100.0 samples]:\n\telapsed\t[[57.86µs 216.18µs 570.33µs] (sample data: med = 220.00µs, var = 9.43s², stddev = 97.08µs)\n";
+        assert_eq!(median(output), Some(220.0));
+        let ms = output.replace("med = 220.00µs", "med = 1.5ms");
         assert_eq!(median(&ms), Some(1500.0));
+        let ns = output.replace("med = 220.00µs", "med = 900ns");
+        assert_eq!(median(&ns), Some(0.9));
         assert_eq!(median("validate_settings only"), None);
     }
 }

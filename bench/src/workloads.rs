@@ -206,7 +206,9 @@ pub fn settings_only(bundle: &Bundle) -> Value {
 /// Marks the workloads that read their rules from the settings alone.
 pub const SETTINGS_ONLY: &str = ", settings only";
 /// `settings` with its kind blocks repeated under made-up kinds until the whole is about 16 KB:
-/// what a large rule set in the settings costs a request that needs none of it.
+/// what a large rule set in the settings costs a request that needs none of it. Each made-up
+/// kind has its `releasePrefixes` entry, as a kind of an operator's own must (validate_settings
+/// refuses it otherwise, and so does the policy-server).
 fn sixteen_kilobytes(settings: &Value) -> Value {
     let blocks = settings["definitions"]
         .as_object()
@@ -216,7 +218,10 @@ fn sixteen_kilobytes(settings: &Value) -> Value {
     let mut copy = 0;
     while serde_json::to_vec(&large).map_or(usize::MAX, |bytes| bytes.len()) < 16 * 1024 {
         for (kind, block) in &blocks {
-            large["definitions"][format!("{kind}Copy{copy}")] = block.clone();
+            let made_up = format!("{kind}Copy{copy}");
+            let prefix = format!("{}-copy{copy}-", kind.to_lowercase());
+            large["releasePrefixes"][made_up.as_str()] = json!(prefix);
+            large["definitions"][made_up] = block.clone();
         }
         copy += 1;
     }
