@@ -1,7 +1,7 @@
 //! Every class of break of every field of the settings' grammar (docs/settings.md), each at one
 //! place of otherwise valid settings, under each rule source: refused by what `validate_settings`
-//! runs (`Settings::from_json`), naming the path. A class not listed here is one no test tries;
-//! the simulator walks the same grammar against the module (`simulator/src/validation.rs`).
+//! runs (`Settings::from_json`), naming the path: `e2e/settings-breaks.yaml`, the table the
+//! simulator walks against the module too (`simulator/src/validation.rs`).
 #![cfg(not(target_arch = "wasm32"))]
 
 use cozystack_resolver::model::settings::Settings;
@@ -9,124 +9,17 @@ use serde_json::{Value, json};
 
 const SOURCES: &[&str] = &["builtin", "settings", "applicationDefinitions"];
 
-/// (the path, the values that break it).
-fn shared() -> Vec<(&'static str, Vec<Value>)> {
-    let identities = || vec![json!("alice"), json!([5]), json!([""]), json!({})];
-    let classes = || {
-        vec![
-            json!("etcd"),
-            json!([""]),
-            json!(["Bad Class"]),
-            json!(["etcd", 5]),
-        ]
-    };
-    vec![
-        ("platformUsers", identities()),
-        ("platformGroups", identities()),
-        ("platformServiceAccountNamespaces", {
-            let mut v = identities();
-            v.push(json!(["Not_A_Namespace"]));
-            v
-        }),
-        ("teardownUsers", identities()),
-        ("tenantAdminGroupSuffixes", identities()),
-        ("tenantGroupPrefix", vec![json!(5), json!([])]),
-        (
-            "tenantServiceAccountsAreAdmins",
-            vec![json!("true"), json!(1)],
-        ),
-        ("attachableClasses", classes()),
-        ("legacyProviderClasses", classes()),
-        (
-            "tenantModules",
-            vec![
-                json!(["monitoring"]),
-                json!({"monitoring": 5}),
-                json!({"monitoring": ""}),
-                json!({"Monitoring!": "Monitoring"}),
-            ],
-        ),
-        (
-            "platformWriters",
-            vec![json!("Warn"), json!("allow"), json!(1), json!(["warn"])],
-        ),
-        (
-            "definitionSource",
-            vec![json!("builtIn"), json!("cluster"), json!(true)],
-        ),
-        (
-            "cozystackRelease",
-            vec![
-                json!(" v1.6.2"),
-                json!("v1.6.2 "),
-                json!("v1.6"),
-                json!("1.6.2"),
-                json!("V1.6.2"),
-                json!("v1.7.0"),
-                json!(162),
-            ],
-        ),
-        ("auditScannerUsername", vec![json!(5), json!([])]),
-        ("releasePrefixes", vec![json!([]), json!("pg-")]),
-        (
-            "releasePrefixes.Postgres",
-            vec![json!(5), json!("Bad_"), json!("Pg-"), json!("pg_")],
-        ),
-        ("definitions", vec![json!([]), json!("Monitoring")]),
-        ("platformWriter", vec![json!("warn")]),
-    ]
+/// The settings' grammar broken one place at a time: the table the simulator walks too.
+#[derive(serde::Deserialize)]
+struct Breaks {
+    shared: std::collections::BTreeMap<String, Vec<Value>>,
+    prefix: Vec<Value>,
+    blocks: std::collections::BTreeMap<String, Vec<Value>>,
 }
 
-/// (the block, the values that break it), each under `definitions.Redis`.
-fn blocks() -> Vec<(&'static str, Vec<Value>)> {
-    vec![
-        (
-            "dashboard",
-            vec![
-                json!({"visibility": "Module"}),
-                json!({"visibility": "private"}),
-                json!({"module": "yes"}),
-                json!({"visibilty": "module"}),
-                json!("module"),
-            ],
-        ),
-        (
-            "cardinality",
-            vec![
-                json!({"scope": "tenant", "max": -1}),
-                json!({"scope": "tenant", "max": 1.5}),
-                json!({"scope": "tenant", "max": "1"}),
-                json!({"scope": "tenants", "max": 1}),
-                json!({"scope": "Tenant", "max": 1}),
-                json!({"scope": "tenant", "max": 1, "slots": "cache"}),
-                json!({"scope": "tenant", "max": 1, "slotNamespace": 5}),
-                json!({"scope": "tenant", "maximum": 1}),
-            ],
-        ),
-        (
-            "protection",
-            vec![
-                json!({"deletion": "protected"}),
-                json!({"deletion": "Protect"}),
-                json!({"edit": "admin"}),
-                json!({"deletion": true}),
-                json!({"delete": "protect"}),
-            ],
-        ),
-        (
-            "capability",
-            vec![
-                json!({"provides": [""]}),
-                json!({"provides": ["Bad Class"]}),
-                json!({"consumes": ["etcd", "Etcd!"]}),
-                json!({"consumes": "etcd"}),
-                json!({"share": "children"}),
-                json!({"provides": ["etcd"], "share": "Children"}),
-                json!({"provides": ["etcd"], "shared": "children"}),
-            ],
-        ),
-        ("cardinalty", vec![json!({"scope": "tenant", "max": 1})]),
-    ]
+fn breaks() -> Breaks {
+    serde_yaml::from_str(include_str!("../../e2e/settings-breaks.yaml"))
+        .unwrap_or_else(|e| panic!("e2e/settings-breaks.yaml: {e}"))
 }
 
 /// `base` with `value` at the dotted `path`.
@@ -162,16 +55,16 @@ fn every_break_of_every_field_is_refused_naming_its_path() {
             None,
             "{source}: the base settings are valid"
         );
+        let table = breaks();
         let mut cases: Vec<(String, Value)> = Vec::new();
-        for (path, values) in shared() {
-            for value in values {
-                cases.push((path.to_owned(), value));
-            }
+        for (path, values) in table.shared {
+            cases.extend(values.into_iter().map(|v| (path.clone(), v)));
         }
-        for (block, values) in blocks() {
-            for value in values {
-                cases.push((format!("definitions.Redis.{block}"), value));
-            }
+        let prefixes = table.prefix.into_iter();
+        cases.extend(prefixes.map(|v| ("releasePrefixes.Postgres".to_owned(), v)));
+        for (block, values) in table.blocks {
+            let path = format!("definitions.Redis.{block}");
+            cases.extend(values.into_iter().map(|v| (path.clone(), v)));
         }
         for (path, value) in cases {
             tried += 1;

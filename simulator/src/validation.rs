@@ -57,82 +57,33 @@ pub struct Finding {
     pub request: Option<Value>,
 }
 
-/// Every class of break of every field of the settings' grammar (docs/settings.md), each
-/// at one path of `base`, as an operator mistypes it: a wrong type, an unknown or miscased enum
-/// value, an empty identity, a class no label key can hold, a count that is not one, a prefix no
-/// ApplicationDefinition can have (by its case too), an unknown key at each level, a kind the
-/// rule source does not know. A block's breaks fall on a kind drawn from `rng` (the seed
-/// chooses which kind, never whether a class is tried).
-fn breaks(rng: &mut Pcg64, base: &Value) -> Vec<Broken> {
+/// The settings' grammar broken one place at a time (`e2e/settings-breaks.yaml`, the table the
+/// resolver's own test walks too).
+#[derive(serde::Deserialize)]
+struct Breaks {
+    shared: std::collections::BTreeMap<String, Vec<Value>>,
+    prefix: Vec<Value>,
+    blocks: std::collections::BTreeMap<String, Vec<Value>>,
+}
+
+/// Every class of break of every field of the settings' grammar (docs/settings.md), each at one
+/// path of `base`, as an operator mistypes it (`e2e/settings-breaks.yaml`): a wrong type, an
+/// unknown or miscased enum value, an empty identity, a class no label key can hold, a count
+/// that is not one, a prefix no ApplicationDefinition can have (by its case too), an unknown key
+/// at each level, a kind the rule source does not know. A kind's breaks fall on a kind drawn
+/// from `rng` (the seed chooses which kind, never whether a class is tried).
+fn breaks(rng: &mut Pcg64, base: &Value) -> Result<Vec<Broken>, Error> {
+    let table: Breaks = serde_yaml::from_str(include_str!("../../e2e/settings-breaks.yaml"))
+        .map_err(|e| Error::decode("e2e/settings-breaks.yaml", e))?;
     let kinds: Vec<&str> = statement::KINDS.iter().map(|k| k.kind).collect();
     let mut kind = || kinds[rng.random_range(0..kinds.len())].to_owned();
-    // Under `applicationDefinitions` the cluster's definitions say which kinds exist: the
-    // module cannot list them, the operator's tool holds the keys against them (docs/settings.md).
-    let listed = base["definitionSource"] == "applicationDefinitions";
-    let identities = || [json!("alice"), json!([5]), json!([""]), json!({})];
-    let classes = || {
-        [
-            json!("etcd"),
-            json!([""]),
-            json!(["Bad Class"]),
-            json!(["etcd", 5]),
-        ]
-    };
-    let shared: Vec<(&str, Vec<Value>)> = vec![
-        ("platformUsers", identities().into()),
-        ("platformGroups", identities().into()),
-        ("platformServiceAccountNamespaces", identities().into()),
-        ("teardownUsers", identities().into()),
-        ("tenantAdminGroupSuffixes", identities().into()),
-        ("tenantGroupPrefix", vec![json!(5), json!([])]),
-        (
-            "tenantServiceAccountsAreAdmins",
-            vec![json!("true"), json!(1)],
-        ),
-        ("attachableClasses", classes().into()),
-        ("legacyProviderClasses", classes().into()),
-        (
-            "tenantModules",
-            vec![
-                json!(["monitoring"]),
-                json!({"monitoring": 5}),
-                json!({"monitoring": ""}),
-            ],
-        ),
-        (
-            "platformWriters",
-            vec![json!("Warn"), json!("allow"), json!(1), json!(["warn"])],
-        ),
-        (
-            "definitionSource",
-            vec![json!("builtIn"), json!("cluster"), json!(true)],
-        ),
-        (
-            "cozystackRelease",
-            vec![
-                json!(" v1.6.2"),
-                json!("v1.6.2 "),
-                json!("v1.6"),
-                json!("1.6.2"),
-                json!("V1.6.2"),
-                json!("v1.7.0"),
-                json!(162),
-            ],
-        ),
-        ("auditScannerUsername", vec![json!(5), json!([])]),
-        ("releasePrefixes", vec![json!([]), json!("pg-")]),
-        ("definitions", vec![json!([]), json!("Monitoring")]),
-        // An unknown field: a setting's name mistyped.
-        ("platformWriter", vec![json!("warn")]),
-    ];
     let mut out = Vec::new();
-    for (field, values) in shared {
+    for (field, values) in table.shared {
         for value in values {
-            out.push(broken(base, &[field], value, Refused::Every));
+            out.push(broken(base, &[&field], value, Refused::Every));
         }
     }
-    // A release prefix no ApplicationDefinition can have (`^[a-z0-9-]*$`), by its case alone too.
-    for value in [json!(5), json!("Bad_"), json!("Pg-"), json!("pg_")] {
+    for value in table.prefix {
         out.push(broken(
             base,
             &["releasePrefixes", &kind()],
@@ -140,65 +91,21 @@ fn breaks(rng: &mut Pcg64, base: &Value) -> Vec<Broken> {
             Refused::Every,
         ));
     }
-    let blocks: Vec<(&str, Vec<Value>)> = vec![
-        (
-            "dashboard",
-            vec![
-                json!({"visibility": "Module"}),
-                json!({"visibility": "private"}),
-                json!({"module": "yes"}),
-                json!({"visibilty": "module"}),
-                json!("module"),
-            ],
-        ),
-        (
-            "cardinality",
-            vec![
-                json!({"scope": "tenant", "max": -1}),
-                json!({"scope": "tenant", "max": 1.5}),
-                json!({"scope": "tenant", "max": "1"}),
-                json!({"scope": "tenants", "max": 1}),
-                json!({"scope": "Tenant", "max": 1}),
-                json!({"scope": "tenant", "max": 1, "slots": "monitoring"}),
-                json!({"scope": "tenant", "max": 1, "slotNamespace": 5}),
-                json!({"scope": "tenant", "maximum": 1}),
-            ],
-        ),
-        (
-            "protection",
-            vec![
-                json!({"deletion": "protected"}),
-                json!({"deletion": "Protect"}),
-                json!({"edit": "admin"}),
-                json!({"deletion": true}),
-                json!({"delete": "protect"}),
-            ],
-        ),
-        (
-            "capability",
-            vec![
-                json!({"provides": [""]}),
-                json!({"provides": ["Bad Class"]}),
-                json!({"consumes": ["etcd", "Etcd!"]}),
-                json!({"consumes": "etcd"}),
-                json!({"share": "children"}),
-                json!({"provides": ["etcd"], "share": "Children"}),
-                json!({"provides": ["etcd"], "shared": "children"}),
-            ],
-        ),
-        // An unknown block: a block's name mistyped.
-        ("cardinalty", vec![json!({"scope": "tenant", "max": 1})]),
-    ];
-    for (block, values) in blocks {
+    for (block, values) in table.blocks {
         for value in values {
             let kind = kind();
             let refused = Refused::Kind(kind.clone());
-            out.push(broken(base, &["definitions", &kind, block], value, refused));
+            out.push(broken(
+                base,
+                &["definitions", &kind, &block],
+                value,
+                refused,
+            ));
         }
     }
     // A kind the rule source does not know (a typo); under `applicationDefinitions` the cluster
     // says which kinds exist, and the operator's tool holds the keys against it.
-    if !listed {
+    if base["definitionSource"] != "applicationDefinitions" {
         let typo = format!("{}s", kind());
         let block = json!({"dashboard": {"visibility": "module"}});
         out.push(broken(
@@ -208,7 +115,7 @@ fn breaks(rng: &mut Pcg64, base: &Value) -> Vec<Broken> {
             Refused::Validation,
         ));
     }
-    out
+    Ok(out)
 }
 
 /// `base` with `value` at `path`, the objects on the way made where missing.
@@ -283,7 +190,7 @@ pub fn check(
     let mut rng = Pcg64::seed_from_u64(seed ^ VALIDATION_STREAM);
     let mut state = State::new(cluster.clone());
     let kinds = Kinds::read(cluster);
-    for broken in breaks(&mut rng, base) {
+    for broken in breaks(&mut rng, base)? {
         let answer = policy.validate_settings(&broken.settings)?;
         let message = answer["message"].as_str().unwrap_or_default();
         // The unknown key is named where the path's last key is the mistake.
