@@ -728,6 +728,22 @@ impl<'p> World<'p> {
             .extend(outcome.sent.into_iter().map(Judged::from));
     }
 
+    /// Plays `write`, sent by `sender`, through the platform ([`Platform::play`]), the module
+    /// judging each request, and keeps what it came to in `played`.
+    fn through_platform(
+        &mut self,
+        sender: Sender,
+        write: Write<'_>,
+        played: &mut Played,
+    ) -> Result<(), Error> {
+        let mut module = self.module();
+        let outcome = self
+            .platform
+            .play(&mut self.state, &mut module, sender, write)?;
+        Self::keep(outcome, played);
+        Ok(())
+    }
+
     /// A user's own request of a release or a Namespace, as kubectl sends it, played to rest
     /// (an admitted release meets helm-controller), judged on the state it leaves in `played`
     /// as the one it was sent on.
@@ -738,17 +754,12 @@ impl<'p> World<'p> {
         played: &mut Played,
     ) -> Result<(), Error> {
         played.before = Some(self.state.cluster().clone());
-        let mut module = self.module();
         let write = Write::Object {
             admission,
             dry_run: false,
             uninstall: Uninstall::Later,
         };
-        let outcome = self
-            .platform
-            .play(&mut self.state, &mut module, kubectl(identity), write)?;
-        Self::keep(outcome, played);
-        Ok(())
+        self.through_platform(kubectl(identity), write, played)
     }
 
     /// The cluster once helm-controller has reconciled every Tenant (the root's render renders
@@ -847,14 +858,7 @@ impl<'p> World<'p> {
             return Ok(());
         };
         played.before = Some(self.state.cluster().clone());
-        let mut module = self.module();
-        let outcome = self.platform.play(
-            &mut self.state,
-            &mut module,
-            Sender::HelmController,
-            Write::Uninstalled(release),
-        )?;
-        Self::keep(outcome, played);
+        self.through_platform(Sender::HelmController, Write::Uninstalled(release), played)?;
         Ok(())
     }
 
@@ -891,14 +895,7 @@ impl<'p> World<'p> {
             Some(namespace),
         ) {
             Some(release) if !terminating(&release) => {
-                let mut module = self.module();
-                let outcome = self.platform.play(
-                    &mut self.state,
-                    &mut module,
-                    Sender::HelmController,
-                    Write::Reconcile(release),
-                )?;
-                Self::keep(outcome, played);
+                self.through_platform(Sender::HelmController, Write::Reconcile(release), played)?;
                 Ok(())
             }
             _ => {
@@ -1098,16 +1095,12 @@ impl<'p> World<'p> {
             old: old.as_ref(),
             dry_run: false,
         };
-        let mut module = self.module();
         let write = Write::Application {
             account: &account,
             request: write,
             uninstall: Uninstall::Later,
         };
-        let outcome =
-            self.platform
-                .play(&mut self.state, &mut module, kubectl(&by.identity()), write)?;
-        Self::keep(outcome, played);
+        self.through_platform(kubectl(&by.identity()), write, played)?;
         Ok(())
     }
 
