@@ -236,23 +236,17 @@ impl ShortRequest {
         }
     }
 
-    /// The AdmissionRequest the API server would send for this request on `cluster`.
-    pub fn expand(&self, cluster: &ClusterObjects) -> Value {
-        let op = self.operation.as_str();
-        let (group, version, resource) = match self.kind.as_str() {
-            "Namespace" => ("", "v1", "namespaces".to_owned()),
-            "HelmRelease" => ("helm.toolkit.fluxcd.io", "v2", "helmreleases".to_owned()),
-            kind => ("apps.cozystack.io", "v1alpha1", plural_of(cluster, kind)),
-        };
-        let api_version = if group.is_empty() {
-            version.to_owned()
-        } else {
-            format!("{group}/{version}")
-        };
-        let namespace = (self.kind != "Namespace").then_some(self.namespace.as_str());
-        let existing = match self.kind.as_str() {
+    /// The object the request finds: the Namespace or HelmRelease of its name, or an
+    /// Application as cozystack-api converts it from its HelmRelease.
+    fn existing(
+        &self,
+        cluster: &ClusterObjects,
+        api_version: &str,
+        namespace: Option<&str>,
+    ) -> Option<Value> {
+        match self.kind.as_str() {
             "Namespace" => cluster.get("v1", "Namespace", &self.name, None),
-            "HelmRelease" => cluster.get(&api_version, "HelmRelease", &self.name, namespace),
+            "HelmRelease" => cluster.get(api_version, "HelmRelease", &self.name, namespace),
             // An Application's old object is converted from its HelmRelease.
             kind => cluster
                 .list("helm.toolkit.fluxcd.io/v2", "HelmRelease", namespace, &cozystack_policy_runtime::selector::Selector::parse(&format!(
@@ -267,7 +261,24 @@ impl ShortRequest {
                     json!({"apiVersion": api_version, "kind": kind, "metadata": meta,
                            "spec": hr.pointer("/spec/values").cloned().unwrap_or(json!({}))})
                 }),
+        }
+    }
+
+    /// The AdmissionRequest the API server would send for this request on `cluster`.
+    pub fn expand(&self, cluster: &ClusterObjects) -> Value {
+        let op = self.operation.as_str();
+        let (group, version, resource) = match self.kind.as_str() {
+            "Namespace" => ("", "v1", "namespaces".to_owned()),
+            "HelmRelease" => ("helm.toolkit.fluxcd.io", "v2", "helmreleases".to_owned()),
+            kind => ("apps.cozystack.io", "v1alpha1", plural_of(cluster, kind)),
         };
+        let api_version = if group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{group}/{version}")
+        };
+        let namespace = (self.kind != "Namespace").then_some(self.namespace.as_str());
+        let existing = self.existing(cluster, &api_version, namespace);
         let mut fresh =
             json!({"apiVersion": api_version, "kind": self.kind, "metadata": {"name": self.name}});
         if let Some(ns) = namespace {
@@ -492,18 +503,7 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
     let expect = &scenario.expect;
     let mut problems = Vec::new();
     let settings_response = policy.validate_settings(&prepared.settings)?;
-    let valid = settings_response["valid"].as_bool().unwrap_or(false);
-    if valid != expect.settings_valid.unwrap_or(true) {
-        problems.push(format!("validate_settings: {settings_response}"));
-    }
-    if let Some(message) = &expect.settings_message
-        && settings_response["message"].as_str() != Some(message.as_str())
-    {
-        problems.push(format!(
-            "settings message {} != {message:?}",
-            settings_response["message"]
-        ));
-    }
+    settings(expect, &settings_response, &mut problems);
     if prepared.payload.is_empty() {
         return Ok(Outcome {
             prepared,
@@ -544,67 +544,12 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
     if let Some(pattern) = &expect.message_matches {
         check_regex(pattern, message, "message", &mut problems);
     }
-    let rule = cozystack_policy_runtime::policy::rule_of(response);
-    if let Some(expected) = &expect.rule
-        && Some(expected.as_str()) != rule
-    {
-        problems.push(format!("expected rule {expected}, got {rule:?}"));
-    }
-    if let Some(rows) = &expect.rule_in
-        && !rule.is_some_and(|rule| rows.iter().any(|row| row == rule))
-    {
-        problems.push(format!("expected a rule of {rows:?}, got {rule:?}"));
-    }
-    // Every refusal names its row of the table (or `describe`, made before it), and each
-    // warning its own row.
-    let named = |row: &str| cozystack_resolver::rules::row(row).is_some();
-    let refused_by = |row: &str| cozystack_resolver::rules::refusal(row).is_some();
-    if response["code"] == 403 && !rule.is_some_and(refused_by) {
-        problems.push(format!("a 403 names no row of the rule table: {rule:?}"));
-    }
-    // A scenario states which row must answer: another row answering is a failure, so the
-    // rows are part of what the suite holds the module to.
-    if response["code"] == 403 && expect.rule.is_none() && expect.rule_in.is_none() {
-        problems.push(format!(
-            "a refusal's row is not stated: add `rule: {}` to expect",
-            rule.unwrap_or("?")
-        ));
-    }
-    let warned_by = cozystack_policy_runtime::policy::warned_by(response);
-    if !warned_by.is_empty() && expect.warned_by.is_none() && expect.warnings_match.is_none() {
-        problems.push(format!(
-            "the warnings' rows are not stated: add `warnedBy: [{}]` to expect",
-            warned_by.join(", ")
-        ));
-    }
-    if warned_by.len() != warnings.len() || !warned_by.iter().all(|row| named(row)) {
-        problems.push(format!(
-            "the warnings' rows {warned_by:?} are not one row of the table per warning"
-        ));
-    }
-    let waived_by = cozystack_policy_runtime::policy::waived_by(response);
-    match &expect.waived_by {
-        None if !waived_by.is_empty() => problems.push(format!(
-            "a waiver is not stated: add `waivedBy: [{}]` to expect",
-            waived_by.join(", ")
-        )),
-        Some(rows) if *rows != waived_by => {
-            problems.push(format!("expected waivers of {rows:?}, got {waived_by:?}"))
-        }
-        _ => {}
-    }
+    rows(expect, response, warnings.len(), &mut problems);
     if let Some(expected) = &expect.warnings
         && expected != &warnings
     {
         problems.push(format!(
             "warnings:\n  expected {expected:?}\n  got      {warnings:?}"
-        ));
-    }
-    if let Some(rows) = &expect.warned_by
-        && !rows.iter().all(|row| warned_by.iter().any(|w| w == row))
-    {
-        problems.push(format!(
-            "expected warnings of {rows:?}, got rows {warned_by:?}"
         ));
     }
     if let Some(patterns) = &expect.warnings_match {
@@ -647,6 +592,84 @@ pub fn run(policy: &Policy, bundle: &Bundle, scenario: &Scenario) -> Result<Outc
         evaluation: Some(evaluation),
         problems,
     })
+}
+
+/// `validate_settings`' answer held to the scenario: valid unless it says not, with its message.
+fn settings(expect: &Expect, response: &Value, problems: &mut Vec<String>) {
+    let valid = response["valid"].as_bool().unwrap_or(false);
+    if valid != expect.settings_valid.unwrap_or(true) {
+        problems.push(format!("validate_settings: {response}"));
+    }
+    if let Some(message) = &expect.settings_message
+        && response["message"].as_str() != Some(message.as_str())
+    {
+        problems.push(format!(
+            "settings message {} != {message:?}",
+            response["message"]
+        ));
+    }
+}
+
+/// The rows a response names, held to the scenario: the refusing row (`rule`, `ruleIn`), every
+/// 403 naming a row of the table (or `describe`) and its row stated, each warning's row
+/// (`warnedBy`), and the waivers (`waivedBy`), exactly where one is.
+fn rows(expect: &Expect, response: &Value, warnings: usize, problems: &mut Vec<String>) {
+    let rule = cozystack_policy_runtime::policy::rule_of(response);
+    if let Some(expected) = &expect.rule
+        && Some(expected.as_str()) != rule
+    {
+        problems.push(format!("expected rule {expected}, got {rule:?}"));
+    }
+    if let Some(rows) = &expect.rule_in
+        && !rule.is_some_and(|rule| rows.iter().any(|row| row == rule))
+    {
+        problems.push(format!("expected a rule of {rows:?}, got {rule:?}"));
+    }
+    // Every refusal names its row of the table (or `describe`, made before it), and each
+    // warning its own row.
+    let named = |row: &str| cozystack_resolver::rules::row(row).is_some();
+    let refused_by = |row: &str| cozystack_resolver::rules::refusal(row).is_some();
+    if response["code"] == 403 && !rule.is_some_and(refused_by) {
+        problems.push(format!("a 403 names no row of the rule table: {rule:?}"));
+    }
+    // A scenario states which row must answer: another row answering is a failure, so the
+    // rows are part of what the suite holds the module to.
+    if response["code"] == 403 && expect.rule.is_none() && expect.rule_in.is_none() {
+        problems.push(format!(
+            "a refusal's row is not stated: add `rule: {}` to expect",
+            rule.unwrap_or("?")
+        ));
+    }
+    let warned_by = cozystack_policy_runtime::policy::warned_by(response);
+    if !warned_by.is_empty() && expect.warned_by.is_none() && expect.warnings_match.is_none() {
+        problems.push(format!(
+            "the warnings' rows are not stated: add `warnedBy: [{}]` to expect",
+            warned_by.join(", ")
+        ));
+    }
+    if warned_by.len() != warnings || !warned_by.iter().all(|row| named(row)) {
+        problems.push(format!(
+            "the warnings' rows {warned_by:?} are not one row of the table per warning"
+        ));
+    }
+    let waived_by = cozystack_policy_runtime::policy::waived_by(response);
+    match &expect.waived_by {
+        None if !waived_by.is_empty() => problems.push(format!(
+            "a waiver is not stated: add `waivedBy: [{}]` to expect",
+            waived_by.join(", ")
+        )),
+        Some(rows) if *rows != waived_by => {
+            problems.push(format!("expected waivers of {rows:?}, got {waived_by:?}"))
+        }
+        _ => {}
+    }
+    if let Some(rows) = &expect.warned_by
+        && !rows.iter().all(|row| warned_by.iter().any(|w| w == row))
+    {
+        problems.push(format!(
+            "expected warnings of {rows:?}, got rows {warned_by:?}"
+        ));
+    }
 }
 
 /// `settings` with every kind's `cardinality.slots` and `slotNamespace` dropped: the same rules
