@@ -1,7 +1,7 @@
 //! `check`: a change set judged as Flux applies it, built from a repository as Flux builds it.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -15,7 +15,11 @@ use cozystack_policy::error::Error;
 use cozystack_policy::error::Shared;
 use cozystack_policy::live;
 use cozystack_policy::ops::check::{self, Presented};
-use cozystack_policy::output::{self, emit, json, read_text};
+use cozystack_policy::ops::flux_sources::{
+    FluxSources, GIT_REPOSITORY, KUSTOMIZATION, find_flux, flux_object, live_kustomization,
+    substitution,
+};
+use cozystack_policy::output::{self, emit, json};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use serde_json::Value;
 
@@ -87,163 +91,6 @@ enum CheckOutput {
     Text,
     Json,
     Junit,
-}
-
-/// Where the Flux objects a check names are read: the dump, read at most once however many
-/// Kustomizations, GitRepositories and `substituteFrom` references ask, or the live cluster.
-struct FluxSources<'a> {
-    cluster: &'a ClusterArgs,
-    dump: std::cell::OnceCell<ClusterObjects>,
-}
-
-impl<'a> FluxSources<'a> {
-    fn new(cluster: &'a ClusterArgs) -> FluxSources<'a> {
-        FluxSources {
-            cluster,
-            dump: std::cell::OnceCell::new(),
-        }
-    }
-
-    /// The dump's objects, `None` when the cluster is read live.
-    fn dump(&self) -> Result<Option<&ClusterObjects>, Error> {
-        if self.cluster.dump.is_empty() {
-            return Ok(None);
-        }
-        if let Some(dump) = self.dump.get() {
-            return Ok(Some(dump));
-        }
-        let read = ClusterObjects::read_dump(&self.cluster.dump)?;
-        Ok(Some(self.dump.get_or_init(|| read)))
-    }
-}
-
-/// The variables a Kustomization's `spec.postBuild` substitutes, its `substituteFrom` objects
-/// read from the dump, or live (ConfigMaps only: the check reads no Secret of a live cluster).
-fn substitution(
-    kustomization: &Value,
-    spec: &flux::build::Spec,
-    sources: &FluxSources,
-) -> Result<std::collections::BTreeMap<String, String>, Error> {
-    let Some(post) = &spec.post_build else {
-        return Ok(Default::default());
-    };
-    let namespace = kustomization["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or_default();
-    if !post.reads_cluster() {
-        return Ok(post.variables(namespace, &ClusterObjects::default())?);
-    }
-    if let Some(dump) = sources.dump()? {
-        return Ok(post.variables(namespace, dump)?);
-    }
-    // Live: the ConfigMaps, each a GET; no Secret is read.
-    let mut objects = Vec::new();
-    for (kind, name) in post.references() {
-        if kind != "ConfigMap" {
-            return Err(format!(
-                "the Kustomization {} substitutes from {kind}/{name}: the check reads no Secret of a live cluster; pass --dump with it, or pipe `flux build kustomization` in",
-                spec.name
-            )
-            .into());
-        }
-        objects.extend(live::config_map(&target(sources.cluster), namespace, name)?);
-    }
-    let source: ClusterObjects = objects.into_iter().collect();
-    Ok(post.variables(namespace, &source)?)
-}
-
-/// Flux's Kustomization and GitRepository: apiVersion, kind, plural.
-const KUSTOMIZATION: (&str, &str, &str) = (
-    "kustomize.toolkit.fluxcd.io/v1",
-    "Kustomization",
-    "kustomizations",
-);
-
-const GIT_REPOSITORY: (&str, &str, &str) = (
-    "source.toolkit.fluxcd.io/v1",
-    "GitRepository",
-    "gitrepositories",
-);
-
-/// A Flux object named by `reference`: a file holding it, or `namespace/name` read from the dump,
-/// or else from the live cluster; and how to name where it came from.
-fn flux_object(
-    reference: &Path,
-    flux_kind: (&str, &str, &str),
-    sources: &FluxSources,
-) -> Result<(Value, String), Error> {
-    let kind = flux_kind.1;
-    let shown = reference.display().to_string();
-    if reference.is_file() || shown == "-" {
-        let text = read_text(reference)?;
-        let object = serde_yaml::from_str(&text).map_err(|e| Error::decode(&shown, e))?;
-        return Ok((object, shown));
-    }
-    let Some((namespace, name)) = shown
-        .split_once('/')
-        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
-    else {
-        return Err(format!("{shown}: no such file, nor a {kind} named namespace/name").into());
-    };
-    find_flux(flux_kind, namespace, name, sources)?.ok_or_else(|| {
-        let from = match sources.cluster.dump.is_empty() {
-            true => "the cluster",
-            false => "the dump",
-        };
-        format!("{kind} {namespace}/{name}: not in {from}").into()
-    })
-}
-
-/// The Flux object `namespace/name` as the dump holds it or, without one, the live cluster;
-/// `None` when there is none. Named with where it was read.
-fn find_flux(
-    (api_version, kind, plural): (&str, &str, &str),
-    namespace: &str,
-    name: &str,
-    sources: &FluxSources,
-) -> Result<Option<(Value, String)>, Error> {
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    let dump = sources.dump()?;
-    let found = match dump {
-        Some(dump) => dump.values().find(|o| {
-            o["kind"] == kind
-                && o["apiVersion"]
-                    .as_str()
-                    .is_some_and(|v| v.starts_with(&format!("{group}/")))
-                && o["metadata"]["namespace"] == namespace
-                && o["metadata"]["name"] == name
-        }),
-        None => live::object(
-            &target(sources.cluster),
-            (api_version, kind, plural),
-            namespace,
-            name,
-        )?,
-    };
-    let from = match dump {
-        Some(_) => "the dump",
-        None => "the cluster",
-    };
-    Ok(found.map(|object| (object, format!("{kind} {namespace}/{name} (from {from})"))))
-}
-
-/// The live Kustomization whose `status.inventory` Flux prunes from: the one given when it
-/// carries a status (`kubectl get … -o yaml`, or read by name), else the one of its name the
-/// dump or the cluster holds (a repository's file carries none); `None` when there is none.
-fn live_kustomization(
-    object: &Value,
-    origin: &str,
-    sources: &FluxSources,
-) -> Result<Option<(Value, String)>, Error> {
-    if object.get("status").is_some() {
-        return Ok(Some((object.clone(), origin.to_owned())));
-    }
-    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    if namespace.is_empty() || name.is_empty() {
-        return Ok(None);
-    }
-    find_flux(KUSTOMIZATION, namespace, name, sources)
 }
 
 /// The closing line on stderr, the report in the format asked, and the exit code it comes to.
@@ -600,7 +447,8 @@ fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     // The input first: a change set that cannot be read or built is refused before any
     // cluster is read.
-    let sources = FluxSources::new(&args.evaluation.cluster);
+    let cluster = &args.evaluation.cluster;
+    let sources = FluxSources::new(&cluster.dump, target(cluster));
     let (mut kustomizations, repository) = flux_inputs(args, &sources)?;
     // A repository that holds its own Kustomizations is judged as Flux reconciles them.
     if let ([], [root], false, true) = (

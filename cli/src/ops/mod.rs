@@ -3,5 +3,6 @@
 
 pub mod check;
 pub mod evaluate;
+pub mod flux_sources;
 pub mod footprint;
 pub mod preflight;
