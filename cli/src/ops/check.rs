@@ -257,24 +257,15 @@ impl Presented for Report {
 pub fn unreadable(error: &str) -> Report {
     // Errors name their file first (`path, document N: …`, `path: …`).
     let origin = error.split(": ").next().unwrap_or(error);
+    let origin = origin.split(", document").next().unwrap_or(origin);
+    let step = Step::unsent(
+        origin.to_owned(),
+        "the change set".to_owned(),
+        Disposition::Error,
+        error.to_owned(),
+    );
     Report {
-        steps: vec![Step {
-            origin: origin
-                .split(", document")
-                .next()
-                .unwrap_or(origin)
-                .to_owned(),
-            reference: "the change set".to_owned(),
-            operation: "",
-            outcome: Disposition::Error,
-            message: Some(error.to_owned()),
-            warnings: Vec::new(),
-            request: None,
-            response: None,
-            stage: None,
-            note: None,
-            then: Vec::new(),
-        }],
+        steps: vec![step],
         ..Report::default()
     }
 }

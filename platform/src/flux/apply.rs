@@ -194,9 +194,24 @@ impl Step {
     }
 
     fn unjudged(manifest: &Manifest, outcome: Disposition, message: String) -> Step {
+        Step::unsent(
+            manifest.origin.clone(),
+            manifest.reference(),
+            outcome,
+            message,
+        )
+    }
+
+    /// A step that sent no request: what `reference`, read from `origin`, came to, and why.
+    pub fn unsent(
+        origin: String,
+        reference: String,
+        outcome: Disposition,
+        message: String,
+    ) -> Step {
         Step {
-            origin: manifest.origin.clone(),
-            reference: manifest.reference(),
+            origin,
+            reference,
             operation: "",
             outcome,
             message: Some(message),
