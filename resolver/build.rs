@@ -181,6 +181,49 @@ fn list(items: &[String]) -> String {
     format!("&[{}]", items.join(", "))
 }
 
+/// One kind's `BuiltinKind` entry in `KINDS`, a line of Rust.
+fn kind_entry(k: &Kind) -> Result<String, String> {
+    let name = &k.kind;
+    let cardinality = match k.cardinality.as_deref().map(|c| c.split_once('/')) {
+        None => "None".to_owned(),
+        Some(None) => return Err(format!("{name}: cardinality is scope/max")),
+        Some(Some((scope, max))) => {
+            let max: u32 = max.parse().map_err(|e| format!("{name}: {e}"))?;
+            format!(
+                "Some(BuiltinCardinality {{ scope: Scope::{}, max: {max}, slots: {}, slot_namespace: {:?} }})",
+                variant(scope, "scope", name)?,
+                list(&k.slots),
+                k.slot_namespace,
+            )
+        }
+    };
+    let mut protection = k.protection.iter();
+    let (deletion, edit) = match (protection.next(), protection.next()) {
+        (None, _) => ("None", "None"),
+        (Some((what, value)), None) => match (what.as_str(), value.as_str()) {
+            ("deletion", "protect") => ("Some(Deletion::Protect)", "None"),
+            ("edit", "adminOnly") => ("None", "Some(Edit::AdminOnly)"),
+            other => return Err(format!("{name}: unknown protection {other:?}")),
+        },
+        _ => return Err(format!("{name}: one protection a kind")),
+    };
+    let share = match &k.share {
+        None => "None".to_owned(),
+        Some(share) => format!("Some(Share::{})", variant(share, "share", name)?),
+    };
+    let off_slot = match k.off_slot.as_deref() {
+        None => "None".to_owned(),
+        Some(text) => format!("Some({})", off_slot(name, text)?),
+    };
+    Ok(format!(
+        "    BuiltinKind {{ kind: {name:?}, visibility: Visibility::{}, cardinality: {cardinality}, deletion: {deletion}, edit: {edit}, provides: {}, consumes: {}, share: {share}, off_slot: {off_slot}, release_prefix: {:?} }},",
+        variant(&k.visibility, "visibility", name)?,
+        list(&k.provides),
+        list(&k.consumes),
+        k.release_prefix,
+    ))
+}
+
 /// The Rust source of `SOURCE`, `KINDS`, `UNRULED`, `RENDERED` and `EXAMINED`.
 fn generate(stock: &Stock) -> Result<String, String> {
     if stock.source.len() < 7 || !stock.source.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -190,48 +233,9 @@ fn generate(stock: &Stock) -> Result<String, String> {
         "/// The Cozystack commit the built-in rule set was derived from.\npub const SOURCE: &str = \"cozystack/cozystack {}\";\n\n/// The built-in rule set, one entry per kind, from `stock-rules.yaml`.\npub static KINDS: &[BuiltinKind] = &[\n",
         stock.source
     );
-    for k in &stock.kinds {
-        let name = &k.kind;
-        let cardinality = match k.cardinality.as_deref().map(|c| c.split_once('/')) {
-            None => "None".to_owned(),
-            Some(None) => return Err(format!("{name}: cardinality is scope/max")),
-            Some(Some((scope, max))) => {
-                let max: u32 = max.parse().map_err(|e| format!("{name}: {e}"))?;
-                format!(
-                    "Some(BuiltinCardinality {{ scope: Scope::{}, max: {max}, slots: {}, slot_namespace: {:?} }})",
-                    variant(scope, "scope", name)?,
-                    list(&k.slots),
-                    k.slot_namespace,
-                )
-            }
-        };
-        let mut protection = k.protection.iter();
-        let (deletion, edit) = match (protection.next(), protection.next()) {
-            (None, _) => ("None", "None"),
-            (Some((what, value)), None) => match (what.as_str(), value.as_str()) {
-                ("deletion", "protect") => ("Some(Deletion::Protect)", "None"),
-                ("edit", "adminOnly") => ("None", "Some(Edit::AdminOnly)"),
-                other => return Err(format!("{name}: unknown protection {other:?}")),
-            },
-            _ => return Err(format!("{name}: one protection a kind")),
-        };
-        let share = match &k.share {
-            None => "None".to_owned(),
-            Some(share) => format!("Some(Share::{})", variant(share, "share", name)?),
-        };
-        let off_slot = match k.off_slot.as_deref() {
-            None => "None".to_owned(),
-            Some(text) => format!("Some({})", off_slot(name, text)?),
-        };
-        writeln!(
-            code,
-            "    BuiltinKind {{ kind: {name:?}, visibility: Visibility::{}, cardinality: {cardinality}, deletion: {deletion}, edit: {edit}, provides: {}, consumes: {}, share: {share}, off_slot: {off_slot}, release_prefix: {:?} }},",
-            variant(&k.visibility, "visibility", name)?,
-            list(&k.provides),
-            list(&k.consumes),
-            k.release_prefix,
-        )
-        .map_err(|e| e.to_string())?;
+    for kind in &stock.kinds {
+        code.push_str(&kind_entry(kind)?);
+        code.push('\n');
     }
     code.push_str("];\n");
     let mut unruled: Vec<(&str, &str)> = stock

@@ -11,7 +11,7 @@ pub mod host;
 pub mod scan;
 pub mod settings;
 
-use cozystack_resolver::{DefinitionSource, Verdict};
+use cozystack_resolver::Verdict;
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use kubewarden_policy_sdk::wapc_guest as guest;
 use serde::Serialize;
@@ -40,7 +40,9 @@ fn validate_settings(payload: &[u8]) -> guest::CallResult {
         // With the built-in rule set, the accepted answer says which rules the module carries.
         Ok(settings) => SettingsValidationResponse {
             valid: true,
-            message: (settings.definition_source == DefinitionSource::Builtin)
+            message: settings
+                .definition_source
+                .builds_on_stock()
                 .then(cozystack_resolver::model::builtin::summary),
         },
         Err(err) => SettingsValidationResponse {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use cozystack_e2e::scenario::Bundle;
 use cozystack_e2e::workspace;
+use cozystack_policy::settings::Settings;
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::{Value, json};
@@ -125,9 +126,13 @@ pub fn preflight_run(policy: &Policy, bundle: &Bundle) -> PreflightRun {
     let read_time = started.elapsed();
     let objects = read.len();
     let started = Instant::now();
-    let findings =
-        cozystack_policy::ops::preflight::run(policy, Arc::new(read), &bundle.settings, &|_, _| {})
-            .map_or(usize::MAX, |report| report.findings());
+    let findings = cozystack_policy::ops::preflight::run(
+        policy,
+        Arc::new(read),
+        &Settings::new(bundle.settings.clone()),
+        &|_, _| {},
+    )
+    .map_or(usize::MAX, |report| report.findings());
     let replay = started.elapsed();
     PreflightRun {
         objects,
@@ -369,7 +374,7 @@ pub fn live_preflight(policy: &Policy, bundle: &Bundle, items: Vec<Value>) -> Li
     let findings = cozystack_policy::ops::preflight::run(
         policy,
         Arc::new(snapshot.cluster),
-        &bundle.settings,
+        &Settings::new(bundle.settings.clone()),
         &|_, _| {},
     )
     .map_or(usize::MAX, |report| report.findings());

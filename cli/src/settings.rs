@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_resolver::RuleField;
 use cozystack_resolver::model::builtin;
-use cozystack_resolver::{DefinitionSource, RuleField};
 use serde_json::{Value, json};
 
 /// Where the settings a verb judges with came from.
@@ -61,10 +61,11 @@ impl fmt::Display for Origin {
     }
 }
 
-/// The settings a verb judges with, as the policy-server is handed them, and their origin.
+/// The settings a verb judges with, as the policy-server is handed them (decoded once for the
+/// tool's model), and their origin.
 #[derive(Debug, Clone)]
 pub struct Given {
-    pub value: Value,
+    pub settings: Settings,
     pub origin: Origin,
 }
 
@@ -72,10 +73,7 @@ pub struct Given {
 /// the stock deployment.
 pub fn read(path: Option<&Path>) -> Result<Given, Error> {
     let Some(path) = path else {
-        return Ok(Given {
-            value: json!({}),
-            origin: Origin::Stock,
-        });
+        return Ok(Given::new(json!({}), Origin::Stock));
     };
     let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
     // An empty file is what a failed `kubectl get … > settings.yaml` leaves, not `{}`.
@@ -110,45 +108,60 @@ pub fn read(path: Option<&Path>) -> Result<Given, Error> {
         (Some(_), None) => json!({}),
         (None, _) => value,
     };
-    Ok(Given {
+    Ok(Given::new(
         value,
-        origin: Origin::File {
+        Origin::File {
             path: path.to_owned(),
             policy,
         },
-    })
+    ))
 }
 
 impl Given {
+    pub fn new(value: Value, origin: Origin) -> Given {
+        Given {
+            settings: Settings::new(value),
+            origin,
+        }
+    }
+
     /// The settings of the ClusterAdmissionPolicy `name` deployed in the cluster.
     pub fn deployed(name: &str, value: Value) -> Given {
-        Given {
-            value,
-            origin: Origin::Deployed(name.to_owned()),
-        }
+        Given::new(value, Origin::Deployed(name.to_owned()))
+    }
+
+    /// The settings as the policy-server hands them to the module.
+    pub fn value(&self) -> &Value {
+        self.settings.value()
+    }
+
+    /// The settings as the resolver reads them, decoded once.
+    pub fn resolved(&self) -> Result<&cozystack_resolver::Settings, Error> {
+        Ok(self.settings.resolved()?)
     }
 
     /// One line for every report: which settings, which rules, which release judged it.
     pub fn judged_by(&self) -> Result<String, Error> {
-        let settings = resolved(&self.value)?;
+        let settings = self.resolved()?;
         let kinds: Vec<&str> = settings.definitions.kinds().collect();
         let listed = |what: &str| match kinds.as_slice() {
             [] => String::new(),
             kinds => format!(", {what} {}", kinds.join(", ")),
         };
-        let rules = match settings.definition_source {
-            DefinitionSource::Builtin => format!(
+        let source = settings.definition_source;
+        let rules = if source.reads_cluster() {
+            format!(
+                "the cluster's ApplicationDefinitions{}",
+                listed("the settings filling what they lack for")
+            )
+        } else if source.builds_on_stock() {
+            format!(
                 "the built-in rule set ({}){}",
                 builtin::SOURCE,
                 listed("blocks overridden for")
-            ),
-            DefinitionSource::Settings => {
-                format!("the settings' definitions alone ({} kinds)", kinds.len())
-            }
-            DefinitionSource::ApplicationDefinitions => format!(
-                "the cluster's ApplicationDefinitions{}",
-                listed("the settings filling what they lack for")
-            ),
+            )
+        } else {
+            format!("the settings' definitions alone ({} kinds)", kinds.len())
         };
         Ok(format!(
             "judged by: {}; rules: {rules}; release: {}",
@@ -158,7 +171,7 @@ impl Given {
     }
 }
 
-pub use cozystack_platform::admission::{check_settings as check, resolved};
+pub use cozystack_platform::admission::{Settings, check_settings as check};
 
 /// The rule blocks of the design that count, protect and share (every rule field but the
 /// dashboard's): a definition that states none of them leaves a kind with no such rule.
@@ -176,62 +189,78 @@ fn rule_blocks() -> Vec<&'static str> {
 /// define: either would judge nothing and say nothing of it.
 /// `allow_empty` waives the first (nothing to judge), never the second (a typo).
 pub fn check_rules_stated(
-    settings: &Value,
+    given: &Given,
     cluster: &ClusterObjects,
     allow_empty: bool,
 ) -> Result<(), Error> {
-    let settings = resolved(settings)?;
-    match settings.definition_source {
-        DefinitionSource::Builtin => Ok(()),
-        DefinitionSource::Settings if settings.definitions.is_empty() && !allow_empty => Err(
-            "the settings state no rule: definitionSource: settings with no definitions judges no count, protection or capability; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
-                .into(),
-        ),
-        DefinitionSource::Settings => Ok(()),
-        DefinitionSource::ApplicationDefinitions => {
-            let definitions: Vec<Value> = cluster
-                .values()
-                .filter(|o| o["kind"] == "ApplicationDefinition")
-                .collect();
-            let kinds: BTreeSet<&str> = definitions
-                .iter()
-                .filter_map(|d| d.pointer("/spec/application/kind").and_then(Value::as_str))
-                .collect();
-            // A stock kind the cluster's release does not serve (ComputePlane on v1.6) is no typo.
-            for kind in settings.definitions.kinds() {
-                let known = kinds.contains(kind)
-                    || builtin::examined(kind)
-                    || settings.release_prefixes.contains_key(kind);
-                if !known {
-                    return Err(format!(
-                        "the settings are invalid: definitions.{kind}: neither the cluster's ApplicationDefinitions nor the built-in rule set has kind {kind} (the cluster's kinds: {})",
-                        kinds.iter().copied().collect::<Vec<_>>().join(", ")
-                    )
-                    .into());
-                }
-            }
-            let blocks = rule_blocks();
-            let states_rule = definitions.iter().any(|d| {
-                blocks
-                    .iter()
-                    .any(|block| d["spec"].get(*block).is_some_and(|b| !b.is_null()))
-            });
-            if states_rule || !settings.definitions.is_empty() || allow_empty {
-                return Ok(());
-            }
-            Err(format!(
-                "the settings state no rule on this cluster: definitionSource: applicationDefinitions, and none of its {} ApplicationDefinitions states {} (no supported Cozystack release's do) nor do the settings' definitions; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty",
-                definitions.len(),
-                blocks.join(", ")
+    let settings = given.resolved()?;
+    let source = settings.definition_source;
+    if source.builds_on_stock() {
+        return Ok(());
+    }
+    if !source.reads_cluster() {
+        if settings.definitions.is_empty() && !allow_empty {
+            return Err(
+                "the settings state no rule: definitionSource: settings with no definitions judges no count, protection or capability; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
+                    .into(),
+            );
+        }
+        return Ok(());
+    }
+    let definitions: Vec<Value> = cluster
+        .values()
+        .filter(|o| o["kind"] == "ApplicationDefinition")
+        .collect();
+    let kinds: BTreeSet<&str> = definitions
+        .iter()
+        .filter_map(|d| d.pointer("/spec/application/kind").and_then(Value::as_str))
+        .collect();
+    // A stock kind the cluster's release does not serve (ComputePlane on v1.6) is no typo.
+    for kind in settings.definitions.kinds() {
+        let known = kinds.contains(kind)
+            || builtin::examined(kind)
+            || settings.release_prefixes.contains_key(kind);
+        if !known {
+            return Err(format!(
+                "the settings are invalid: definitions.{kind}: neither the cluster's ApplicationDefinitions nor the built-in rule set has kind {kind} (the cluster's kinds: {})",
+                kinds.iter().copied().collect::<Vec<_>>().join(", ")
             )
-            .into())
+            .into());
         }
     }
+    let blocks = rule_blocks();
+    let states_rule = definitions.iter().any(|d| {
+        blocks
+            .iter()
+            .any(|block| d["spec"].get(*block).is_some_and(|b| !b.is_null()))
+    });
+    if states_rule || !settings.definitions.is_empty() || allow_empty {
+        return Ok(());
+    }
+    Err(format!(
+        "the settings state no rule on this cluster: definitionSource: applicationDefinitions, and none of its {} ApplicationDefinitions states {} (no supported Cozystack release's do) nor do the settings' definitions; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty",
+        definitions.len(),
+        blocks.join(", ")
+    )
+    .into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`check_rules_stated`] of settings given as a value.
+    fn rules_stated(
+        settings: &Value,
+        cluster: &ClusterObjects,
+        allow_empty: bool,
+    ) -> Result<(), Error> {
+        check_rules_stated(
+            &Given::new(settings.clone(), Origin::Stock),
+            cluster,
+            allow_empty,
+        )
+    }
 
     fn cluster(yaml: &str) -> ClusterObjects {
         ClusterObjects::from_yaml(yaml).unwrap()
@@ -295,11 +324,11 @@ mod tests {
                 cozystack_resolver::Settings::default().judged().describe()
             )
         );
-        let custom = Given {
-            value: json!({"definitionSource": "applicationDefinitions", "cozystackRelease": "v1.5.3",
+        let custom = Given::deployed(
+            "cozystack-capabilities",
+            json!({"definitionSource": "applicationDefinitions", "cozystackRelease": "v1.5.3",
                 "definitions": {"Monitoring": {}}}),
-            origin: Origin::Deployed("cozystack-capabilities".into()),
-        };
+        );
         assert_eq!(
             custom.judged_by().unwrap(),
             "judged by: ClusterAdmissionPolicy cozystack-capabilities, read from the cluster; rules: the cluster's ApplicationDefinitions, the settings filling what they lack for Monitoring; release: Cozystack v1.5.3"
@@ -311,27 +340,25 @@ mod tests {
         let bare = cluster(BARE);
         let listed = json!({"definitionSource": "applicationDefinitions"});
         assert_eq!(
-            check_rules_stated(&listed, &bare, false)
-                .unwrap_err()
-                .to_string(),
+            rules_stated(&listed, &bare, false).unwrap_err().to_string(),
             "the settings state no rule on this cluster: definitionSource: applicationDefinitions, and none of its 1 ApplicationDefinitions states cardinality, protection, capability (no supported Cozystack release's do) nor do the settings' definitions; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
         );
         assert_eq!(
-            check_rules_stated(&json!({"definitionSource": "settings"}), &bare, false)
+            rules_stated(&json!({"definitionSource": "settings"}), &bare, false)
                 .unwrap_err()
                 .to_string(),
             "the settings state no rule: definitionSource: settings with no definitions judges no count, protection or capability; drop definitionSource to judge with the built-in rule set as deploy/ does, or pass --allow-empty"
         );
         // The built-in set, a definition stating a block, or settings giving one, are rules.
-        check_rules_stated(&json!({}), &bare, false).unwrap();
+        rules_stated(&json!({}), &bare, false).unwrap();
         let stated = cluster(&BARE.replace(
             "dashboard: {module: true}",
             "cardinality: {scope: tenant, max: 1}",
         ));
-        check_rules_stated(&listed, &stated, false).unwrap();
+        rules_stated(&listed, &stated, false).unwrap();
         let given = json!({"definitionSource": "applicationDefinitions",
             "definitions": {"Monitoring": {"cardinality": {"scope": "tenant", "max": 1}}}});
-        check_rules_stated(&given, &bare, false).unwrap();
+        rules_stated(&given, &bare, false).unwrap();
     }
 
     #[test]
@@ -339,30 +366,30 @@ mod tests {
         let given = json!({"definitionSource": "applicationDefinitions",
             "definitions": {"Monitorng": {"cardinality": {"scope": "tenant", "max": 1}}}});
         assert_eq!(
-            check_rules_stated(&given, &cluster(BARE), false)
+            rules_stated(&given, &cluster(BARE), false)
                 .unwrap_err()
                 .to_string(),
             "the settings are invalid: definitions.Monitorng: neither the cluster's ApplicationDefinitions nor the built-in rule set has kind Monitorng (the cluster's kinds: Monitoring)"
         );
         // --allow-empty waives emptiness, never a typo.
         assert!(
-            check_rules_stated(&given, &cluster(BARE), true)
+            rules_stated(&given, &cluster(BARE), true)
                 .unwrap_err()
                 .to_string()
                 .contains("definitions.Monitorng")
         );
         let listed = json!({"definitionSource": "applicationDefinitions"});
-        check_rules_stated(&listed, &cluster(BARE), true).unwrap();
+        rules_stated(&listed, &cluster(BARE), true).unwrap();
         // Gateway is rendered with no definition of its own; ComputePlane is a stock kind a
         // v1.6 cluster does not serve; a kind of one's own is named by its release prefix.
         for kind in ["Gateway", "ComputePlane"] {
             let given = json!({"definitionSource": "applicationDefinitions",
                 "definitions": {kind: {"cardinality": {"scope": "tenant", "max": 1}}}});
-            check_rules_stated(&given, &cluster(BARE), false).unwrap();
+            rules_stated(&given, &cluster(BARE), false).unwrap();
         }
         let own = json!({"definitionSource": "applicationDefinitions",
             "definitions": {"MyApp": {"cardinality": {"scope": "tenant", "max": 1}}},
             "releasePrefixes": {"MyApp": "myapp-"}});
-        check_rules_stated(&own, &cluster(BARE), false).unwrap();
+        rules_stated(&own, &cluster(BARE), false).unwrap();
     }
 }

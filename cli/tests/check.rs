@@ -106,7 +106,8 @@ fn a_change_set_applied_in_order_is_judged_as_admission_would() {
     let settings =
         cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
             .unwrap_or_else(|e| panic!("{e}"))
-            .value;
+            .value()
+            .clone();
     let judged: Vec<&Value> = steps.iter().filter(|s| !s["request"].is_null()).collect();
     assert_eq!(judged.len(), 3);
     for step in &judged {
@@ -315,7 +316,8 @@ fn a_switch_turned_off_and_a_prune_meet_what_the_change_set_adds() {
     let mut settings =
         cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
             .unwrap_or_else(|e| panic!("{e}"))
-            .value;
+            .value()
+            .clone();
     settings["platformWriters"] = json!("deny");
     let deny = write("deny.json", &settings.to_string());
     let deny = deny.to_str().unwrap_or_default();

@@ -81,7 +81,8 @@ fn cozystack_api_makes_an_application_s_dry_run_and_it_stays_when_the_stage_fail
     let mut settings =
         cozystack_policy::settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
             .unwrap_or_else(|e| panic!("{e}"))
-            .value;
+            .value()
+            .clone();
     settings["definitions"]["Bucket"]["cardinality"] = json!({"scope": "tenant", "max": 1});
     let one_bucket = write("one-bucket.json", &settings.to_string());
     let one_bucket = one_bucket.to_str().unwrap_or_default();

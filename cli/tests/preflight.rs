@@ -67,14 +67,20 @@ fn preflight_says_which_release_it_judged_for_and_warns_when_the_cluster_runs_an
     // The deployed settings, naming a release or none.
     let deployed = settings::read(Some(&workspace().join("deploy/policy-protect.yaml")))
         .unwrap_or_else(|e| panic!("{e}"))
-        .value;
+        .value()
+        .clone();
     let report = |release: Option<&str>| {
         let mut settings = deployed.clone();
         if let Some(release) = release {
             settings["cozystackRelease"] = release.into();
         }
-        preflight::run(&policy, dump.clone(), &settings, &|_, _| {})
-            .unwrap_or_else(|e| panic!("{e}"))
+        preflight::run(
+            &policy,
+            dump.clone(),
+            &settings::Settings::new(settings.clone()),
+            &|_, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     };
     let named = report(Some("v1.5.3"));
     assert_eq!(named.findings(), 0);
@@ -191,8 +197,13 @@ fn a_cluster_newer_than_the_matrix_is_judged_as_main_with_a_warning() {
             Some(release) => serde_json::json!({"cozystackRelease": release}),
             None => serde_json::json!({}),
         };
-        preflight::run(&policy, dump.clone(), &settings, &|_, _| {})
-            .unwrap_or_else(|e| panic!("{e}"))
+        preflight::run(
+            &policy,
+            dump.clone(),
+            &settings::Settings::new(settings.clone()),
+            &|_, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     };
     let newer = "the cluster's migration stamp 57 (cozy-system/cozystack-version) is newer than the supported releases: judged as main (pinned commit 3c780acd, stamp 56)";
     // Unset and `main`: a warning; an older release named on it judges the wrong charts: a
@@ -229,8 +240,13 @@ fn a_cluster_newer_than_the_matrix_is_judged_as_main_with_a_warning() {
         );
     }
     // A stamp older than v1.5.0's (45) is no build between releases: it predates them all.
-    let older = preflight::run(&policy, stamped("44"), &serde_json::json!({}), &|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
+    let older = preflight::run(
+        &policy,
+        stamped("44"),
+        &settings::Settings::new(serde_json::json!({})),
+        &|_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         older.text(false).lines().nth(1).map(str::to_owned),
         Some(format!(
@@ -238,8 +254,13 @@ fn a_cluster_newer_than_the_matrix_is_judged_as_main_with_a_warning() {
         )),
     );
     // Between two releases' stamps (46 is v1.5.4's, 54 v1.6.0's): a build between releases.
-    let between = preflight::run(&policy, stamped("50"), &serde_json::json!({}), &|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
+    let between = preflight::run(
+        &policy,
+        stamped("50"),
+        &settings::Settings::new(serde_json::json!({})),
+        &|_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(
         between
             .text(false)
@@ -259,12 +280,18 @@ fn preflight_reports_exactly_the_known_problems() {
     let settings_path = workspace().join("deploy/policy-protect.yaml");
     let settings = settings::read(Some(&settings_path))
         .unwrap_or_else(|e| panic!("{e}"))
-        .value;
+        .value()
+        .clone();
     let replay = |dump: &str| {
         let cluster =
             ClusterObjects::read_dump(&[dir().join(dump)]).unwrap_or_else(|e| panic!("{e}"));
-        preflight::run(&policy, Arc::new(cluster), &settings, &|_, _| {})
-            .unwrap_or_else(|e| panic!("{e}"))
+        preflight::run(
+            &policy,
+            Arc::new(cluster),
+            &settings::Settings::new(settings.clone()),
+            &|_, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     };
 
     let report = replay("problems.yaml");
@@ -295,13 +322,13 @@ fn preflight_reports_exactly_the_known_problems() {
         "{text}"
     );
     // As `preflight --settings deploy/policy-protect.yaml` names them, from the workspace.
-    let judged_by = settings::Given {
-        value: settings.clone(),
-        origin: settings::Origin::File {
+    let judged_by = settings::Given::new(
+        settings.clone(),
+        settings::Origin::File {
             path: "deploy/policy-protect.yaml".into(),
             policy: Some("cozystack-capabilities".into()),
         },
-    }
+    )
     .judged_by()
     .unwrap_or_else(|e| panic!("{e}"));
     let reports =
@@ -363,8 +390,13 @@ fn preflight_reports_exactly_the_known_problems() {
     let dump = Arc::new(dump);
     // The deployed settings read the built-in rule set: the Redis definition is not read
     // either, and a definition whose release prefix is not the built-in one is named.
-    let report = preflight::run(&policy, dump.clone(), &settings, &|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
+    let report = preflight::run(
+        &policy,
+        dump.clone(),
+        &settings::Settings::new(settings.clone()),
+        &|_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.findings(), 1, "{}", report.text(false));
     assert!(report.text(false).contains(
         "  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the built-in rule set and the settings, and definitionSource is builtin, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
@@ -378,9 +410,14 @@ fn preflight_reports_exactly_the_known_problems() {
             "metadata": {"name": name},
             "spec": {"application": {"kind": kind}, "release": {"prefix": prefix}}
         }));
-        preflight::run(&policy, Arc::new(dump), &settings, &|_, _| {})
-            .unwrap_or_else(|e| panic!("{e}"))
-            .text(false)
+        preflight::run(
+            &policy,
+            Arc::new(dump),
+            &settings::Settings::new(settings.clone()),
+            &|_, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .text(false)
     };
     let text = with_definition("bucket", "Bucket", "bkt-");
     assert!(text.contains(
@@ -405,11 +442,17 @@ fn preflight_reports_exactly_the_known_problems() {
     // Rules in the settings alone (the bundled settings spell the stock set out).
     let mut settings_only = settings::read(Some(&workspace().join("e2e/cluster/settings.yaml")))
         .unwrap_or_else(|e| panic!("{e}"))
-        .value;
+        .value()
+        .clone();
     settings_only["definitionSource"] = "settings".into();
     settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "", "Etcd": ""});
-    let report = preflight::run(&policy, dump.clone(), &settings_only, &|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
+    let report = preflight::run(
+        &policy,
+        dump.clone(),
+        &settings::Settings::new(settings_only.clone()),
+        &|_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.findings(), 1, "{}", report.text(false));
     assert!(report.text(false).contains(
         "(ApplicationDefinitions): 1 finding\n  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the settings, and definitionSource is settings, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
@@ -419,8 +462,13 @@ fn preflight_reports_exactly_the_known_problems() {
     // entry misnames every release of its kind; a kind the stock set knows (Etcd) needs none, and
     // one it does not know cannot be given rules without one (the settings are refused).
     settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "monitoring-"});
-    let report = preflight::run(&policy, dump.clone(), &settings_only, &|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
+    let report = preflight::run(
+        &policy,
+        dump.clone(),
+        &settings::Settings::new(settings_only.clone()),
+        &|_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.findings(), 2, "{}", report.text(false));
     let text = report.text(false);
     assert!(text.contains(

@@ -2,6 +2,8 @@
 //! ([`on_state`]), the settings as the policy-server checks and the resolver reads them, and a
 //! change set or Kustomizations played through the platform with every request judged.
 
+use std::cell::OnceCell;
+
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
@@ -29,11 +31,38 @@ pub fn on_state(
     Ok(evaluation?.response)
 }
 
-/// The settings as the resolver reads them, for what the tool models of the cluster (the Tenant
-/// chart's switches, the release); the module itself judges them through `validate_settings`.
-pub fn resolved(settings: &Value) -> Result<cozystack_resolver::Settings, Error> {
-    cozystack_resolver::Settings::for_request(&settings.to_string())
-        .map_err(|e| format!("settings: {e}").into())
+/// The settings of a run: the object the policy-server hands the module, and what the resolver
+/// reads of it for the tool's model of the cluster (the Tenant chart's switches, the release),
+/// decoded once, when first asked: settings the module refuses are refused in its words first
+/// ([`check_settings`]).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    value: Value,
+    resolved: OnceCell<cozystack_resolver::Settings>,
+}
+
+impl Settings {
+    pub fn new(value: Value) -> Settings {
+        Settings {
+            value,
+            resolved: OnceCell::new(),
+        }
+    }
+
+    /// The settings as the policy-server hands them to the module.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The settings as the resolver reads them.
+    pub fn resolved(&self) -> Result<&cozystack_resolver::Settings, Error> {
+        if let Some(resolved) = self.resolved.get() {
+            return Ok(resolved);
+        }
+        let resolved = cozystack_resolver::Settings::for_request(&self.value.to_string())
+            .map_err(|e| format!("settings: {e}"))?;
+        Ok(self.resolved.get_or_init(|| resolved))
+    }
 }
 
 /// What the policy-server does before it serves a request: `validate_settings`, and refuse to
@@ -73,26 +102,26 @@ impl Admit for Judge<'_> {
 /// The platform as the settings name it, with the module as its admission.
 fn platform<'a>(
     policy: &'a Policy,
-    settings: &'a Value,
+    settings: &'a Settings,
     cluster: &ClusterObjects,
     observe: &'a mut Observer<'a>,
 ) -> Result<(Platform, Judge<'a>), Error> {
-    check_settings(policy, settings)?;
-    let resolved = resolved(settings)?;
+    check_settings(policy, settings.value())?;
+    let platform = Platform::of(settings.resolved()?, cluster);
     let judge = Judge {
         policy,
-        settings,
+        settings: settings.value(),
         observe,
         judged: 0,
     };
-    Ok((Platform::of(&resolved, cluster), judge))
+    Ok((platform, judge))
 }
 
 /// Judges `changes` against `cluster` as `identity` applies them under `settings`; `observe`
 /// sees each request and the cluster it is judged on.
 pub fn run<'a>(
     policy: &'a Policy,
-    settings: &'a Value,
+    settings: &'a Settings,
     cluster: ClusterObjects,
     changes: &ChangeSet,
     identity: &'a Identity,
@@ -111,7 +140,7 @@ pub fn run<'a>(
 /// unit's identity.
 pub fn run_kustomizations<'a>(
     policy: &'a Policy,
-    settings: &'a Value,
+    settings: &'a Settings,
     cluster: ClusterObjects,
     units: &[kustomizations::Unit],
     outside: &std::collections::BTreeMap<String, kustomizations::Outside>,

@@ -293,13 +293,12 @@ mod tests {
     fn both(action: &Action, changes: ChangeSet, identity: &Identity) -> (Vec<Value>, Vec<Value>) {
         let policy =
             Policy::load_annotated(&cozystack_e2e::policy_path()).unwrap_or_else(|e| panic!("{e}"));
-        let settings = json!({});
-        let resolved =
-            cozystack_platform::admission::resolved(&settings).unwrap_or_else(|e| panic!("{e}"));
+        let settings = cozystack_platform::admission::Settings::new(json!({}));
+        let resolved = settings.resolved().unwrap_or_else(|e| panic!("{e}"));
         let dump = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/cluster");
         let cluster = ClusterObjects::read_dump(&[dump]).unwrap_or_else(|e| panic!("{e}"));
-        let platform = (TenantChart::of(&resolved), Api::of(&resolved));
-        let shared = Arc::new(settings.clone());
+        let platform = (TenantChart::of(resolved), Api::of(resolved));
+        let shared = Arc::new(settings.value().clone());
         let mut world = World::new(&policy, shared, platform, cluster.clone());
         let played = world.play(action).unwrap_or_else(|e| panic!("{e}"));
         let simulated: Vec<Value> = played

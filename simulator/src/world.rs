@@ -11,7 +11,7 @@ use cozystack_policy_runtime::policy::{Policy, waived_by, warnings_of};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use cozystack_platform::admission::on_state as evaluate;
+use cozystack_platform::admission::{Settings, on_state as evaluate};
 use cozystack_platform::apiserver::{Admission, HELM_RELEASES, Identity};
 use cozystack_platform::application::AppRef;
 use cozystack_platform::error::Error;
@@ -866,18 +866,18 @@ impl<'p> World<'p> {
     /// does not guard ApplicationDefinitions); Tenants keep what the older chart rendered until
     /// helm-controller reconciles them.
     fn upgrade(&mut self, to: &Upgrade) -> Result<(), Error> {
-        let settings = to.settings(&self.settings);
-        let resolved = cozystack_platform::admission::resolved(&settings)?;
+        let settings = Settings::new(to.settings(&self.settings));
+        let resolved = settings.resolved()?;
         self.state.retain(|(api, kind, _, _)| {
             api != writes::DEFINITION_API || kind != writes::DEFINITION_KIND
         });
         for definition in &to.definitions {
             self.state.put(definition.clone());
         }
-        self.platform.api = Api::of(&resolved);
-        self.platform.chart = TenantChart::of(&resolved);
+        self.platform.api = Api::of(resolved);
+        self.platform.chart = TenantChart::of(resolved);
         self.platform.kinds = Kinds::read(self.state.cluster());
-        self.settings = Arc::new(settings);
+        self.settings = Arc::new(settings.value().clone());
         Ok(())
     }
 

@@ -201,8 +201,8 @@ fn check_kustomizations(
             unit.identity.describe()
         );
     }
-    report_release(&settings.value, &cluster)?;
-    report_flux(&settings.value)?;
+    report_release(&settings, &cluster)?;
+    report_flux(&settings)?;
     let mut observe = |_: usize, _: &Value, _: &ClusterObjects| Ok(());
     // The dependencies the change set does not hold, as the cluster holds them.
     let mut outside = std::collections::BTreeMap::new();
@@ -218,7 +218,7 @@ fn check_kustomizations(
     }
     let report = check::run_kustomizations(
         &policy,
-        &settings.value,
+        &settings.settings,
         cluster,
         &units,
         &outside,
@@ -236,8 +236,8 @@ fn check_kustomizations(
 }
 
 /// Which Flux the model plays: the one the release the settings name ships.
-fn report_flux(settings: &Value) -> Result<(), Error> {
-    let judged = cozystack_policy::settings::resolved(settings)?.judged();
+fn report_flux(settings: &Given) -> Result<(), Error> {
+    let judged = settings.resolved()?.judged();
     let flux = Flux::judged(judged).map_err(|e| e.to_string())?;
     eprintln!("flux: {}, as the release ships it", flux.describe());
     Ok(())
@@ -443,6 +443,9 @@ fn progress() -> indicatif::ProgressBar {
     }
 }
 
+/// What the arguments name, judged: the Kustomizations a repository holds or several named, in
+/// `dependsOn` order; else one change set (built as its Kustomization builds it, when one is
+/// named).
 fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     // The input first: a change set that cannot be read or built is refused before any
@@ -450,33 +453,57 @@ fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
     let cluster = &args.evaluation.cluster;
     let sources = FluxSources::new(&cluster.dump, target(cluster));
     let (mut kustomizations, repository) = flux_inputs(args, &sources)?;
-    // A repository that holds its own Kustomizations is judged as Flux reconciles them.
-    if let ([], [root], false, true) = (
-        kustomizations.as_slice(),
-        args.paths.as_slice(),
-        args.in_order,
-        args.delete.is_empty(),
-    ) && root.is_dir()
+    if kustomizations.is_empty()
+        && let Some(found) = found_in_repository(args, &repository)?
     {
-        for found in kustomizations::found(root, &repository)? {
-            let spec = flux::build::Spec::of(&found.object, &found.origin)?;
-            kustomizations.push((found.object, spec, found.origin));
-        }
-        if !kustomizations.is_empty() {
-            eprintln!(
-                "{}: holds {} Flux Kustomizations of this repository, judged as kustomize-controller reconciles them (--kustomization selects)",
-                root.display(),
-                kustomizations.len()
-            );
-            return check_kustomizations(args, kustomizations, &repository, &sources, started);
-        }
+        return check_kustomizations(args, found, &repository, &sources, started);
     }
     if kustomizations.len() > 1 {
         return check_kustomizations(args, kustomizations, &repository, &sources, started);
     }
-    let kustomization = kustomizations.pop();
+    check_change_set(args, kustomizations.pop(), &repository, &sources, started)
+}
+
+/// The Kustomizations a repository given as the one path holds, to judge as Flux reconciles
+/// them; `None` when the arguments name a change set of another shape or it holds none.
+fn found_in_repository(
+    args: &CheckArgs,
+    repository: &GitRepository,
+) -> Result<Option<Vec<Named>>, Error> {
+    let ([root], false, true) = (args.paths.as_slice(), args.in_order, args.delete.is_empty())
+    else {
+        return Ok(None);
+    };
+    if !root.is_dir() {
+        return Ok(None);
+    }
+    let mut kustomizations = Vec::new();
+    for found in kustomizations::found(root, repository)? {
+        let spec = flux::build::Spec::of(&found.object, &found.origin)?;
+        kustomizations.push((found.object, spec, found.origin));
+    }
+    if kustomizations.is_empty() {
+        return Ok(None);
+    }
+    eprintln!(
+        "{}: holds {} Flux Kustomizations of this repository, judged as kustomize-controller reconciles them (--kustomization selects)",
+        root.display(),
+        kustomizations.len()
+    );
+    Ok(Some(kustomizations))
+}
+
+/// One change set applied as one identity: the paths and `--delete`, or what the one
+/// Kustomization named builds and prunes.
+fn check_change_set(
+    args: &CheckArgs,
+    kustomization: Option<Named>,
+    repository: &GitRepository,
+    sources: &FluxSources,
+    started: Instant,
+) -> Result<ExitCode, Error> {
     let (mut applies, mut deletes) =
-        read_change_set(args, kustomization.as_ref(), &repository, &sources)?;
+        read_change_set(args, kustomization.as_ref(), repository, sources)?;
     if let Some(ns) = &args.namespace {
         for manifest in applies.iter_mut().chain(deletes.iter_mut()) {
             if manifest.namespace().is_none() && manifest.kind() != "Namespace" {
@@ -498,7 +525,7 @@ fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
     if let Some(kustomization) = &kustomization {
         let owner = prunes(
             kustomization,
-            &sources,
+            sources,
             &applies,
             &mut deletes,
             &identity,
@@ -516,8 +543,8 @@ fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
         deletes.len(),
         identity.describe()
     );
-    report_release(&settings.value, &cluster)?;
-    report_flux(&settings.value)?;
+    report_release(&settings, &cluster)?;
+    report_flux(&settings)?;
     let judged_by = settings.judged_by()?;
     let changes = check::ChangeSet { applies, deletes };
     let save = args.save_requests.clone();
@@ -528,7 +555,7 @@ fn judge(args: &CheckArgs) -> Result<ExitCode, Error> {
     let mut observe = observer(save, &bar);
     let check::Applied { mut report, .. } = check::run(
         &policy,
-        &settings.value,
+        &settings.settings,
         cluster,
         &changes,
         &identity,

@@ -29,7 +29,6 @@ use cozystack_policy::source::Source;
 use cozystack_policy::trust::{self, parse_annotation};
 use cozystack_policy_runtime::cluster::{ClusterObjects, Keep};
 use cozystack_policy_runtime::policy::Policy;
-use serde_json::Value;
 
 /// Which policy module to run.
 #[derive(Args)]
@@ -157,9 +156,9 @@ pub fn judged_cluster(
     policy: &Policy,
     keep: Keep<'_>,
 ) -> Result<ClusterObjects, Error> {
-    settings::check(policy, &settings.value)?;
+    settings::check(policy, settings.value())?;
     let cluster = cluster(args, policy, keep, allow_empty)?;
-    settings::check_rules_stated(&settings.value, &cluster, allow_empty)?;
+    settings::check_rules_stated(settings, &cluster, allow_empty)?;
     Ok(cluster)
 }
 
@@ -311,8 +310,9 @@ fn dump_bytes(path: &Path) -> u64 {
 
 /// Which release the verb judges for, against the one the cluster says it runs (a warning
 /// when they differ).
-pub fn report_release(settings: &Value, cluster: &ClusterObjects) -> Result<(), Error> {
-    let release = cozystack_policy::ops::preflight::ReleaseCheck::of(settings, cluster)?;
+pub fn report_release(settings: &Given, cluster: &ClusterObjects) -> Result<(), Error> {
+    let release =
+        cozystack_policy::ops::preflight::ReleaseCheck::of(settings.resolved()?, cluster)?;
     let warning = if release.mismatch || release.warning {
         "warning: "
     } else {

@@ -52,7 +52,7 @@ pub fn exec(args: PreflightArgs) -> Result<ExitCode, Error> {
     };
     let footprint = cozystack_policy::ops::footprint::Footprint::of(&cluster);
     let judged_by = settings.judged_by()?;
-    let report = preflight::run(&policy, Arc::new(cluster), &settings.value, &progress)?;
+    let report = preflight::run(&policy, Arc::new(cluster), &settings.settings, &progress)?;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }

@@ -45,7 +45,7 @@ fn evaluate_one(args: &RunArgs) -> Result<ExitCode, Error> {
     let request = evaluate::read_request(&args.request)?;
     let (settings, policy, cluster) = prepare(&args.evaluation)?;
     let judged_by = settings.judged_by()?;
-    let evaluation = evaluate::evaluate(&policy, &request, &settings.value, cluster)?;
+    let evaluation = evaluate::evaluate(&policy, &request, settings.value(), cluster)?;
     match args.output {
         // Which settings judged it first, as every verb says it.
         RunOutput::Text => emit(&format!(

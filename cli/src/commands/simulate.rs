@@ -74,14 +74,14 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
     let mut sets = Vec::new();
     for stream in &streams.streams {
         let from = settings::read(stream.settings.as_deref())?;
-        let given = Given {
-            value: stream.settings(from.value),
-            origin: Origin::Stream {
+        let given = Given::new(
+            stream.settings(from.value().clone()),
+            Origin::Stream {
                 name: stream.name.clone(),
                 from: Box::new(from.origin),
                 changed: stream.set.is_some() || !stream.prefixes.is_empty(),
             },
-        };
+        );
         let read = |dump: &Path| -> Result<_, Error> {
             let at = ClusterArgs {
                 dump: vec![dump.to_owned()],
@@ -95,7 +95,7 @@ pub fn exec(args: SimulateArgs) -> Result<ExitCode, Error> {
         for to in &stream.upgrades {
             let upgrade = Upgrade::of(&to.release, &read(&to.dump)?);
             // The settings each upgrade names are validated as the policy-server would.
-            settings::check(&policy, &upgrade.settings(&given.value))?;
+            settings::check(&policy, &upgrade.settings(given.value()))?;
             upgrades.push(Arc::new(upgrade));
         }
         let seeds = simulate::Seeds {
@@ -139,12 +139,12 @@ impl<'p> Deployment<'p> {
         upgrades: Vec<Arc<Upgrade>>,
         against: Against,
     ) -> Result<Deployment<'p>, Error> {
-        let resolved = settings::resolved(&given.value)?;
+        let resolved = given.resolved()?;
         let run = simulate::Run {
             policy,
-            settings: given.value.clone(),
-            chart: TenantChart::of(&resolved),
-            api: Api::of(&resolved),
+            settings: given.value().clone(),
+            chart: TenantChart::of(resolved),
+            api: Api::of(resolved),
             cluster,
             upgrades,
             against,

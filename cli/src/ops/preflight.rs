@@ -16,6 +16,7 @@ use cozystack_policy_runtime::policy::{Policy, payload};
 use cozystack_resolver::release::Release;
 
 use crate::error::Error;
+use crate::settings::Settings;
 
 /// What the policy's rules match among the objects of a dump, by identity (ApplicationDefinitions
 /// are context only; apps.cozystack.io Applications are the HelmReleases seen through
@@ -136,8 +137,11 @@ pub struct ReleaseCheck {
 
 impl ReleaseCheck {
     /// What `settings` judge for, against the stamp `cluster` holds (when it holds the ConfigMap).
-    pub fn of(settings: &Value, cluster: &ClusterObjects) -> Result<ReleaseCheck, Error> {
-        let judged = crate::settings::resolved(settings)?.judged();
+    pub fn of(
+        settings: &cozystack_resolver::Settings,
+        cluster: &ClusterObjects,
+    ) -> Result<ReleaseCheck, Error> {
+        let judged = settings.judged();
         let (namespace, name) = VERSION_CONFIGMAP;
         let stamp = match cluster.get("v1", "ConfigMap", name, Some(namespace)) {
             None => None,
@@ -256,10 +260,10 @@ impl ReleaseCheck {
 pub fn run(
     policy: &Policy,
     cluster: Arc<ClusterObjects>,
-    settings: &Value,
+    settings: &Settings,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Report, Error> {
-    crate::settings::check(policy, settings)?;
+    crate::settings::check(policy, settings.value())?;
     // Positions: each object is read from the snapshot's text by the worker that replays it.
     let objects: Vec<usize> = (cluster.keys().enumerate())
         .filter(|(_, key)| audited(key))
@@ -273,7 +277,8 @@ pub fn run(
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let total = objects.len();
     // Written once, as every payload carries them.
-    let settings_text = serde_json::value::to_raw_value(settings).map_err(|e| e.to_string())?;
+    let settings_text =
+        serde_json::value::to_raw_value(settings.value()).map_err(|e| e.to_string())?;
     let instance =
         || policy.instantiate(policy.host_state(cluster.clone(), vec![], Some(cache.clone())));
     type Verdicts = Result<Vec<(usize, Subject, Option<Finding>)>, Error>;
@@ -322,6 +327,7 @@ pub fn run(
     let mut judged: Vec<Judged> = (verdicts.into_iter())
         .map(|(_, subject, finding)| Judged { subject, finding })
         .collect();
+    let settings = settings.resolved()?;
     judged.extend(unread_definitions(&cluster, settings)?);
     judged.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let release = ReleaseCheck::of(settings, &cluster)?;
@@ -332,22 +338,23 @@ pub fn run(
 /// ApplicationDefinition: one that states rules different from those the policy applies would be
 /// silently ignored, and so would a release prefix other than the one it assumes; both are
 /// reported.
-fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<Judged>, Error> {
+fn unread_definitions(
+    cluster: &ClusterObjects,
+    settings: &cozystack_resolver::Settings,
+) -> Result<Vec<Judged>, Error> {
     use cozystack_resolver::listing::Decoded;
     use cozystack_resolver::model::builtin;
     use cozystack_resolver::request::APPS_GROUP;
-    use cozystack_resolver::{
-        Definition, DefinitionSet, DefinitionSource, RawField, RuleField, Settings,
-    };
-    let settings = Settings::from_json(&settings.to_string()).map_err(|e| e.to_string())?;
+    use cozystack_resolver::{Definition, RawField, RuleField};
     let source = settings.definition_source;
-    if source == DefinitionSource::ApplicationDefinitions {
+    if source.reads_cluster() {
         return Ok(Vec::new());
     }
-    // What the policy applies instead of the definitions, and the setting's value.
-    let (applied, named) = match source {
-        DefinitionSource::Builtin => ("built-in rule set and the settings", "builtin"),
-        _ => ("settings", "settings"),
+    // What the policy applies instead of the definitions.
+    let applied = if source.builds_on_stock() {
+        "built-in rule set and the settings"
+    } else {
+        "settings"
     };
     let text = |o: &Value, path: &str| o.pointer(path).and_then(Value::as_str).map(str::to_owned);
     let mut judged = Vec::new();
@@ -377,14 +384,7 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
         // The rules a kind gets with these definitions read over what the policy applies (the
         // settings' blocks, over the built-in set for `builtin`); the prefix is not a rule.
         let rules = |definitions: Vec<Definition>| {
-            let set = match source {
-                DefinitionSource::Builtin => builtin::definitions(
-                    Box::new(Decoded::new(definitions)),
-                    &settings.definitions,
-                    &settings.release_prefixes,
-                ),
-                _ => DefinitionSet::build(definitions, &settings.definitions),
-            };
+            let set = settings.definition_set(Box::new(Decoded::new(definitions)));
             set.get(&kind).map(|rules| {
                 rules.cloned().map(|mut rules| {
                     rules.release_prefix = None;
@@ -393,14 +393,14 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
             })
         };
         let (read, unread) = (rules(vec![definition.clone()]), rules(Vec::new()));
-        let finding = prefix_finding(&settings, &definition);
+        let finding = prefix_finding(settings, &definition);
         if let Some(finding) = finding {
             judged.push(Judged {
                 subject: Subject::of(object),
                 finding: Some(finding),
             });
         }
-        if source == DefinitionSource::Builtin
+        if source.builds_on_stock()
             && !builtin::examined(&kind)
             && settings.definitions.get(&kind).is_none()
         {
@@ -422,8 +422,9 @@ fn unread_definitions(cluster: &ClusterObjects, settings: &Value) -> Result<Vec<
                 finding: Some(Finding {
                     result: "fail",
                     message: format!(
-                        "ApplicationDefinition {} states rules for {kind} that differ from the {applied}, and definitionSource is {named}, so the policy does not read them; move them into the settings' definitions.{kind}, or set definitionSource: applicationDefinitions",
+                        "ApplicationDefinition {} states rules for {kind} that differ from the {applied}, and definitionSource is {}, so the policy does not read them; move them into the settings' definitions.{kind}, or set definitionSource: applicationDefinitions",
                         definition.name,
+                        source.key(),
                     ),
                 }),
             });

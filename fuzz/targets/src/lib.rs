@@ -303,6 +303,23 @@ const USERS: [&str; 4] = [
 /// denial is one line with a code.
 pub fn evaluation(data: &[u8]) {
     let mut c = Choices(data);
+    let names = tenant_names(&mut c);
+    let snapshot = Snapshot {
+        namespaces: namespaces(&mut c, &names),
+        instances: instances(&mut c, &names),
+        definitions: definitions(&mut c),
+    };
+    let request = request(&mut c, &names, &snapshot);
+    let verdict = cozystack_resolver::evaluate(&request, &Settings::default(), &snapshot);
+    if !verdict.allowed {
+        assert!(matches!(verdict.code, Some(400 | 403 | 500)), "{verdict:?}");
+        let message = verdict.message.unwrap_or_default();
+        assert!(!message.is_empty() && !message.contains('\n'), "{message}");
+    }
+}
+
+/// The tenant tree's namespace names, now and then one outside it.
+fn tenant_names(c: &mut Choices) -> Vec<String> {
     let mut names = vec!["tenant-root".to_owned()];
     for _ in 0..c.next(6) {
         let parent = names[usize::from(c.next(names.len() as u8))].clone();
@@ -318,11 +335,17 @@ pub fn evaluation(data: &[u8]) {
             name
         });
     }
-    let namespaces: Vec<Namespace> = names
+    names
+}
+
+/// Each namespace's labels: mostly its true ancestors, sometimes forged or missing ones, and
+/// the Monitoring provider it claims.
+fn namespaces(c: &mut Choices, names: &[String]) -> Vec<Namespace> {
+    names
         .iter()
         .map(|name| {
             let mut labels = std::collections::BTreeMap::new();
-            for ancestor in &names {
+            for ancestor in names {
                 // Mostly the true ancestors, sometimes forged or missing ones, rarely a value.
                 let claimed =
                     c.next(3) != 0 && (name.starts_with(ancestor.as_str()) || c.next(4) == 0);
@@ -349,8 +372,12 @@ pub fn evaluation(data: &[u8]) {
                 labels,
             }
         })
-        .collect();
-    let instances: Vec<Instance> = (0..c.next(8))
+        .collect()
+}
+
+/// Up to eight instances of the kinds, some terminating, some rendered by a Tenant.
+fn instances(c: &mut Choices, names: &[String]) -> Vec<Instance> {
+    (0..c.next(8))
         .map(|i| {
             let ns = &names[usize::from(c.next(names.len() as u8))];
             Instance {
@@ -363,11 +390,15 @@ pub fn evaluation(data: &[u8]) {
                 values: serde_json::Value::Null,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The definitions, Monitoring's count drawn.
+fn definitions(c: &mut Choices) -> Vec<Definition> {
     let scope = ["namespace", "tenant", "cluster"][usize::from(c.next(3))];
     let max = c.next(3);
     let raw = RawField::from_value;
-    let definitions = vec![
+    vec![
         Definition::new("monitoring", "Monitoring")
             .with(RuleField::Dashboard, raw(&json!({"module": true})))
             .with(
@@ -385,12 +416,11 @@ pub fn evaluation(data: &[u8]) {
         ),
         Definition::new("gateway", "Gateway")
             .with(RuleField::Dashboard, raw(&json!({"visibility": "hidden"}))),
-    ];
-    let snapshot = Snapshot {
-        definitions,
-        namespaces,
-        instances,
-    };
+    ]
+}
+
+/// A request on one of the surfaces, by one of the users, on drawn objects.
+fn request(c: &mut Choices, names: &[String], snapshot: &Snapshot) -> Request {
     let surface = [
         Surface::Application,
         Surface::HelmRelease,
@@ -419,9 +449,9 @@ pub fn evaluation(data: &[u8]) {
         terminating: c.next(5) == 0,
         spec: json!({"v": c.next(2)}),
     };
-    let object = (operation != Operation::Delete).then(|| state(&mut c));
-    let old_object = (operation != Operation::Create).then(|| state(&mut c));
-    let request = Request {
+    let object = (operation != Operation::Delete).then(|| state(c));
+    let old_object = (operation != Operation::Create).then(|| state(c));
+    Request {
         surface,
         operation,
         kind: if surface == Surface::Namespace {
@@ -450,11 +480,5 @@ pub fn evaluation(data: &[u8]) {
         subresource: None,
         object,
         old_object,
-    };
-    let verdict = cozystack_resolver::evaluate(&request, &Settings::default(), &snapshot);
-    if !verdict.allowed {
-        assert!(matches!(verdict.code, Some(400 | 403 | 500)), "{verdict:?}");
-        let message = verdict.message.unwrap_or_default();
-        assert!(!message.is_empty() && !message.contains('\n'), "{message}");
     }
 }

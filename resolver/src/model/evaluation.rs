@@ -13,7 +13,7 @@ use crate::model::identity::User;
 use crate::model::kinds::KindRules;
 use crate::model::listing::Unread;
 use crate::model::request::{Operation, Request};
-use crate::model::settings::{DefinitionSource, PlatformWriters, Settings};
+use crate::model::settings::{PlatformWriters, Settings};
 use crate::model::tenant::{self, Placement};
 use crate::model::verdict::{BAD_REQUEST, LOOKUP_FAILED, Violation};
 
@@ -109,29 +109,13 @@ impl<'a> Evaluation<'a> {
         if let Some(set) = self.definitions.get() {
             return Ok(set.clone());
         }
-        let settings = self.settings;
-        let set = match settings.definition_source {
-            // Compiled in: no definition is read, and no kind is made until it is asked for.
-            DefinitionSource::Builtin => builtin::definitions(
-                Box::new(Unread),
-                &settings.definitions,
-                &settings.release_prefixes,
-            ),
-            // No definition is read and no built-in rule applies; a kind still names its
-            // releases as a stock install does unless `releasePrefixes` says otherwise.
-            DefinitionSource::Settings => builtin::listed_definitions(
-                Box::new(Unread),
-                &settings.definitions,
-                &settings.release_prefixes,
-            ),
-            // Read from the cluster; a kind it defines nothing for keeps its stock prefix.
-            DefinitionSource::ApplicationDefinitions => builtin::listed_definitions(
-                self.cluster.definitions().map_err(lookup_failed)?,
-                &settings.definitions,
-                &settings.release_prefixes,
-            ),
+        // Only `applicationDefinitions` lists the cluster's definitions.
+        let read = if self.settings.definition_source.reads_cluster() {
+            self.cluster.definitions().map_err(lookup_failed)?
+        } else {
+            Box::new(Unread)
         };
-        let set = Rc::new(set);
+        let set = Rc::new(self.settings.definition_set(read));
         Ok(self.definitions.get_or_init(|| set).clone())
     }
 
@@ -147,7 +131,7 @@ impl<'a> Evaluation<'a> {
         if !self.settings.judged().serves(kind) {
             return Ok(false);
         }
-        if self.settings.definition_source != DefinitionSource::ApplicationDefinitions {
+        if !self.settings.definition_source.reads_cluster() {
             return Ok(true);
         }
         Ok(self.definitions()?.is_listed(kind) || builtin::renders_without_definition(kind))

@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::model::builtin;
+use crate::model::definition_set::DefinitionSet;
 use crate::model::error::{RuleError, decode_json};
 use crate::model::kinds::{KindBlocks, RuleFields};
+use crate::model::listing::DefinitionList;
 use crate::model::release::{Judged, Release};
 use crate::model::tenant::{CAPABILITY_PREFIX, LABEL_PREFIX};
 
@@ -42,6 +45,29 @@ pub enum DefinitionSource {
     /// nothing else, and no request lists the definitions. The default: what `deploy/` runs.
     #[default]
     Builtin,
+}
+
+impl DefinitionSource {
+    /// Whether a request lists the cluster's ApplicationDefinitions for a kind's rules (the
+    /// other sources read none, and a definition's blocks there are not rules).
+    pub fn reads_cluster(self) -> bool {
+        self == DefinitionSource::ApplicationDefinitions
+    }
+
+    /// Whether the stock rule set compiled into the module lies under the settings' blocks
+    /// (under the other sources a kind without a block has no rule).
+    pub fn builds_on_stock(self) -> bool {
+        self == DefinitionSource::Builtin
+    }
+
+    /// The setting's value as an operator writes it.
+    pub fn key(self) -> &'static str {
+        match self {
+            DefinitionSource::ApplicationDefinitions => "applicationDefinitions",
+            DefinitionSource::Settings => "settings",
+            DefinitionSource::Builtin => "builtin",
+        }
+    }
 }
 
 /// A name the settings list. The stock defaults are borrowed from the module, so settings
@@ -237,6 +263,20 @@ impl Settings {
         self.legacy_provider_classes.iter().any(|c| c == class)
     }
 
+    /// The rules these settings judge with, over the definitions `read` lists (which only
+    /// [`DefinitionSource::reads_cluster`] reads from the cluster): the settings' blocks over the
+    /// stock rule set, or over the listed definitions; a kind neither states keeps its stock
+    /// release prefix unless `releasePrefixes` says otherwise. Nothing is built until a kind is
+    /// asked for.
+    pub fn definition_set(&self, read: Box<dyn DefinitionList>) -> DefinitionSet {
+        let build = if self.definition_source.builds_on_stock() {
+            builtin::definitions
+        } else {
+            builtin::listed_definitions
+        };
+        build(read, &self.definitions, &self.release_prefixes)
+    }
+
     /// The release the policy judges for (`None`: any supported one).
     pub fn judged(&self) -> Judged {
         Judged(Release::named(&self.cozystack_release))
@@ -259,7 +299,7 @@ impl Settings {
     /// kinds known. Under `applicationDefinitions` the cluster's definitions say which kinds
     /// exist, which the module cannot list here; the operator's tool checks those.
     fn check_known(&self, kind: &str) -> Result<(), RuleError> {
-        if self.definition_source == DefinitionSource::ApplicationDefinitions
+        if self.definition_source.reads_cluster()
             || crate::model::builtin::examined(kind)
             || self.release_prefixes.contains_key(kind)
         {

@@ -21,7 +21,6 @@ use crate::model::facts::{InstanceRef, Instances, Namespace};
 use crate::model::kinds::{Class, Deletion, KindRules, Role, Share};
 use crate::model::lookup::{self, PointLookups};
 use crate::model::providers::ProviderKeys;
-use crate::model::settings::DefinitionSource;
 use crate::model::tenant::{self, ANCESTOR_PREFIX};
 use crate::model::verdict::{Violation, list_head};
 use crate::rules::{Outcome, Ruled};
@@ -354,18 +353,20 @@ fn namespaces(
 fn unlisted_self(eval: &Evaluation, rules: &KindRules, subject: &Subject) -> Violation {
     let release = subject.release.as_deref().unwrap_or(&subject.app);
     let prefix = rules.release_prefix.as_deref().unwrap_or_default();
-    let fix = match eval.settings.definition_source {
-        DefinitionSource::Settings => format!(
-            "check releasePrefixes.{kind} (\"{prefix}\") in the policy settings: it must equal the ApplicationDefinition's spec.release.prefix",
-            kind = rules.kind
-        ),
-        DefinitionSource::Builtin => format!(
+    let source = eval.settings.definition_source;
+    // Read from the definitions, the prefix is the cluster's: the list is behind.
+    let fix = if source.reads_cluster() {
+        "retry: the policy-server's list of releases may not hold it yet".to_owned()
+    } else if source.builds_on_stock() {
+        format!(
             "the built-in release prefix of {kind} (\"{prefix}\") is not this cluster's: set releasePrefixes.{kind} to the ApplicationDefinition's spec.release.prefix in the policy settings",
             kind = rules.kind
-        ),
-        DefinitionSource::ApplicationDefinitions => {
-            "retry: the policy-server's list of releases may not hold it yet".to_owned()
-        }
+        )
+    } else {
+        format!(
+            "check releasePrefixes.{kind} (\"{prefix}\") in the policy settings: it must equal the ApplicationDefinition's spec.release.prefix",
+            kind = rules.kind
+        )
     };
     Violation::rule(format!(
         "{kind} {namespace}/{app}: its release {namespace}/{release} is not among the listed {kind} releases, so the policy cannot tell it from the other providers in {namespace}; {fix}",
