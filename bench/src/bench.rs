@@ -140,7 +140,8 @@ impl Bench {
             probe.exchanges.len(),
             probe.response_bytes(),
         );
-        let floors = model.total.as_secs_f64() / accept_all.median().as_secs_f64();
+        let floors = model.total.as_secs_f64()
+            / (accept_all.median() + crate::model::per_request()).as_secs_f64();
         let protocol = floor::measured(&self.floor_calls, state, &w.payload, &w.floor, budget / 4);
         let warm_floors = probe
             .exchanges

@@ -78,9 +78,21 @@ pub fn tenant_release(namespace: &str, name: &str) -> Call {
 
 impl Call {
     /// As the accept-all policy's settings list it.
-    fn setting(&self) -> Value {
+    pub fn setting(&self) -> Value {
         json!({"operation": self.operation, "request": self.request})
     }
+}
+
+/// A workload's settings with the floor's `calls` beside them, as the accept-all policy takes
+/// them (it skips what it does not know).
+pub fn with_calls(settings: &Value, calls: &[Call]) -> Value {
+    let calls: Vec<Value> = calls.iter().map(Call::setting).collect();
+    let mut settings = match settings {
+        Value::Object(_) => settings.clone(),
+        _ => json!({}),
+    };
+    settings["calls"] = Value::Array(calls);
+    settings
 }
 
 /// A workload's floor as measured: its calls, the bytes they answer, and what they cost.
@@ -104,13 +116,7 @@ pub fn measured(
     let mut payload: Value = serde_json::from_slice(payload).expect("a workload's payload");
     // The workload's settings are handed over too (the accept-all policy skips what it does
     // not know), with the calls beside them.
-    let calls: Vec<Value> = calls.iter().map(Call::setting).collect();
-    match payload["settings"].as_object_mut() {
-        Some(settings) => {
-            settings.insert("calls".into(), Value::Array(calls));
-        }
-        None => payload["settings"] = json!({ "calls": calls }),
-    }
+    payload["settings"] = with_calls(&payload["settings"], calls);
     let payload = serde_json::to_vec(&payload).expect("a JSON payload");
     let run = || {
         let instance = floor.instantiate(host()).expect("instantiate");

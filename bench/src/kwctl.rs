@@ -103,14 +103,25 @@ fn bench(
 }
 
 /// The accept-all floor, annotated by kwctl as a policy with no lookups.
-fn floor(kwctl: &Path, root: &Path, dir: &Path) -> Result<Module, String> {
-    let metadata = dir.join("accept-all-metadata.yml");
+fn floor(kwctl: &Path, root: &Path, dir: &Path, context_aware: bool) -> Result<Module, String> {
+    let name = if context_aware {
+        "accept-all-calls"
+    } else {
+        "accept-all"
+    };
+    let metadata = dir.join(format!("{name}-metadata.yml"));
+    // Making a workload's protocol-floor calls, it is granted what this policy is.
+    let resources = if context_aware {
+        "contextAwareResources:\n- {apiVersion: v1, kind: Namespace}\n- {apiVersion: cozystack.io/v1alpha1, kind: ApplicationDefinition}\n- {apiVersion: helm.toolkit.fluxcd.io/v2, kind: HelmRelease}\n"
+    } else {
+        ""
+    };
     std::fs::write(
         &metadata,
-        "rules:\n- apiGroups: [\"\"]\n  apiVersions: [v1]\n  resources: [namespaces]\n  operations: [UPDATE]\nmutating: false\nexecutionMode: kubewarden-wapc\n",
+        format!("rules:\n- apiGroups: [\"\"]\n  apiVersions: [v1]\n  resources: [namespaces]\n  operations: [UPDATE]\nmutating: false\nexecutionMode: kubewarden-wapc\n{resources}"),
     )
     .map_err(|e| e.to_string())?;
-    let path = dir.join("accept-all-annotated.wasm");
+    let path = dir.join(format!("{name}-annotated.wasm"));
     let annotated = Command::new(kwctl)
         .arg("annotate")
         .arg("-m")
@@ -128,7 +139,7 @@ fn floor(kwctl: &Path, root: &Path, dir: &Path) -> Result<Module, String> {
     }
     Ok(Module {
         path,
-        context_aware: false,
+        context_aware,
     })
 }
 
@@ -194,7 +205,8 @@ pub fn run(kwctl: &Path, root: &Path) {
         path: root.join("annotated-policy.wasm"),
         context_aware: true,
     };
-    let floor = floor(kwctl, root, &dir).unwrap_or_else(|e| fail("the floor", e));
+    let protocol = floor(kwctl, root, &dir, true).unwrap_or_else(|e| fail("the protocol floor", e));
+    let floor = floor(kwctl, root, &dir, false).unwrap_or_else(|e| fail("the floor", e));
     let peer = Module {
         path: std::env::var_os("PEER").map_or_else(
             || dirs_home().join("kw/peer/context-aware-test-policy.wasm"),
@@ -246,6 +258,28 @@ pub fn run(kwctl: &Path, root: &Path) {
         )
         .unwrap_or_else(|e| fail(&w.name, e));
         line(&w.name, micros, floor_us, peer_us);
+        // The protocol floor: the accept-all policy making the workload's smallest set of
+        // calls that decides it, on the same request and objects.
+        if w.floor.is_empty() {
+            continue;
+        }
+        let settings = crate::floor::with_calls(&payload["settings"], &w.floor);
+        let objects: Vec<Value> = w.cluster.values().collect();
+        let floor_of = bench(
+            kwctl,
+            &protocol,
+            &payload["request"],
+            &settings,
+            objects,
+            &dir,
+        )
+        .unwrap_or_else(|e| fail(&format!("{}: its protocol floor", w.name), e));
+        println!(
+            "{:<70} {floor_of:>10.0} µs  the workload {:>5.2}× it ({} call(s))",
+            "  its protocol floor (accept-all making its calls)",
+            micros / floor_of,
+            w.floor.len()
+        );
     }
 }
 

@@ -12,7 +12,10 @@ use cozystack_policy_runtime::host::HostCache;
 use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
 
-use crate::model::{measure, micros, millis, timed};
+use crate::model::{
+    RESIDUAL_PER_BYTE_NS, RESIDUAL_PER_CALL_US, RESIDUAL_PER_REQUEST_US, measure, micros, millis,
+    timed,
+};
 use crate::preflight::PreflightRun;
 use crate::workloads::Row;
 use crate::workloads::{
@@ -230,7 +233,35 @@ pub fn targets(
     let per_byte_ns =
         extra_guest / many.model.bytes.saturating_sub(few.model.bytes).max(1) as f64 * 1e9;
     // (what, met, the measured cause when missed)
+    // The model against kwctl's medians where `make bench-kwctl` measured the workload.
+    let against: Vec<(f64, &Row)> = rows
+        .iter()
+        .filter_map(|r| {
+            let (low, _) = r.workload.kwctl?;
+            Some((r.model.total.as_secs_f64() * 1e6 / low, r))
+        })
+        .collect();
+    let low: Vec<String> = against
+        .iter()
+        .filter(|(ratio, _)| *ratio < 1.0)
+        .map(|(ratio, r)| format!("{} {ratio:.2}×", r.workload.name))
+        .collect();
+    let lowest = against
+        .iter()
+        .map(|(ratio, _)| *ratio)
+        .fold(f64::INFINITY, f64::min);
     let mut checks: Vec<(String, bool, String)> = vec![
+        (
+            format!(
+                "the model errs high: on each of the {} workloads `make bench-kwctl` measured, the modelled median at least kwctl's: lowest {lowest:.2}×{}",
+                against.len(),
+                if low.is_empty() { String::new() } else { format!("; under it: {}", low.join(", ")) },
+            ),
+            !against.is_empty() && low.is_empty(),
+            format!(
+                "the residuals (bench/src/model.rs: {RESIDUAL_PER_REQUEST_US} µs a request, {RESIDUAL_PER_CALL_US} µs a call, {RESIDUAL_PER_BYTE_NS} ns a byte) were fitted to kwctl's medians of one day; a change that makes the module cheaper in the harness than in kwctl needs `make bench-kwctl` again and a refit"
+            ),
+        ),
         (
             format!(
                 "with definitionSource: applicationDefinitions, the guest's cost grows with the kinds a request needs, not with the definitions listed: 140 definitions at most 1.2× the guest time of 14: {definitions_growth:.2}× ({} µs against {} µs; the host's share, one list call, {} against {} µs)",

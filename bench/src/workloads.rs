@@ -173,15 +173,8 @@ pub fn workload(
         cluster: Arc::new(cluster),
         payload: payload(&admission, settings).expect("payload"),
         listed,
-        kwctl: None,
+        kwctl: kwctl_measured(name),
         floor,
-    }
-}
-
-impl Workload {
-    fn kwctl(mut self, low: f64, high: f64) -> Self {
-        self.kwctl = Some((low, high));
-        self
     }
 }
 
@@ -454,37 +447,29 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
     ));
     // The stock deployment's worst cases: the same DELETE with the built-in rules, whose
     // Monitoring consumers are Kubernetes and ComputePlane, and a Kubernetes cluster's CREATE.
-    // kwctl's figures for the module at 6be6b36 with `definitionSource: builtin`, the model's
-    // calibration (docs/benchmarks.md#calibration).
-    out.push(
-        workload(
-            STOCK_DEPLOYMENT_DELETE,
-            consumed_tree(4000),
-            delete_root_monitoring(),
-            &builtin_settings(),
-            8002,
-            consumed(),
-        )
-        .kwctl(KWCTL_DELETE.0, KWCTL_DELETE.1),
-    );
-    out.push(
-        workload(
-            STOCK_DEPLOYMENT_CONSUMER,
-            consumed_tree(100),
-            ShortRequest::new(
-                "CREATE",
-                "Kubernetes",
-                "tenant-t0",
-                "prod",
-                "carol",
-                &["tenant-t0-admin"],
-            ),
-            &builtin_settings(),
-            100,
-            awaiting("tenant-t0", KUBERNETES_PROVIDERS),
-        )
-        .kwctl(KWCTL_CONSUMER.0, KWCTL_CONSUMER.1),
-    );
+    out.push(workload(
+        STOCK_DEPLOYMENT_DELETE,
+        consumed_tree(4000),
+        delete_root_monitoring(),
+        &builtin_settings(),
+        8002,
+        consumed(),
+    ));
+    out.push(workload(
+        STOCK_DEPLOYMENT_CONSUMER,
+        consumed_tree(100),
+        ShortRequest::new(
+            "CREATE",
+            "Kubernetes",
+            "tenant-t0",
+            "prod",
+            "carol",
+            &["tenant-t0-admin"],
+        ),
+        &builtin_settings(),
+        100,
+        awaiting("tenant-t0", KUBERNETES_PROVIDERS),
+    ));
     // The common DELETE: a provider nobody consumes, in the same 4,000-tenant tree.
     out.push(workload(
         "DELETE unconsumed provider, 4000 tenants",
@@ -557,11 +542,7 @@ pub fn workloads(bundle: &Bundle) -> Vec<Workload> {
             0,
             vec![],
         );
-        // kwctl's Namespace label edit by a tenant, under the stock deployment.
-        out.push(match name {
-            STOCK_DEPLOYMENT_ZERO_CALL => measured.kwctl(KWCTL_ZERO_CALL.0, KWCTL_ZERO_CALL.1),
-            _ => measured,
-        });
+        out.push(measured);
     }
     out.push(workload(
         "Namespace label UPDATE",
@@ -695,12 +676,79 @@ impl Row {
     }
 }
 
-/// kwctl 1.36.0-beta.1 `bench` on the module of 6dc1f48 (../shared/reference/kwctl-measurements.md,
-/// "Again at 6dc1f48"), median µs: the 4,000-tenant DELETE on live-sized objects, and the two
-/// requests on the small held-out cluster (its two runs).
-const KWCTL_DELETE: (f64, f64) = (27_100.0, 27_100.0);
-const KWCTL_CONSUMER: (f64, f64) = (171.0, 228.0);
-const KWCTL_ZERO_CALL: (f64, f64) = (27.0, 27.0);
+/// kwctl's median for the workload `name`, where `make bench-kwctl` measured it.
+fn kwctl_measured(name: &str) -> Option<(f64, f64)> {
+    KWCTL_MEASURED
+        .iter()
+        .find(|(measured, _)| *measured == name)
+        .map(|(_, us)| (*us, *us))
+}
+
+/// `make bench-kwctl`'s medians (kwctl 1.36.0-beta.1 `bench`, the same workloads served by a
+/// loopback API, this module at ebccf69; docs/benchmarks.md, "In Kubewarden's own evaluator"),
+/// µs: what the model is held to, so that `make bench`, run without kwctl, errs high.
+const KWCTL_MEASURED: &[(&str, f64)] = &[
+    ("CREATE counted kind, 1 instance(s), settings only", 199.0),
+    ("CREATE counted kind, 100 instance(s), settings only", 705.0),
+    (
+        "CREATE counted kind, 4000 instance(s), settings only",
+        45_640.0,
+    ),
+    ("CREATE of a kind with no rules", 214.0),
+    ("CREATE catalog consumer", 813.0),
+    ("CREATE second singleton, 100 tenants", 751.0),
+    ("CREATE of a kind with no rules, settings only", 61.0),
+    ("CREATE catalog consumer, settings only", 517.0),
+    ("CREATE second singleton, 100 tenants, settings only", 691.0),
+    (
+        "CREATE Tenant with two switches, 100 tenants, settings only",
+        1_310.0,
+    ),
+    ("DELETE shared provider, 4000 tenants", 21_990.0),
+    (
+        "UPDATE Tenant switching a shared provider off, 4000 tenants",
+        20_870.0,
+    ),
+    (STOCK_DEPLOYMENT_DELETE, 24_590.0),
+    (STOCK_DEPLOYMENT_CONSUMER, 531.0),
+    ("DELETE unconsumed provider, 4000 tenants", 600.0),
+    ("DELETE unconsumed provider by Flux, 4000 tenants", 512.0),
+    ("Namespace label UPDATE, settings {}", 75.0),
+    (
+        "Namespace label UPDATE, stock rule set, settings only",
+        120.0,
+    ),
+    (STOCK_DEPLOYMENT_ZERO_CALL, 74.0),
+    ("Namespace label UPDATE, 16 KB of settings", 359.0),
+    (
+        "CREATE of a module by its tenant admin, 100 tenants, stock deployment (built-in rules)",
+        1_040.0,
+    ),
+    (
+        "CREATE of a module by its tenant admin, 100 tenants, settings only",
+        1_220.0,
+    ),
+    (
+        "CREATE of a module by its tenant admin, 100 tenants, settings only, no slots",
+        1_020.0,
+    ),
+    (
+        "CREATE of a module by its tenant admin, 100 tenants, rules read from 14 ApplicationDefinitions",
+        1_080.0,
+    ),
+    (
+        "CREATE of a module by its tenant admin, 100 tenants, rules read from 140 ApplicationDefinitions",
+        2_440.0,
+    ),
+    (
+        "audit replay of a tenant's Info release, 4000 tenants, stock deployment (built-in rules)",
+        67.0,
+    ),
+    (
+        "audit replay of a tenant's Info release, 40000 tenants, stock deployment (built-in rules)",
+        66.0,
+    ),
+];
 
 /// The tenants the audit replay is measured at.
 pub const AUDIT_REPLAY_TENANTS: [usize; 2] = [4000, 40_000];
@@ -719,11 +767,11 @@ fn audit_replay(bundle: &Bundle, tenants: usize) -> Workload {
     });
     let request = replay_request(&info(bundle, "tenant-t0")).expect("replay");
     Workload {
+        kwctl: kwctl_measured(&audit_replay_name(tenants)),
         name: audit_replay_name(tenants),
         cluster: Arc::new(cluster),
         payload: payload(&request, &builtin_settings()).expect("payload"),
         listed: tenants,
-        kwctl: None,
         // The slot holder is the instance its scope keeps: nothing to read.
         floor: vec![],
     }

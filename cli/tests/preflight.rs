@@ -18,6 +18,21 @@ use cozystack_policy_runtime::cluster::ClusterObjects;
 
 use common::{scratch, workspace};
 
+/// The pre-flight of `cluster` under `settings`, as the verb runs it.
+fn replayed(
+    policy: &cozystack_policy_runtime::policy::Policy,
+    cluster: Arc<ClusterObjects>,
+    settings: &serde_json::Value,
+) -> preflight::Report {
+    preflight::run(
+        policy,
+        cluster,
+        &settings::Settings::new(settings.clone()),
+        &|_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn dir() -> PathBuf {
     workspace().join("cli/tests/dumps")
 }
@@ -74,13 +89,7 @@ fn preflight_says_which_release_it_judged_for_and_warns_when_the_cluster_runs_an
         if let Some(release) = release {
             settings["cozystackRelease"] = release.into();
         }
-        preflight::run(
-            &policy,
-            dump.clone(),
-            &settings::Settings::new(settings.clone()),
-            &|_, _| {},
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
+        replayed(&policy, dump.clone(), &settings)
     };
     let named = report(Some("v1.5.3"));
     assert_eq!(named.findings(), 0);
@@ -197,13 +206,7 @@ fn a_cluster_newer_than_the_matrix_is_judged_as_main_with_a_warning() {
             Some(release) => serde_json::json!({"cozystackRelease": release}),
             None => serde_json::json!({}),
         };
-        preflight::run(
-            &policy,
-            dump.clone(),
-            &settings::Settings::new(settings.clone()),
-            &|_, _| {},
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
+        replayed(&policy, dump.clone(), &settings)
     };
     let newer = "the cluster's migration stamp 57 (cozy-system/cozystack-version) is newer than the supported releases: judged as main (pinned commit 3c780acd, stamp 56)";
     // Unset and `main`: a warning; an older release named on it judges the wrong charts: a
@@ -240,13 +243,7 @@ fn a_cluster_newer_than_the_matrix_is_judged_as_main_with_a_warning() {
         );
     }
     // A stamp older than v1.5.0's (45) is no build between releases: it predates them all.
-    let older = preflight::run(
-        &policy,
-        stamped("44"),
-        &settings::Settings::new(serde_json::json!({})),
-        &|_, _| {},
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let older = replayed(&policy, stamped("44"), &serde_json::json!({}));
     assert_eq!(
         older.text(false).lines().nth(1).map(str::to_owned),
         Some(format!(
@@ -254,13 +251,7 @@ fn a_cluster_newer_than_the_matrix_is_judged_as_main_with_a_warning() {
         )),
     );
     // Between two releases' stamps (46 is v1.5.4's, 54 v1.6.0's): a build between releases.
-    let between = preflight::run(
-        &policy,
-        stamped("50"),
-        &settings::Settings::new(serde_json::json!({})),
-        &|_, _| {},
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let between = replayed(&policy, stamped("50"), &serde_json::json!({}));
     assert!(
         between
             .text(false)
@@ -285,13 +276,7 @@ fn preflight_reports_exactly_the_known_problems() {
     let replay = |dump: &str| {
         let cluster =
             ClusterObjects::read_dump(&[dir().join(dump)]).unwrap_or_else(|e| panic!("{e}"));
-        preflight::run(
-            &policy,
-            Arc::new(cluster),
-            &settings::Settings::new(settings.clone()),
-            &|_, _| {},
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
+        replayed(&policy, Arc::new(cluster), &settings)
     };
 
     let report = replay("problems.yaml");
@@ -390,13 +375,7 @@ fn preflight_reports_exactly_the_known_problems() {
     let dump = Arc::new(dump);
     // The deployed settings read the built-in rule set: the Redis definition is not read
     // either, and a definition whose release prefix is not the built-in one is named.
-    let report = preflight::run(
-        &policy,
-        dump.clone(),
-        &settings::Settings::new(settings.clone()),
-        &|_, _| {},
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let report = replayed(&policy, dump.clone(), &settings);
     assert_eq!(report.findings(), 1, "{}", report.text(false));
     assert!(report.text(false).contains(
         "  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the built-in rule set and the settings, and definitionSource is builtin, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
@@ -410,14 +389,7 @@ fn preflight_reports_exactly_the_known_problems() {
             "metadata": {"name": name},
             "spec": {"application": {"kind": kind}, "release": {"prefix": prefix}}
         }));
-        preflight::run(
-            &policy,
-            Arc::new(dump),
-            &settings::Settings::new(settings.clone()),
-            &|_, _| {},
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
-        .text(false)
+        replayed(&policy, Arc::new(dump), &settings).text(false)
     };
     let text = with_definition("bucket", "Bucket", "bkt-");
     assert!(text.contains(
@@ -446,13 +418,7 @@ fn preflight_reports_exactly_the_known_problems() {
         .clone();
     settings_only["definitionSource"] = "settings".into();
     settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "", "Etcd": ""});
-    let report = preflight::run(
-        &policy,
-        dump.clone(),
-        &settings::Settings::new(settings_only.clone()),
-        &|_, _| {},
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let report = replayed(&policy, dump.clone(), &settings_only);
     assert_eq!(report.findings(), 1, "{}", report.text(false));
     assert!(report.text(false).contains(
         "(ApplicationDefinitions): 1 finding\n  ApplicationDefinition redis [fail] ApplicationDefinition redis states rules for Redis that differ from the settings, and definitionSource is settings, so the policy does not read them; move them into the settings' definitions.Redis, or set definitionSource: applicationDefinitions\n"
@@ -462,13 +428,7 @@ fn preflight_reports_exactly_the_known_problems() {
     // entry misnames every release of its kind; a kind the stock set knows (Etcd) needs none, and
     // one it does not know cannot be given rules without one (the settings are refused).
     settings_only["releasePrefixes"] = serde_json::json!({"Monitoring": "monitoring-"});
-    let report = preflight::run(
-        &policy,
-        dump.clone(),
-        &settings::Settings::new(settings_only.clone()),
-        &|_, _| {},
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let report = replayed(&policy, dump.clone(), &settings_only);
     assert_eq!(report.findings(), 2, "{}", report.text(false));
     let text = report.text(false);
     assert!(text.contains(
