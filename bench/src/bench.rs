@@ -32,7 +32,8 @@ pub struct Bench {
 /// of a request without host calls.
 pub struct Measured {
     pub row: Row,
-    pub accept_all: Stats,
+    /// The accept-all floor on the workload's payload, and that payload's length.
+    pub accept_all: (Stats, usize),
     pub phases: Option<(String, Phases)>,
 }
 
@@ -139,9 +140,10 @@ impl Bench {
             host_median,
             probe.exchanges.len(),
             probe.response_bytes(),
+            w.payload.len(),
         );
         let floors = model.total.as_secs_f64()
-            / (accept_all.median() + crate::model::per_request()).as_secs_f64();
+            / (accept_all.median() + crate::model::per_request(w.payload.len())).as_secs_f64();
         let protocol = floor::measured(&self.floor_calls, state, &w.payload, &w.floor, budget / 4);
         let warm_floors = probe
             .exchanges
@@ -166,9 +168,10 @@ impl Bench {
             warm_floors,
             empty_floor,
         };
+        let payload = row.workload.payload.len();
         Measured {
             row,
-            accept_all,
+            accept_all: (accept_all, payload),
             phases,
         }
     }

@@ -140,6 +140,7 @@ pub fn measured(
         host_samples[host_samples.len() / 2],
         probe.exchanges.len(),
         probe.response_bytes(),
+        payload.len(),
     );
     Floor {
         calls: model.calls,

@@ -73,14 +73,20 @@ pub fn millis(d: Duration) -> String {
 /// byte the host serialises, fitted to `make bench-kwctl`'s medians (`KWCTL_MEASURED`,
 /// docs/benchmarks.md#calibration) so that the model errs high on every workload kwctl
 /// measured: kwctl instantiates a module per `validate` (its accept-all floor 81-127 µs against
-/// the harness's 77-92) and its host answers a small call dearer, a large list cheaper.
+/// the harness's 77-92), writes the request and the settings anew for each (16 KB of settings
+/// cost it 285 µs over the zero-call request), and its host answers a small call dearer, a
+/// large list cheaper.
 pub const RESIDUAL_PER_REQUEST_US: f64 = 45.0;
+pub const RESIDUAL_PER_PAYLOAD_BYTE_NS: f64 = 8.0;
 pub const RESIDUAL_PER_CALL_US: f64 = 25.0;
 pub const RESIDUAL_PER_BYTE_NS: f64 = 1.2;
 
-/// The residual every request pays, the accept-all floor's included.
-pub fn per_request() -> Duration {
-    Duration::from_secs_f64(RESIDUAL_PER_REQUEST_US * 1e-6)
+/// The residual every request pays for its payload of `payload` bytes, the accept-all
+/// floor's included.
+pub fn per_request(payload: usize) -> Duration {
+    Duration::from_secs_f64(
+        RESIDUAL_PER_REQUEST_US * 1e-6 + payload as f64 * RESIDUAL_PER_PAYLOAD_BYTE_NS * 1e-9,
+    )
 }
 
 /// One workload's cost in the model: what was measured plus the residual of its host calls.
@@ -92,7 +98,13 @@ pub struct Modelled {
 }
 
 impl Modelled {
-    pub fn new(measured: Duration, host_measured: Duration, calls: usize, bytes: usize) -> Self {
+    pub fn new(
+        measured: Duration,
+        host_measured: Duration,
+        calls: usize,
+        bytes: usize,
+        payload: usize,
+    ) -> Self {
         let mut model = Modelled {
             total: measured,
             host: host_measured,
@@ -100,7 +112,7 @@ impl Modelled {
             bytes,
         };
         let residual = model.residual();
-        model.total += residual + per_request();
+        model.total += residual + per_request(payload);
         model.host += residual;
         model
     }

@@ -90,5 +90,6 @@ pub fn measure_peer(floor_wasm: &[u8], like: &Row, budget: Duration) -> Modelled
         host_samples[host_samples.len() / 2],
         probe.exchanges.len(),
         probe.response_bytes(),
+        payload.len(),
     )
 }

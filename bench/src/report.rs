@@ -66,8 +66,8 @@ const KWCTL_FLOOR: (f64, f64) = (81.0, 127.0);
 const KWCTL_PEER: (f64, f64) = (354.0, 492.0);
 
 /// The accept-all floor's row.
-pub fn floor(floor: &Stats) {
-    let modelled = floor.median() + crate::model::per_request();
+pub fn floor((floor, payload): &(Stats, usize)) {
+    let modelled = floor.median() + crate::model::per_request(*payload);
     let (kwctl, ratio) = against_kwctl(Some(KWCTL_FLOOR), modelled.as_secs_f64() * 1e6);
     println!(
         "| accept-all floor | 0 | 0 | 0 | – | {} | 0 | {} | {} | {:.2} | 1.00 | 1.00 | – | 0 | 0 | {} | 1.00 | {kwctl} | {ratio} |",

@@ -13,8 +13,8 @@ use cozystack_policy_runtime::policy::Policy;
 use serde_json::Value;
 
 use crate::model::{
-    RESIDUAL_PER_BYTE_NS, RESIDUAL_PER_CALL_US, RESIDUAL_PER_REQUEST_US, measure, micros, millis,
-    timed,
+    RESIDUAL_PER_BYTE_NS, RESIDUAL_PER_CALL_US, RESIDUAL_PER_PAYLOAD_BYTE_NS,
+    RESIDUAL_PER_REQUEST_US, measure, micros, millis, timed,
 };
 use crate::preflight::PreflightRun;
 use crate::workloads::Row;
@@ -259,7 +259,7 @@ pub fn targets(
             ),
             !against.is_empty() && low.is_empty(),
             format!(
-                "the residuals (bench/src/model.rs: {RESIDUAL_PER_REQUEST_US} µs a request, {RESIDUAL_PER_CALL_US} µs a call, {RESIDUAL_PER_BYTE_NS} ns a byte) were fitted to kwctl's medians of one day; a change that makes the module cheaper in the harness than in kwctl needs `make bench-kwctl` again and a refit"
+                "the residuals (bench/src/model.rs: {RESIDUAL_PER_REQUEST_US} µs a request and {RESIDUAL_PER_PAYLOAD_BYTE_NS} ns a byte of its payload, {RESIDUAL_PER_CALL_US} µs a call, {RESIDUAL_PER_BYTE_NS} ns a byte answered) were fitted to kwctl's medians of one day; a change that makes the module cheaper in the harness than in kwctl needs `make bench-kwctl` again and a refit"
             ),
         ),
         (
