@@ -15,7 +15,7 @@ use crate::apiserver::{Admission, HELM_RELEASES, Identity, NAMESPACES, Resource}
 use crate::application::{Api, AppWrite};
 use crate::error::Error;
 use crate::helm_controller::{DELETION_TIMESTAMP, FINALIZER, FLUX, Held, terminating};
-use crate::state::State;
+use crate::state::{Draft, Objects, State};
 use crate::writes::{self, Kinds, RELEASE_API, TenantChart};
 
 /// cozystack-api, which writes an Application's release (`pkg/registry/apps/application`).
@@ -503,13 +503,12 @@ impl Platform {
             state.put(release);
             return Ok(());
         }
-        let before = state.cluster().clone();
-        let mut render = State::new(before.clone());
+        let mut render = Draft::over(state);
         render.put(release.clone());
         writes::render_tenant(&mut render, &release, &self.chart);
-        let after = render.cluster().clone();
+        let changes = rendered(render, &release);
         state.put(release.clone());
-        for Rendered { old, new } in rendered(&before, &after, &release) {
+        for Rendered { old, new } in changes {
             let object = new.as_ref().or(old.as_ref()).cloned().unwrap_or_default();
             let Some(resource) = resource_of(&object) else {
                 continue;
@@ -654,33 +653,20 @@ struct Rendered {
 
 /// What a render changed, as helm-controller writes it: Namespaces, then releases created or
 /// updated, then releases removed; `release` itself left out.
-fn rendered(before: &ClusterObjects, after: &ClusterObjects, release: &Value) -> Vec<Rendered> {
+fn rendered(render: Draft<'_>, release: &Value) -> Vec<Rendered> {
     let skip = index_key(release);
-    let old: std::collections::HashMap<_, Value> =
-        before.values().map(|o| (index_key(&o), o)).collect();
-    let new: std::collections::HashMap<_, Value> =
-        after.values().map(|o| (index_key(&o), o)).collect();
     // Sorted by rank (Namespaces first, removals last), then by object.
-    let mut changes: Vec<(u8, ObjectKey, Rendered)> = Vec::new();
-    for (key, object) in &new {
-        if *key != skip && old.get(key) != Some(object) {
-            let rank = if key.1 == "Namespace" { 0 } else { 1 };
-            let change = Rendered {
-                old: old.get(key).cloned(),
-                new: Some(object.clone()),
+    let mut changes: Vec<(u8, ObjectKey, Rendered)> = (render.changes().into_iter())
+        .filter(|(key, ..)| *key != skip)
+        .map(|(key, old, new)| {
+            let rank = match (&new, key.1 == "Namespace") {
+                (None, _) => 2,
+                (Some(_), true) => 0,
+                (Some(_), false) => 1,
             };
-            changes.push((rank, key.clone(), change));
-        }
-    }
-    for (key, object) in &old {
-        if *key != skip && !new.contains_key(key) {
-            let change = Rendered {
-                old: Some(object.clone()),
-                new: None,
-            };
-            changes.push((2, key.clone(), change));
-        }
-    }
+            (rank, key, Rendered { old, new })
+        })
+        .collect();
     changes.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     changes.into_iter().map(|(.., change)| change).collect()
 }

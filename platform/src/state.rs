@@ -162,3 +162,117 @@ impl State {
             Arc::try_unwrap(cache).unwrap_or_else(|_| HostCache::indexed(self.cluster.index()));
     }
 }
+
+/// What a render reads and writes: a [`State`], or a [`Draft`] over one.
+pub trait Objects {
+    /// The object, by apiVersion, kind, name and (for a namespaced one) namespace.
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> Option<Value>;
+    /// The objects of one namespace.
+    fn in_namespace(&self, namespace: &str) -> Vec<Value>;
+    /// Replaces the object of the same identity, or adds it.
+    fn put(&mut self, object: Value);
+    /// Removes the object of `object`'s identity, if there is one.
+    fn remove(&mut self, object: &Value);
+}
+
+impl Objects for State {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> Option<Value> {
+        State::get(self, api_version, kind, name, namespace)
+    }
+
+    fn in_namespace(&self, namespace: &str) -> Vec<Value> {
+        State::in_namespace(self, namespace)
+    }
+
+    fn put(&mut self, object: Value) {
+        State::put(self, object)
+    }
+
+    fn remove(&mut self, object: &Value) {
+        State::remove(self, object)
+    }
+}
+
+/// Writes drafted over a state that does not change: each object put (`Some`) or removed
+/// (`None`), by identity. What helm-controller's render would write is read off it and then
+/// judged write by write, without copying a cluster of thousands for every render.
+pub struct Draft<'s> {
+    base: &'s State,
+    written: std::collections::BTreeMap<ObjectKey, Option<Value>>,
+}
+
+impl<'s> Draft<'s> {
+    pub fn over(base: &'s State) -> Draft<'s> {
+        Draft {
+            base,
+            written: Default::default(),
+        }
+    }
+
+    /// Each object the draft changed: what the state holds, and what the draft makes of it
+    /// (`None`: absent), those it left as they were skipped.
+    pub fn changes(self) -> Vec<(ObjectKey, Option<Value>, Option<Value>)> {
+        let base = self.base;
+        (self.written.into_iter())
+            .filter_map(|(key, new)| {
+                let (api, kind, namespace, name) = &key;
+                let namespace = Some(namespace.as_str()).filter(|n| !n.is_empty());
+                let old = base.get(api, kind, name, namespace);
+                (old != new).then_some((key, old, new))
+            })
+            .collect()
+    }
+}
+
+impl Objects for Draft<'_> {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> Option<Value> {
+        let key = (
+            api_version.to_owned(),
+            kind.to_owned(),
+            namespace.unwrap_or_default().to_owned(),
+            name.to_owned(),
+        );
+        match self.written.get(&key) {
+            Some(written) => written.clone(),
+            None => self.base.get(api_version, kind, name, namespace),
+        }
+    }
+
+    fn in_namespace(&self, namespace: &str) -> Vec<Value> {
+        let mut objects: Vec<Value> = (self.base.in_namespace(namespace).into_iter())
+            .filter(|o| !self.written.contains_key(&index_key(o)))
+            .collect();
+        objects.extend(
+            (self.written.iter())
+                .filter(|((.., ns, _), _)| ns == namespace)
+                .filter_map(|(_, written)| written.clone()),
+        );
+        objects
+    }
+
+    fn put(&mut self, object: Value) {
+        self.written.insert(index_key(&object), Some(object));
+    }
+
+    fn remove(&mut self, object: &Value) {
+        self.written.insert(index_key(object), None);
+    }
+}

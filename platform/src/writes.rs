@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 
 use crate::helm_controller::{FINALIZER, terminating};
-use crate::state::State;
+use crate::state::{Objects, State};
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
 use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
@@ -251,7 +251,7 @@ pub fn tenant_namespace_of(release: &Value) -> Option<String> {
     tenant::tenant_namespace(parent, name)
 }
 
-fn label(cluster: &State, namespace: &str, key: &str) -> Option<String> {
+fn label(cluster: &dyn Objects, namespace: &str, key: &str) -> Option<String> {
     let namespace = cluster.get("v1", "Namespace", namespace, None)?;
     namespace["metadata"]["labels"][key]
         .as_str()
@@ -261,7 +261,7 @@ fn label(cluster: &State, namespace: &str, key: &str) -> Option<String> {
 /// `_namespace.<key>` of `parent`'s `cozystack-values`, which a child's chart reads: what the
 /// parent's Namespace carries, and for tenant-root what cozystack-basics writes (itself for
 /// every class it always provides; its gateway and host as its Namespace states them).
-fn parent_value(cluster: &State, parent: &str, key: &str) -> String {
+fn parent_value(cluster: &dyn Objects, parent: &str, key: &str) -> String {
     if parent == ROOT && ROOT_VALUE_CLASSES.contains(&key) {
         return ROOT.to_owned();
     }
@@ -306,7 +306,7 @@ impl TenantChart {
 
 /// Renders what Tenant release `release` renders, over what it rendered before, then what its
 /// sub-tenants render under the values it passes down ([`render_subtenants`]).
-pub fn render_tenant(cluster: &mut State, release: &Value, chart: &TenantChart) {
+pub fn render_tenant(cluster: &mut dyn Objects, release: &Value, chart: &TenantChart) {
     let Some(child) = tenant_namespace_of(release) else {
         return;
     };
@@ -343,7 +343,7 @@ pub fn render_tenant(cluster: &mut State, release: &Value, chart: &TenantChart) 
 /// Sub-tenants read their parent's values through their cozystack-values: each Tenant release
 /// in `namespace` is rendered again, but one being uninstalled, whose own sub-tenants still are
 /// (helm-controller reconciles each release on its own).
-fn render_subtenants(cluster: &mut State, namespace: &str, chart: &TenantChart) {
+fn render_subtenants(cluster: &mut dyn Objects, namespace: &str, chart: &TenantChart) {
     let subtenants: Vec<Value> = cluster
         .in_namespace(namespace)
         .into_iter()
@@ -363,7 +363,7 @@ fn render_subtenants(cluster: &mut State, namespace: &str, chart: &TenantChart) 
 /// reconciler stamps a new one's `internal.cozystack.io/flux-shard` later, by its own choice
 /// (`internal/fluxshardoperator/controller.go`): no rule reads it, and it is not guessed.
 fn render_namespace(
-    cluster: &mut State,
+    cluster: &mut dyn Objects,
     child: &str,
     parent: &str,
     owner: &str,
