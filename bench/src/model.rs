@@ -79,7 +79,7 @@ pub fn millis(d: Duration) -> String {
 pub const RESIDUAL_PER_REQUEST_US: f64 = 45.0;
 pub const RESIDUAL_PER_PAYLOAD_BYTE_NS: f64 = 8.0;
 pub const RESIDUAL_PER_CALL_US: f64 = 25.0;
-pub const RESIDUAL_PER_BYTE_NS: f64 = 1.2;
+pub const RESIDUAL_PER_BYTE_NS: f64 = 1.5;
 
 /// The residual every request pays for its payload of `payload` bytes, the accept-all
 /// floor's included.
