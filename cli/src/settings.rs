@@ -207,10 +207,7 @@ pub fn check_rules_stated(
         }
         return Ok(());
     }
-    let definitions: Vec<Value> = cluster
-        .values()
-        .filter(|o| o["kind"] == "ApplicationDefinition")
-        .collect();
+    let definitions: Vec<Value> = cluster.of_kind("ApplicationDefinition").collect();
     let kinds: BTreeSet<&str> = definitions
         .iter()
         .filter_map(|d| d.pointer("/spec/application/kind").and_then(Value::as_str))

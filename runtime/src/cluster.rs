@@ -554,6 +554,14 @@ impl ClusterObjects {
         self.stored.get(at).map(Stored::value)
     }
 
+    /// The objects of one kind, read from their text; the others are not read (a dump of
+    /// 120,000 objects holds a dozen ApplicationDefinitions).
+    pub fn of_kind<'c>(&'c self, kind: &'c str) -> impl Iterator<Item = Value> + 'c {
+        (self.stored.iter())
+            .filter(move |s| s.key.1 == kind)
+            .map(Stored::value)
+    }
+
     /// Every object's identity, in order: what filtering by kind or namespace needs, without
     /// reading an object.
     pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> + '_ {
@@ -645,6 +653,43 @@ impl ClusterObjects {
             .filter(move |s| s.is(api_version, kind) && namespace.is_none_or(|ns| s.key.2 == ns))
             .map(Stored::value)
             .filter(move |o| listed_by(o, namespace, selector))
+    }
+
+    /// The labels and the size as a reflector keeps it (its text, less the managed fields a
+    /// reflector drops) of each object of one kind that `selector` lists, the rest of the
+    /// object not read: what sizing a reflector needs.
+    pub fn sized<'c>(
+        &'c self,
+        api_version: &'c str,
+        kind: &'c str,
+        selector: &'c Selector,
+    ) -> impl Iterator<Item = (BTreeMap<String, String>, usize)> + 'c {
+        #[derive(Deserialize, Default)]
+        struct Labelled<'t> {
+            #[serde(default, borrow)]
+            metadata: Labels<'t>,
+        }
+        #[derive(Deserialize, Default)]
+        struct Labels<'t> {
+            #[serde(default)]
+            labels: BTreeMap<String, String>,
+            #[serde(default, borrow, rename = "managedFields")]
+            managed_fields: Option<&'t serde_json::value::RawValue>,
+        }
+        (self.stored.iter())
+            .filter(move |s| s.is(api_version, kind))
+            .map(|s| {
+                let labelled: Labelled = serde_json::from_str(&s.text).unwrap_or_default();
+                let Labels {
+                    labels,
+                    managed_fields,
+                } = labelled.metadata;
+                // The compact text's `,"managedFields":<value>` goes with them.
+                let dropped =
+                    managed_fields.map_or(0, |m| m.get().len() + r#","managedFields":"#.len());
+                (labels, s.text.len().saturating_sub(dropped))
+            })
+            .filter(move |(labels, _)| selector.matches(labels))
     }
 
     /// Replaces an object with the same apiVersion, kind, namespace and name, or adds it.

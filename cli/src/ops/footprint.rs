@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 
 use cozystack_policy_runtime::cluster::ClusterObjects;
 use cozystack_policy_runtime::selector::Selector;
-use serde_json::Value;
 
 /// The policy-server's resident memory before any lookup: 60–61 MiB measured.
 const AT_REST_MIB: f64 = 61.0;
@@ -49,22 +48,13 @@ impl Footprint {
     /// The objects of `cluster` the policy's lists select (docs/host-calls.md), each measured as
     /// a reflector keeps it: whole, its managed fields cleared.
     pub fn of(cluster: &ClusterObjects) -> Footprint {
-        // Each object's app kind (its label) and its size as a reflector keeps it.
+        // Each object's app kind (its label) and its size as a reflector keeps it (the
+        // snapshot's text: stripped of its managed fields as a reflector strips them).
         let measure = |api_version: &str, kind: &str, selector: &str| {
             let selector = Selector::parse(selector).unwrap_or_default();
             cluster
-                .list(api_version, kind, None, &selector)
-                .map(|mut object| {
-                    let meta = object.get_mut("metadata").and_then(Value::as_object_mut);
-                    if let Some(meta) = meta {
-                        meta.remove("managedFields");
-                    }
-                    let app_kind = object["metadata"]["labels"][KIND_LABEL]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    (app_kind, object.to_string().len())
-                })
+                .sized(api_version, kind, &selector)
+                .map(|(mut labels, bytes)| (labels.remove(KIND_LABEL).unwrap_or_default(), bytes))
                 .collect::<Vec<_>>()
         };
         let total = |sized: &[(String, usize)]| (sized.len(), sized.iter().map(|s| s.1).sum());
@@ -148,7 +138,7 @@ impl Footprint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn release(ns: &str, name: &str, values: usize) -> Value {
         json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",

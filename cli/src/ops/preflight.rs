@@ -365,10 +365,7 @@ fn unread_definitions(
             None | Some("") | Some(APPS_GROUP)
         )
     };
-    let definitions = (cluster.keys().enumerate())
-        .filter(|(_, (_, kind, _, _))| kind == "ApplicationDefinition")
-        .filter_map(|(at, _)| cluster.value(at))
-        .filter(served_here);
+    let definitions = cluster.of_kind("ApplicationDefinition").filter(served_here);
     for object in definitions {
         let object = &object;
         let mut definition = Definition::new(
