@@ -165,14 +165,8 @@ impl State {
 
 /// What a render reads and writes: a [`State`], or a [`Draft`] over one.
 pub trait Objects {
-    /// The object, by apiVersion, kind, name and (for a namespaced one) namespace.
-    fn get(
-        &self,
-        api_version: &str,
-        kind: &str,
-        name: &str,
-        namespace: Option<&str>,
-    ) -> Option<Value>;
+    /// The object of an identity (`cluster::object_key` makes one).
+    fn object(&self, key: &ObjectKey) -> Option<Value>;
     /// The objects of one namespace.
     fn in_namespace(&self, namespace: &str) -> Vec<Value>;
     /// Replaces the object of the same identity, or adds it.
@@ -182,13 +176,9 @@ pub trait Objects {
 }
 
 impl Objects for State {
-    fn get(
-        &self,
-        api_version: &str,
-        kind: &str,
-        name: &str,
-        namespace: Option<&str>,
-    ) -> Option<Value> {
+    fn object(&self, key: &ObjectKey) -> Option<Value> {
+        let (api_version, kind, namespace, name) = key;
+        let namespace = Some(namespace.as_str()).filter(|n| !n.is_empty());
         State::get(self, api_version, kind, name, namespace)
     }
 
@@ -227,9 +217,7 @@ impl<'s> Draft<'s> {
         let base = self.base;
         (self.written.into_iter())
             .filter_map(|(key, new)| {
-                let (api, kind, namespace, name) = &key;
-                let namespace = Some(namespace.as_str()).filter(|n| !n.is_empty());
-                let old = base.get(api, kind, name, namespace);
+                let old = base.object(&key);
                 (old != new).then_some((key, old, new))
             })
             .collect()
@@ -237,22 +225,10 @@ impl<'s> Draft<'s> {
 }
 
 impl Objects for Draft<'_> {
-    fn get(
-        &self,
-        api_version: &str,
-        kind: &str,
-        name: &str,
-        namespace: Option<&str>,
-    ) -> Option<Value> {
-        let key = (
-            api_version.to_owned(),
-            kind.to_owned(),
-            namespace.unwrap_or_default().to_owned(),
-            name.to_owned(),
-        );
-        match self.written.get(&key) {
+    fn object(&self, key: &ObjectKey) -> Option<Value> {
+        match self.written.get(key) {
             Some(written) => written.clone(),
-            None => self.base.get(api_version, kind, name, namespace),
+            None => self.base.object(key),
         }
     }
 

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use crate::helm_controller::{FINALIZER, terminating};
 use crate::state::{Objects, State};
-use cozystack_policy_runtime::cluster::ClusterObjects;
+use cozystack_policy_runtime::cluster::{ClusterObjects, object_key};
 use cozystack_resolver::chart::{TENANT_KIND, TENANT_RELEASE_PREFIX, switched_on};
 use cozystack_resolver::facts::{HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
 use cozystack_resolver::model::builtin;
@@ -252,7 +252,7 @@ pub fn tenant_namespace_of(release: &Value) -> Option<String> {
 }
 
 fn label(cluster: &dyn Objects, namespace: &str, key: &str) -> Option<String> {
-    let namespace = cluster.get("v1", "Namespace", namespace, None)?;
+    let namespace = cluster.object(&object_key("v1", "Namespace", namespace, None))?;
     namespace["metadata"]["labels"][key]
         .as_str()
         .map(str::to_owned)
@@ -326,7 +326,7 @@ pub fn render_tenant(cluster: &mut dyn Objects, release: &Value, chart: &TenantC
             metadata_entry(hr, "annotations", HELM_RELEASE_NAME) == owner
                 && metadata_entry(hr, "annotations", HELM_RELEASE_NAMESPACE) == parent
         };
-        let existing = cluster.get(RELEASE_API, "HelmRelease", key, Some(&child));
+        let existing = cluster.object(&object_key(RELEASE_API, "HelmRelease", key, Some(&child)));
         match (on, existing) {
             // helm-controller v1.5.0 adopts what holds the name (TakeOwnership).
             (true, existing) => {
@@ -370,7 +370,7 @@ fn render_namespace(
     values: Option<&Value>,
     ancestors: AncestorLabels,
 ) {
-    let live = cluster.get("v1", "Namespace", child, None);
+    let live = cluster.object(&object_key("v1", "Namespace", child, None));
     let mut labels: Map<String, Value> = live
         .as_ref()
         .and_then(|ns| ns["metadata"]["labels"].as_object().cloned())
@@ -421,7 +421,7 @@ fn render_namespace(
     labels.insert("helm.toolkit.fluxcd.io/namespace".into(), json!(parent));
     let mut namespace = live.unwrap_or_else(|| json!({"apiVersion": "v1", "kind": "Namespace"}));
     let owner_uid = cluster
-        .get("v1", "Namespace", parent, None)
+        .object(&object_key("v1", "Namespace", parent, None))
         .map(|ns| ns["metadata"]["uid"].clone())
         .unwrap_or(Value::Null);
     let meta = &mut namespace["metadata"];

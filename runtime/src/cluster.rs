@@ -34,6 +34,16 @@ impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
 }
 
 /// An object's key in an [`ObjectIndex`].
+/// An object's identity from its apiVersion, kind, name and (for a namespaced one) namespace.
+pub fn object_key(api_version: &str, kind: &str, name: &str, namespace: Option<&str>) -> ObjectKey {
+    (
+        api_version.to_owned(),
+        kind.to_owned(),
+        namespace.unwrap_or_default().to_owned(),
+        name.to_owned(),
+    )
+}
+
 pub fn index_key(object: &Value) -> ObjectKey {
     (
         str_at(object, &["apiVersion"]).to_owned(),
@@ -621,12 +631,7 @@ impl ClusterObjects {
         name: &str,
         namespace: Option<&str>,
     ) -> Option<Value> {
-        let key = (
-            api_version.to_owned(),
-            kind.to_owned(),
-            namespace.unwrap_or_default().to_owned(),
-            name.to_owned(),
-        );
+        let key = object_key(api_version, kind, name, namespace);
         index.get(&key)?.first().and_then(|&at| self.value(at))
     }
 
