@@ -496,9 +496,9 @@ impl Platform {
         admit: &mut dyn Admit,
         outcome: &mut Outcome,
     ) -> Result<(), Error> {
-        // Only a Tenant's render is diffed against the cluster before it, and on a copy: the
-        // state the writes land in keeps its host caches (a fresh state per render made every
-        // later evaluation list the cluster again: `check` of 1,000 Tenants took 80 s).
+        // Only a Tenant renders. It is drafted over the state, which it leaves as it is (the
+        // host caches stay warm), and only what it wrote is compared: a copy of the whole
+        // cluster per render, diffed object by object, made `check` of 1,000 Tenants take 62 s.
         if !writes::is_tenant_release(&release) {
             state.put(release);
             return Ok(());
