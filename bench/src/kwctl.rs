@@ -253,7 +253,7 @@ pub fn run(kwctl: &Path, root: &Path) {
             &ours,
             &payload["request"],
             &payload["settings"],
-            objects,
+            objects.clone(),
             &dir,
         )
         .unwrap_or_else(|e| fail(&w.name, e));
@@ -264,7 +264,6 @@ pub fn run(kwctl: &Path, root: &Path) {
             continue;
         }
         let settings = crate::floor::with_calls(&payload["settings"], &w.floor);
-        let objects: Vec<Value> = w.cluster.values().collect();
         let floor_of = bench(
             kwctl,
             &protocol,

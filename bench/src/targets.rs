@@ -250,14 +250,20 @@ pub fn targets(
         .iter()
         .map(|(ratio, _)| *ratio)
         .fold(f64::INFINITY, f64::min);
+    // A figure whose workload was renamed or dropped would hold the model to nothing.
+    let unmatched: Vec<&str> = (crate::workloads::KWCTL_MEASURED.iter())
+        .map(|(name, _)| *name)
+        .filter(|name| rows.iter().all(|r| r.workload.name != *name))
+        .collect();
     let mut checks: Vec<(String, bool, String)> = vec![
         (
             format!(
-                "the model errs high: on each of the {} workloads `make bench-kwctl` measured, the modelled median at least kwctl's: lowest {lowest:.2}×{}",
+                "the model errs high: on each of the {} workloads `make bench-kwctl` measured, the modelled median at least kwctl's: lowest {lowest:.2}×{}{}",
                 against.len(),
                 if low.is_empty() { String::new() } else { format!("; under it: {}", low.join(", ")) },
+                if unmatched.is_empty() { String::new() } else { format!("; kwctl figures naming no workload: {}", unmatched.join(", ")) },
             ),
-            !against.is_empty() && low.is_empty(),
+            !against.is_empty() && low.is_empty() && unmatched.is_empty(),
             format!(
                 "the residuals (bench/src/model.rs: {RESIDUAL_PER_REQUEST_US} µs a request and {RESIDUAL_PER_PAYLOAD_BYTE_NS} ns a byte of its payload, {RESIDUAL_PER_CALL_US} µs a call, {RESIDUAL_PER_BYTE_NS} ns a byte answered) were fitted to kwctl's medians of one day; a change that makes the module cheaper in the harness than in kwctl needs `make bench-kwctl` again and a refit"
             ),

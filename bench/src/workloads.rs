@@ -687,7 +687,7 @@ fn kwctl_measured(name: &str) -> Option<(f64, f64)> {
 /// `make bench-kwctl`'s medians (kwctl 1.36.0-beta.1 `bench`, the same workloads served by a
 /// loopback API, this module at ebccf69; docs/benchmarks.md, "In Kubewarden's own evaluator"),
 /// µs: what the model is held to, so that `make bench`, run without kwctl, errs high.
-const KWCTL_MEASURED: &[(&str, f64)] = &[
+pub const KWCTL_MEASURED: &[(&str, f64)] = &[
     ("CREATE counted kind, 1 instance(s), settings only", 199.0),
     ("CREATE counted kind, 100 instance(s), settings only", 705.0),
     (

@@ -177,9 +177,7 @@ pub trait Objects {
 
 impl Objects for State {
     fn object(&self, key: &ObjectKey) -> Option<Value> {
-        let (api_version, kind, namespace, name) = key;
-        let namespace = Some(namespace.as_str()).filter(|n| !n.is_empty());
-        State::get(self, api_version, kind, name, namespace)
+        self.cluster.get_keyed(self.index(), key)
     }
 
     fn in_namespace(&self, namespace: &str) -> Vec<Value> {

@@ -33,7 +33,6 @@ impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
     }
 }
 
-/// An object's key in an [`ObjectIndex`].
 /// An object's identity from its apiVersion, kind, name and (for a namespaced one) namespace.
 pub fn object_key(api_version: &str, kind: &str, name: &str, namespace: Option<&str>) -> ObjectKey {
     (
@@ -44,6 +43,7 @@ pub fn object_key(api_version: &str, kind: &str, name: &str, namespace: Option<&
     )
 }
 
+/// An object's key in an [`ObjectIndex`].
 pub fn index_key(object: &Value) -> ObjectKey {
     (
         str_at(object, &["apiVersion"]).to_owned(),
@@ -631,8 +631,12 @@ impl ClusterObjects {
         name: &str,
         namespace: Option<&str>,
     ) -> Option<Value> {
-        let key = object_key(api_version, kind, name, namespace);
-        index.get(&key)?.first().and_then(|&at| self.value(at))
+        self.get_keyed(index, &object_key(api_version, kind, name, namespace))
+    }
+
+    /// [`ClusterObjects::get_indexed`] by identity.
+    pub fn get_keyed(&self, index: &ObjectIndex, key: &ObjectKey) -> Option<Value> {
+        index.get(key)?.first().and_then(|&at| self.value(at))
     }
 
     /// The positions of the objects by identity.
