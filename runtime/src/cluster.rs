@@ -134,6 +134,53 @@ pub type Keep<'k> = Option<&'k (dyn Fn(&ObjectKey) -> bool + Sync)>;
 /// An object read, with the managed fields kept of it.
 type Read = (Stored, Option<Box<str>>);
 
+/// What a read of a dump keeps: the managed fields of the objects `keep` names and, with
+/// `kinds`, only the objects of those kinds (the others are passed over unparsed where the
+/// layout lets a line tell an item's kind).
+#[derive(Clone, Copy, Default)]
+struct Reading<'k> {
+    keep: Keep<'k>,
+    kinds: Option<&'k [&'k str]>,
+}
+
+impl Reading<'_> {
+    /// Whether an item whose top-level line `kind: <value>` was read is passed over: only a
+    /// plain value, which is the kind as written; any other is parsed and filtered after.
+    fn passes_over(&self, value: &str) -> bool {
+        let value = value.trim_end();
+        self.kinds.is_some_and(|kinds| {
+            !value.is_empty()
+                && value.bytes().all(|b| b.is_ascii_alphanumeric())
+                && !kinds.contains(&value)
+        })
+    }
+
+    /// Whether a JSON item is read: of a kind asked for, or one whose kind cannot be read
+    /// without reading it (its error is then the read's).
+    fn wants_json(&self, raw: &str) -> bool {
+        #[derive(Deserialize)]
+        struct Kinded<'t> {
+            #[serde(borrow)]
+            kind: Option<std::borrow::Cow<'t, str>>,
+        }
+        let Some(kinds) = self.kinds else {
+            return true;
+        };
+        match serde_json::from_str::<Kinded>(raw) {
+            Ok(Kinded { kind: Some(kind) }) => kinds.contains(&&*kind),
+            Ok(Kinded { kind: None }) => false,
+            Err(_) => true,
+        }
+    }
+
+    /// The objects read that are of the kinds asked for.
+    fn filter(&self, read: &mut Vec<Read>) {
+        if let Some(kinds) = self.kinds {
+            read.retain(|(stored, _)| kinds.contains(&stored.key.1.as_str()));
+        }
+    }
+}
+
 /// One item of a kubectl List, its lines taken out of the list's indentation.
 fn yaml_item(item: &str, keep: Keep<'_>) -> Option<Read> {
     serde_yaml::from_str(item)
@@ -177,7 +224,8 @@ impl ManagedFields {
 /// kubectl lays a List out with each item starting `- ` at the margin and its lines indented by
 /// two; any other layout, or an item that does not read alone (an alias of another item's
 /// anchor), gives `None`, and the text is read whole.
-fn list_items(mut reader: impl BufRead, keep: Keep<'_>) -> Result<Option<Vec<Read>>, String> {
+fn list_items(mut reader: impl BufRead, reading: Reading<'_>) -> Result<Option<Vec<Read>>, String> {
+    let keep = reading.keep;
     std::thread::scope(|scope| {
         let (mut skeleton, mut line) = (String::new(), String::new());
         let (mut stored, mut batch) = (Vec::new(), Vec::<String>::new());
@@ -194,6 +242,8 @@ fn list_items(mut reader: impl BufRead, keep: Keep<'_>) -> Result<Option<Vec<Rea
             };
         let mut in_items = false;
         let mut managed = ManagedFields::default();
+        // The items the list holds, read or passed over; whether the one at hand is passed over.
+        let (mut items, mut passing) = (0usize, false);
         loop {
             line.clear();
             if reader.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
@@ -211,15 +261,28 @@ fn list_items(mut reader: impl BufRead, keep: Keep<'_>) -> Result<Option<Vec<Rea
                         Some(scope.spawn(move || on_all_cores(&full, |i| yaml_item(i, keep))));
                 }
                 batch.push(String::new());
+                (items, passing) = (items + 1, false);
             } else if !item_line {
                 in_items = bare == "items:";
                 skeleton.push_str(if in_items { "items: []\n" } else { &line });
                 continue;
             }
+            if passing {
+                continue;
+            }
+            let text = line.get(2..).unwrap_or(line.trim_start_matches(' '));
+            // A line at the item's margin is one of its top-level keys.
+            if text
+                .strip_prefix("kind: ")
+                .is_some_and(|k| reading.passes_over(k))
+            {
+                batch.pop();
+                passing = true;
+                continue;
+            }
             let Some(item) = batch.last_mut() else {
                 return Ok(None);
             };
-            let text = line.get(2..).unwrap_or(line.trim_start_matches(' '));
             if keep.is_some() || !managed.skips(text) {
                 item.push_str(text);
             }
@@ -233,7 +296,7 @@ fn list_items(mut reader: impl BufRead, keep: Keep<'_>) -> Result<Option<Vec<Rea
         stored.extend(last);
         let list: Option<Value> = serde_yaml::from_str(&skeleton).ok();
         let is_list = list.is_some_and(|l| l.get("kind").and_then(Value::as_str) == Some("List"));
-        Ok((is_list && !stored.is_empty()).then_some(stored))
+        Ok((is_list && items > 0).then_some(stored))
     })
 }
 
@@ -244,9 +307,10 @@ fn is_json(head: &[u8]) -> bool {
 
 /// A dump's objects from its whole text, in any layout: JSON documents, or YAML documents
 /// (`List`s flattened).
-fn whole(text: &str, keep: Keep<'_>) -> Result<Vec<Read>, String> {
+fn whole(text: &str, reading: Reading<'_>) -> Result<Vec<Read>, String> {
+    let keep = reading.keep;
     if is_json(text.as_bytes()) {
-        return json_documents(text, keep);
+        return json_documents(text, reading);
     }
     let mut stored = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
@@ -265,7 +329,8 @@ fn whole(text: &str, keep: Keep<'_>) -> Result<Vec<Read>, String> {
 
 /// `kubectl get -o json`'s documents, each `List` read item by item from the text (the items
 /// borrowed as raw JSON): only one item at a time is ever a tree.
-fn json_documents(text: &str, keep: Keep<'_>) -> Result<Vec<Read>, String> {
+fn json_documents(text: &str, reading: Reading<'_>) -> Result<Vec<Read>, String> {
+    let keep = reading.keep;
     #[derive(serde::Deserialize)]
     struct Document<'t> {
         #[serde(borrow)]
@@ -288,8 +353,10 @@ fn json_documents(text: &str, keep: Keep<'_>) -> Result<Vec<Read>, String> {
             .filter(|d| d.kind.as_deref() == Some("List"));
         match list {
             Some(Document {
-                items: Some(items), ..
+                items: Some(mut items),
+                ..
             }) => {
+                items.retain(|raw| reading.wants_json(raw.get()));
                 match on_all_cores(&items, |raw| read(raw.get()).ok()) {
                     Some(items) => stored.extend(items),
                     // Read one by one for the first item's error.
@@ -364,6 +431,9 @@ pub fn labels_of(object: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// kubectl's client-side apply annotation, which a reflector drops.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// What a reflector drops from every object it stores (what the policy-server's watches keep
 /// of a cluster): the managed fields and kubectl's last-applied annotation, which no host call
 /// ever answers with.
@@ -371,7 +441,7 @@ pub fn strip_store_fields(object: &mut Value) {
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("managedFields");
         if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+            annotations.remove(LAST_APPLIED);
         }
     }
 }
@@ -387,13 +457,14 @@ impl ClusterObjects {
     pub fn from_yaml_keeping(text: &str, keep: Keep<'_>) -> Result<ClusterObjects, Error> {
         // `kubectl get -o json` (JSON is YAML) read by the JSON parser: a third of the time,
         // and no event buffer of the whole document in memory.
+        let reading = Reading { keep, kinds: None };
         let listed = match is_json(text.as_bytes()) {
             true => None,
-            false => list_items(text.as_bytes(), keep).map_err(Error::Objects)?,
+            false => list_items(text.as_bytes(), reading).map_err(Error::Objects)?,
         };
         let read = match listed {
             Some(read) => read,
-            None => whole(text, keep).map_err(Error::Objects)?,
+            None => whole(text, reading).map_err(Error::Objects)?,
         };
         Ok(ClusterObjects::of(read))
     }
@@ -449,7 +520,11 @@ impl ClusterObjects {
     }
 
     /// Reads one dump file: a kubectl List streamed line by line, anything else read whole.
-    fn read_file(path: &Path, keep: Keep<'_>, seen: Seen<'_>) -> Result<ClusterObjects, Error> {
+    fn read_file(
+        path: &Path,
+        reading: Reading<'_>,
+        seen: Seen<'_>,
+    ) -> Result<ClusterObjects, Error> {
         let unread = |source| Error::Read {
             path: path.to_owned(),
             source,
@@ -474,27 +549,28 @@ impl ClusterObjects {
         let json = is_json(reader.fill_buf().map_err(unread)?);
         let listed = match json {
             true => None,
-            false => list_items(reader, keep).map_err(unparsed)?,
+            false => list_items(reader, reading).map_err(unparsed)?,
         };
-        let read = match listed {
+        let mut read = match listed {
             Some(read) => read,
             None => {
                 let text = std::fs::read_to_string(path).map_err(unread)?;
                 seen((text.len() as u64).saturating_sub(told.get()));
-                whole(&text, keep).map_err(unparsed)?
+                whole(&text, reading).map_err(unparsed)?
             }
         };
+        reading.filter(&mut read);
         Ok(ClusterObjects::of(read))
     }
 
     /// Loads every dump file of a directory ([`crate::dump_files`]), in name order.
     pub fn load_dir(dir: &Path) -> Result<ClusterObjects, Error> {
-        Self::load_dir_keeping(dir, None, &|_| {})
+        Self::load_dir_reading(dir, Reading::default(), &|_| {})
     }
 
-    fn load_dir_keeping(
+    fn load_dir_reading(
         dir: &Path,
-        keep: Keep<'_>,
+        reading: Reading<'_>,
         seen: Seen<'_>,
     ) -> Result<ClusterObjects, Error> {
         let mut cluster = ClusterObjects::default();
@@ -504,7 +580,7 @@ impl ClusterObjects {
             .iter()
             .filter(|p| p.file_name().is_some_and(|n| n != "settings.yaml"))
         {
-            cluster.append(Self::read_file(path, keep, seen)?);
+            cluster.append(Self::read_file(path, reading, seen)?);
         }
         Ok(cluster)
     }
@@ -530,11 +606,32 @@ impl ClusterObjects {
         keep: Keep<'_>,
         seen: Seen<'_>,
     ) -> Result<ClusterObjects, Error> {
+        Self::read_paths(paths, Reading { keep, kinds: None }, seen)
+    }
+
+    /// The objects of `kinds` a dump holds, the others passed over unparsed where the layout
+    /// tells their kind by a line (a kubectl List): what a few Flux objects are looked up in.
+    pub fn read_dump_of_kinds(
+        paths: &[std::path::PathBuf],
+        kinds: &[&str],
+    ) -> Result<ClusterObjects, Error> {
+        let reading = Reading {
+            keep: None,
+            kinds: Some(kinds),
+        };
+        Self::read_paths(paths, reading, &|_| {})
+    }
+
+    fn read_paths(
+        paths: &[std::path::PathBuf],
+        reading: Reading<'_>,
+        seen: Seen<'_>,
+    ) -> Result<ClusterObjects, Error> {
         let mut cluster = ClusterObjects::default();
         for path in paths {
             let part = match path.is_dir() {
-                true => Self::load_dir_keeping(path, keep, seen)?,
-                false => Self::read_file(path, keep, seen)?,
+                true => Self::load_dir_reading(path, reading, seen)?,
+                false => Self::read_file(path, reading, seen)?,
             };
             cluster.append(part);
         }
@@ -562,6 +659,12 @@ impl ClusterObjects {
     /// The object at a position (of [`ClusterObjects::index`]).
     pub fn value(&self, at: usize) -> Option<Value> {
         self.stored.get(at).map(Stored::value)
+    }
+
+    /// The identity and JSON text of the object at a position, unread: what a replay hands
+    /// over as it is ([`crate::audit::Replay::of_text`]).
+    pub fn entry(&self, at: usize) -> Option<(&ObjectKey, &str)> {
+        self.stored.get(at).map(|s| (&s.key, &*s.text))
     }
 
     /// The objects of one kind, read from their text; the others are not read (a dump of
@@ -839,7 +942,7 @@ metadata:
 
     #[test]
     fn a_kubectl_list_is_read_item_by_item_as_it_reads_whole() {
-        let items: Vec<Value> = list_items(LIST.as_bytes(), None)
+        let items: Vec<Value> = list_items(LIST.as_bytes(), Reading::default())
             .expect("read")
             .expect("kubectl's layout")
             .iter()
@@ -867,6 +970,66 @@ metadata:
         );
     }
 
+    /// A dump of every layout `read_dump_of_kinds` reads: kubectl's List, its JSON, and
+    /// documents; with a kind written quoted, which no line tells, and one with no kind.
+    #[test]
+    fn a_read_of_some_kinds_holds_those_objects_of_every_layout() {
+        let quoted = "- apiVersion: v1\n  kind: \"ConfigMap\"\n  metadata:\n    name: quoted\n    namespace: a\n";
+        let no_kind = "- apiVersion: v1\n  metadata:\n    name: nothing\n";
+        let list = LIST
+            .replacen("kind: List", &format!("{quoted}{no_kind}kind: List"), 1)
+            .replacen("items:\n", &format!("items:\n{}", LIST_CONFIGMAP), 1);
+        let dir = std::env::temp_dir().join(format!("kinds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let all = ClusterObjects::from_yaml(&list).expect("read");
+        let json = serde_json::json!({"apiVersion": "v1", "kind": "List",
+            "items": all.values().collect::<Vec<_>>()});
+        let documents: String = all
+            .values()
+            .map(|o| format!("---\n{}", serde_yaml::to_string(&o).expect("yaml")))
+            .collect();
+        for (name, text) in [
+            ("list.yaml", list.clone()),
+            ("list.json", json.to_string()),
+            ("documents.yaml", documents),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).expect("write");
+            let names = |kinds: &[&str]| -> Vec<String> {
+                let read = ClusterObjects::read_dump_of_kinds(std::slice::from_ref(&path), kinds);
+                read.expect("read").keys().map(|k| k.3.clone()).collect()
+            };
+            assert_eq!(names(&["ConfigMap"]), ["vars", "quoted"], "{name}");
+            assert_eq!(
+                names(&["HelmRelease", "Namespace"]),
+                ["tenant-a", "postgres-db"],
+                "{name}"
+            );
+            // None asked for is found: an empty snapshot, not the whole dump.
+            assert!(names(&["Kustomization"]).is_empty(), "{name}");
+            assert_eq!(
+                ClusterObjects::read_dump_of_kinds(std::slice::from_ref(&path), &["ConfigMap"])
+                    .expect("read")
+                    .values()
+                    .collect::<Vec<_>>(),
+                all.values()
+                    .filter(|o| o["kind"] == "ConfigMap")
+                    .collect::<Vec<_>>(),
+                "{name}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    const LIST_CONFIGMAP: &str = "- apiVersion: v1
+  data:
+    kind: not the object's
+  kind: ConfigMap
+  metadata:
+    name: vars
+    namespace: a
+";
+
     #[test]
     fn another_layout_is_read_whole() {
         // The items indented under `items:`, as other YAML writers lay a sequence out.
@@ -883,7 +1046,10 @@ metadata:
             two_documents.as_str(),
             "items: []\nkind: List\n",
         ] {
-            assert!(list_items(text.as_bytes(), None) == Ok(None), "{text}");
+            assert!(
+                list_items(text.as_bytes(), Reading::default()) == Ok(None),
+                "{text}"
+            );
         }
         // Read whole, the same objects come out.
         assert_eq!(
@@ -954,7 +1120,7 @@ metadata:
             ));
         }
         text.push_str("kind: List\nmetadata:\n  resourceVersion: \"\"\n");
-        let stored = list_items(text.as_bytes(), None)
+        let stored = list_items(text.as_bytes(), Reading::default())
             .expect("read")
             .expect("layout");
         let names: Vec<&str> = stored.iter().map(|(s, _)| s.key.3.as_str()).collect();

@@ -12,6 +12,11 @@ use crate::error::Error;
 use crate::live::{self, Target};
 use crate::output::read_text;
 
+/// The kinds a check looks up in a dump: the Flux objects it is named, and what a post-build
+/// substitutes from. The rest of the dump (the cluster the change set is judged on) is read
+/// apart, and is not parsed twice.
+const FLUX_SOURCE_KINDS: &[&str] = &["Kustomization", "GitRepository", "ConfigMap", "Secret"];
+
 /// Where the Flux objects a check names are read: the dump, read at most once however many
 /// Kustomizations, GitRepositories and `substituteFrom` references ask, or the live cluster.
 pub struct FluxSources<'a> {
@@ -38,7 +43,7 @@ impl<'a> FluxSources<'a> {
         if let Some(dump) = self.dump.get() {
             return Ok(Some(dump));
         }
-        let read = ClusterObjects::read_dump(self.paths)?;
+        let read = ClusterObjects::read_dump_of_kinds(self.paths, FLUX_SOURCE_KINDS)?;
         Ok(Some(self.dump.get_or_init(|| read)))
     }
 }
@@ -131,11 +136,10 @@ pub fn find_flux(
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     let dump = sources.dump()?;
     let found = match dump {
-        Some(dump) => dump.values().find(|o| {
-            o["kind"] == kind
-                && o["apiVersion"]
-                    .as_str()
-                    .is_some_and(|v| v.starts_with(&format!("{group}/")))
+        Some(dump) => dump.of_kind(kind).find(|o| {
+            o["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with(&format!("{group}/")))
                 && o["metadata"]["namespace"] == namespace
                 && o["metadata"]["name"] == name
         }),

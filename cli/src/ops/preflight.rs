@@ -72,6 +72,20 @@ impl Subject {
     }
 }
 
+impl Subject {
+    /// The subject of an object kept as text, by its identity and uid.
+    fn of_key((api_version, kind, namespace, name): &ObjectKey, uid: &str) -> Subject {
+        let given = |text: &str| Some(text.to_owned()).filter(|t| !t.is_empty());
+        Subject {
+            api_version: api_version.clone(),
+            kind: kind.clone(),
+            namespace: given(namespace),
+            name: name.clone(),
+            uid: given(uid),
+        }
+    }
+}
+
 /// The verdict on one replayed object.
 #[derive(Debug, Clone)]
 pub struct Judged {
@@ -292,10 +306,12 @@ pub fn run(
                     let current = instance()?;
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(object) = objects.get(i).and_then(|&at| cluster.value(at)) else {
+                        let Some((key, text)) = objects.get(i).and_then(|&at| cluster.entry(at))
+                        else {
                             return Ok(verdicts);
                         };
-                        let payload = payload(&Replay::of(&object)?, &**settings_text)?;
+                        let replay = Replay::of_text(key, text)?;
+                        let payload = payload(&replay, &**settings_text)?;
                         let response = current.validate_warm(&payload).and_then(|out| {
                             serde_json::from_slice::<Value>(&out)
                                 .map_err(cozystack_policy_runtime::error::Error::Response)
@@ -304,7 +320,7 @@ pub fn run(
                         if n % 100 == 0 || n == total {
                             progress(n, total);
                         }
-                        verdicts.push((i, Subject::of(&object), finding(&response)));
+                        verdicts.push((i, Subject::of_key(key, replay.uid()), finding(&response)));
                     }
                 })
             })
