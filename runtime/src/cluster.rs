@@ -181,16 +181,32 @@ impl Reading<'_> {
     }
 }
 
-/// One item of a kubectl List, its lines taken out of the list's indentation.
-fn yaml_item(item: &str, keep: Keep<'_>) -> Option<Read> {
-    serde_yaml::from_str(item)
-        .ok()
-        .map(|object| Stored::read(object, keep))
+/// One item of a kubectl List, its lines taken out of the list's indentation: the object's, and
+/// apart those of its `metadata.managedFields`, parsed only when `keep` asks for them.
+#[derive(Default)]
+struct ItemLines {
+    object: String,
+    managed: String,
+}
+
+fn yaml_item(item: &ItemLines, keep: Keep<'_>) -> Option<Read> {
+    let (stored, kept) = Stored::read(serde_yaml::from_str(&item.object).ok()?, keep);
+    if kept.is_some() || item.managed.is_empty() || !keep.is_some_and(|keep| keep(&stored.key)) {
+        return Some((stored, kept));
+    }
+    // The lines as they stood under `metadata:`, read alone; lines that do not read alone make
+    // the item one that does not, and the text is read whole.
+    let fields: Value = serde_yaml::from_str(&format!("metadata:\n{}", item.managed)).ok()?;
+    let kept = (fields.pointer("/metadata/managedFields"))
+        .filter(|m| m.as_array().is_some_and(|a| !a.is_empty()))
+        .map(|m| m.to_string().into_boxed_str());
+    Some((stored, kept))
 }
 
 /// Where an item's lines stand with respect to `metadata.managedFields`, which the snapshot
-/// drops ([`strip_store_fields`]): in kubectl's layout a third of a dump's text, dropped as
-/// lines rather than parsed and thrown away.
+/// drops ([`strip_store_fields`]): in kubectl's layout a third of a dump's text, set apart as
+/// lines rather than parsed and thrown away (and parsed only for an object whose managed
+/// fields a read keeps).
 #[derive(Default)]
 struct ManagedFields {
     in_metadata: bool,
@@ -228,7 +244,7 @@ fn list_items(mut reader: impl BufRead, reading: Reading<'_>) -> Result<Option<V
     let keep = reading.keep;
     std::thread::scope(|scope| {
         let (mut skeleton, mut line) = (String::new(), String::new());
-        let (mut stored, mut batch) = (Vec::new(), Vec::<String>::new());
+        let (mut stored, mut batch) = (Vec::new(), Vec::<ItemLines>::new());
         let mut parsing: Option<std::thread::ScopedJoinHandle<'_, Option<Vec<Read>>>> = None;
         // The batch being parsed, joined: `None` if an item did not read alone.
         let joined =
@@ -260,7 +276,7 @@ fn list_items(mut reader: impl BufRead, reading: Reading<'_>) -> Result<Option<V
                     parsing =
                         Some(scope.spawn(move || on_all_cores(&full, |i| yaml_item(i, keep))));
                 }
-                batch.push(String::new());
+                batch.push(ItemLines::default());
                 (items, passing) = (items + 1, false);
             } else if !item_line {
                 in_items = bare == "items:";
@@ -283,8 +299,10 @@ fn list_items(mut reader: impl BufRead, reading: Reading<'_>) -> Result<Option<V
             let Some(item) = batch.last_mut() else {
                 return Ok(None);
             };
-            if keep.is_some() || !managed.skips(text) {
-                item.push_str(text);
+            match managed.skips(text) {
+                true if keep.is_some() => item.managed.push_str(text),
+                true => {}
+                false => item.object.push_str(text),
             }
         }
         if joined(&mut parsing, &mut stored).is_none() {

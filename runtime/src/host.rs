@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::cluster::{ClusterObjects, listed_by};
 use crate::masks;
@@ -201,9 +202,15 @@ pub struct HostCache {
     /// What the masks reach: the data, as Kubewarden's host does, unless a benchmark weighs
     /// the upstream change ([`HostCache::masking_metadata`]).
     reach: masks::Reach,
-    reflectors: Mutex<HashMap<String, Arc<Vec<Value>>>>,
+    reflectors: Mutex<HashMap<String, Arc<Held>>>,
     gets: Mutex<HashMap<String, Fetched>>,
     answers: Option<Mutex<HashMap<String, Arc<str>>>>,
+    /// Whether a list answer is put together from the texts of the held items ([`Held`]). The
+    /// policy-server copies every item of a list and writes it per call (`DynamicObject::clone`
+    /// in policy-evaluator's `list_resources_from_reflector`), and so does a cache that stands
+    /// in for it in the bench; a tool's cache ([`HostCache::indexed`]) does neither, which
+    /// would only be the tool's time. The answer is the same text.
+    borrowed: bool,
     /// The cluster's objects by name, for GETs: built on the first, as the API server's own
     /// storage answers a GET without scanning.
     index: std::sync::OnceLock<crate::cluster::ObjectIndex>,
@@ -213,7 +220,10 @@ impl HostCache {
     /// A cache whose GETs go through `index`, positions in the cluster it is used with, kept
     /// current by whoever changes that cluster between evaluations (a change set's state).
     pub fn indexed(index: crate::cluster::ObjectIndex) -> HostCache {
-        let cache = HostCache::default();
+        let cache = HostCache {
+            borrowed: true,
+            ..HostCache::default()
+        };
         let _ = cache.index.set(index);
         cache
     }
@@ -282,14 +292,14 @@ impl HostCache {
                 if goes_in.is_none() && !old.is_some_and(|old| takes_in(&list, old)) {
                     return true;
                 }
-                let items = Arc::make_mut(items);
-                let at = items.iter().position(same);
+                let held = Arc::make_mut(items);
+                let at = held.items.iter().position(same);
                 if let Some(at) = at {
-                    items.remove(at);
+                    held.remove(at);
                 }
                 if let Some(new) = goes_in {
                     let item = reflected(new, list.field_masks, self.reach);
-                    items.insert(at.unwrap_or(items.len()), item);
+                    held.insert(at.unwrap_or(held.items.len()), item);
                 }
                 true
             });
@@ -407,16 +417,70 @@ fn reflected(object: &Value, masks: Option<&[String]>, reach: masks::Reach) -> V
     masks::apply_reaching(&object, masks, reach)
 }
 
-/// A list answer, written from the reflector's items where they are held (a copy of a
-/// 4,000-item list per call took more time than writing it). Its fields in the order a JSON
-/// object of them is written, so the text is the one such an object gives.
+/// A list answer, its fields in the order a JSON object of them is written, so the text is the
+/// one such an object gives.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ListAnswer<'a> {
+struct ListAnswer<'a, I> {
     api_version: &'a str,
-    items: &'a [Value],
+    items: &'a [I],
     kind: String,
     metadata: ListMeta,
+}
+
+impl<I: Serialize> ListAnswer<'_, I> {
+    /// The `<kind>List` of `items`, written.
+    fn to_string(api_version: &str, kind: &str, items: &[I]) -> serde_json::Result<String> {
+        serde_json::to_string(&ListAnswer {
+            api_version,
+            items,
+            kind: format!("{kind}List"),
+            metadata: ListMeta {
+                resource_version: "1",
+            },
+        })
+    }
+}
+
+/// What a reflector holds of a list: its items and, in a tool's cache (`borrowed`), each one's
+/// text as written, so that a list answered between two writes is the texts put together
+/// rather than every item written again (a change set's state answers thousands of lists).
+#[derive(Debug, Clone, Default)]
+struct Held {
+    items: Vec<Value>,
+    /// The items' texts in order; `None` in a cache that stands in for the policy-server.
+    texts: Option<Vec<Box<RawValue>>>,
+}
+
+impl Held {
+    fn new(items: Vec<Value>, texted: bool) -> Held {
+        let texts = texted
+            .then(|| items.iter().map(text_of).collect())
+            .flatten();
+        Held { items, texts }
+    }
+
+    fn remove(&mut self, at: usize) {
+        self.items.remove(at);
+        if let Some(texts) = &mut self.texts {
+            texts.remove(at);
+        }
+    }
+
+    fn insert(&mut self, at: usize, item: Value) {
+        if let Some(texts) = &mut self.texts {
+            match text_of(&item) {
+                Some(text) => texts.insert(at, text),
+                None => self.texts = None,
+            }
+        }
+        self.items.insert(at, item);
+    }
+}
+
+/// An item's text as a list answer writes it (a `Value` always writes: its keys are strings).
+fn text_of(item: &Value) -> Option<Box<RawValue>> {
+    serde_json::value::to_raw_value(item).ok()
 }
 
 #[derive(Serialize)]
@@ -521,8 +585,9 @@ impl HostState {
         Ok(answer)
     }
 
-    /// The evaluator's path: the list or object built and serialised, per call. A list key's
-    /// store is filled on its first use, as a reflector is.
+    /// The evaluator's path: the stored objects copied (unless the cache is a tool's), the list
+    /// or object built and serialised, per call. A list key's store is filled on its first use,
+    /// as a reflector is.
     fn answer_from(&self, cache: &HostCache, request: &CallbackRequest) -> Result<String, String> {
         if let Some(f) = self.failure(request) {
             return Err(f.message.clone());
@@ -581,15 +646,16 @@ impl HostState {
             }
             _ => {
                 let key = request.list_key().unwrap_or_default();
-                let items = {
+                let held = {
                     let mut reflectors = cache
                         .reflectors
                         .lock()
                         .map_err(|e| format!("host cache: {e}"))?;
                     match reflectors.get(&key) {
-                        Some(items) => items.clone(),
+                        Some(held) => held.clone(),
                         None => {
-                            let items = Arc::new(self.listed(request, cache.reach)?);
+                            let items = self.listed(request, cache.reach)?;
+                            let items = Arc::new(Held::new(items, cache.borrowed));
                             // A memoised answer is never built again: its items kept as well
                             // would be a second copy of every listed object.
                             if cache.answers.is_none() {
@@ -600,15 +666,12 @@ impl HostState {
                     }
                 };
                 let (api_version, kind) = request.resource();
-                let list = ListAnswer {
-                    api_version,
-                    items: &items,
-                    kind: format!("{kind}List"),
-                    metadata: ListMeta {
-                        resource_version: "1",
-                    },
+                let written = match (&held.texts, cache.borrowed) {
+                    (Some(texts), _) => ListAnswer::to_string(api_version, kind, texts),
+                    (None, true) => ListAnswer::to_string(api_version, kind, &held.items),
+                    (None, false) => ListAnswer::to_string(api_version, kind, &held.items.clone()),
                 };
-                serde_json::to_string(&list).map_err(|e| e.to_string())
+                written.map_err(|e| e.to_string())
             }
         }
     }
@@ -754,10 +817,13 @@ mod tests {
         // the same fields is written.
         let envelope = json!({"apiVersion": "v1", "kind": "NamespaceList",
             "metadata": {"resourceVersion": "1"}, "items": [reflected]});
-        assert_eq!(
-            state.answer_from(&cache, &list).as_deref(),
-            Ok(envelope.to_string().as_str())
-        );
+        // A tool's cache, which writes the held items without the evaluator's copy, the same.
+        for cache in [&cache, &HostCache::indexed(state.cluster.index())] {
+            assert_eq!(
+                state.answer_from(cache, &list).as_deref(),
+                Ok(envelope.to_string().as_str())
+            );
+        }
         // The upstream change the benchmark weighs: masks that reach metadata.
         let reaching = HostCache::masking_metadata();
         let trimmed = json!({"apiVersion": "v1", "kind": "Namespace",
