@@ -30,7 +30,7 @@ const BEFORE_BUILTIN: u64 = 582_429;
 const BUILTIN_TABLE: u64 = 5_054;
 
 /// What the 40,000-tenant pre-flight's time is made of (docs/benchmarks.md, round #35).
-const LARGE_PREFLIGHT_CAUSE: &str = "each object is replayed once, and no replay reads a list of every tenant: the Info releases and the modules a Tenant switches on are on their slots, which an audit replay does not count (a surplus is reported on the instances off the slots); the YAML is streamed with the managed fields dropped as lines, and each replay is one evaluation on a warm instance per core, its payload written from the object and the settings without copying them. On live-sized objects the dump is 541 MB (each object with its writers' managed fields and helm-controller's status) and took 11.9-12.8 s, 4.6 s of it the read, measured 2026-12-04 with the accept-all floor at 56-64 µs; the dump of 388 MB before took 9.2-10.6 s. 451.7 s before the slot holders were kept, each Info replay reading 40,000 releases";
+const LARGE_PREFLIGHT_CAUSE: &str = "each object is replayed once, and no replay reads a list of every tenant: the Info releases and the modules a Tenant switches on are on their slots, which an audit replay does not count (a surplus is reported on the instances off the slots); the YAML is streamed with the managed fields dropped as lines, and each replay is one evaluation on a warm instance per core, its payload written from the object's stored text and the settings without decoding them. On live-sized objects the dump is 541 MB (each object with its writers' managed fields and helm-controller's status) and took 11.9-12.8 s, 4.6 s of it the read, measured 2026-12-04 with the accept-all floor at 56-64 µs; the dump of 388 MB before took 9.2-10.6 s. 451.7 s before the slot holders were kept, each Info replay reading 40,000 releases. What is left is CPU on both cores: the read (8.4 CPU-s, libyaml's scanner the most of it) and the replays (12.5 CPU-s, two thirds of them the module's own evaluation)";
 
 /// What the 40,000-tenant pre-flight's peak memory is made of (docs/benchmarks.md, round #35).
 const LARGE_PREFLIGHT_MEMORY: &str = "the snapshot keeps each object as its JSON text beside its identity, stripped of its managed fields, the YAML is streamed in batches of 2,048 items with the managed fields dropped as lines, and a list is masked one object at a time; the rest is the GET index, the memoised answers and one instance per core (484 MiB measured 2026-12-04 on live-sized objects; 396-410 MiB on the smaller ones before; 647 MiB while each Info replay read every tenant's release)";
@@ -452,7 +452,7 @@ pub fn targets(
             preflight.check.code.is_some_and(|c| c <= 1)
                 && preflight.check.wall < Duration::from_secs(5)
                 && preflight.check.peak_mib < 500,
-            "the release binary as a child: the dump is read item by item into the snapshot's JSON text; the writes update the reflectors' lists in place and are found by identity, so judging is no longer the cost".to_owned(),
+            "the release binary as a child: the dump is read once for the cluster (managed fields parsed only for what the change set applies over) and its Flux objects apart without parsing the rest; the writes update the reflectors' lists in place, and a list answer is put together from its items' texts. What is left, under `perf record`: `kubectl kustomize` (14% of the CPU), reading the YAML, compiling the module (9%), the evaluations and helm-controller's renders".to_owned(),
         ),
         (
             format!(
