@@ -15,7 +15,12 @@ use crate::output::read_text;
 /// The kinds a check looks up in a dump: the Flux objects it is named, and what a post-build
 /// substitutes from. The rest of the dump (the cluster the change set is judged on) is read
 /// apart, and is not parsed twice.
-const FLUX_SOURCE_KINDS: &[&str] = &["Kustomization", "GitRepository", "ConfigMap", "Secret"];
+const FLUX_SOURCE_KINDS: &[&str] = &[
+    KUSTOMIZATION.1,
+    GIT_REPOSITORY.1,
+    flux::postbuild::SOURCE_KINDS[0],
+    flux::postbuild::SOURCE_KINDS[1],
+];
 
 /// Where the Flux objects a check names are read: the dump, read at most once however many
 /// Kustomizations, GitRepositories and `substituteFrom` references ask, or the live cluster.

@@ -70,9 +70,7 @@ impl Subject {
             uid: text(&meta["uid"]),
         }
     }
-}
 
-impl Subject {
     /// The subject of an object kept as text, by its identity and uid.
     fn of_key((api_version, kind, namespace, name): &ObjectKey, uid: &str) -> Subject {
         let given = |text: &str| Some(text.to_owned()).filter(|t| !t.is_empty());

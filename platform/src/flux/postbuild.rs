@@ -31,6 +31,10 @@ pub struct PostBuild {
     from: Vec<Reference>,
 }
 
+/// The kinds a `substituteFrom` entry may name (kustomize-controller's `api/v1`
+/// `SubstituteReference.Kind`: `+kubebuilder:validation:Enum=Secret;ConfigMap`).
+pub const SOURCE_KINDS: [&str; 2] = ["ConfigMap", "Secret"];
+
 /// One `substituteFrom` entry.
 #[derive(Debug, Clone, PartialEq)]
 struct Reference {
